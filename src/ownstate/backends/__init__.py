@@ -1,0 +1,61 @@
+"""Backends, chosen by URL scheme; each driver is imported only when its scheme is used."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from ..errors import InvalidInput
+from .base import Backend, Capability, NewItem
+
+__all__ = ["DEFAULT_URL", "Backend", "Capability", "NewItem", "open_backend", "resolve_url"]
+
+DEFAULT_URL = "sqlite:///ownstate.db"
+
+
+def resolve_url(url: str | None) -> str:
+    """The argument, else ``OWNSTATE_URL``, else the embedded default ``sqlite:///ownstate.db``."""
+    return url or os.environ.get("OWNSTATE_URL") or DEFAULT_URL
+
+
+def _float_option(options: dict[str, list[str]], name: str, default: float) -> float:
+    if name not in options:
+        return default
+    try:
+        return float(options[name][-1])
+    except ValueError as exc:
+        raise InvalidInput(f"URL option {name}= must be a number", field="url") from exc
+
+
+def open_backend(url: str, *, inline: bool = False) -> Backend:
+    """A backend for ``url``, not yet set up.
+
+    - ``memory://`` (private) or ``memory://NAME`` (shared within this process)
+    - ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``; options
+      ``?busy_timeout=SECONDS&synchronous=normal|full``
+
+    Raises :class:`~ownstate.errors.InvalidInput` for an unknown scheme or a malformed URL.
+    """
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    options = parse_qs(parts.query)
+    if scheme == "memory":
+        from .memory import MemoryBackend
+
+        return MemoryBackend(name=(parts.netloc + parts.path).strip("/") or None)
+    if scheme == "sqlite":
+        from .sqlite import SqliteBackend
+
+        path = unquote(parts.path)
+        if parts.netloc or not path or path == "/":
+            raise InvalidInput(
+                f"a SQLite URL looks like sqlite:///relative.db or sqlite:////abs/path.db, "
+                f"not {url!r}", field="url")
+        return SqliteBackend(
+            path[1:],
+            busy_timeout=_float_option(options, "busy_timeout", 10.0),
+            synchronous=options.get("synchronous", ["normal"])[-1],
+            inline=inline,
+        )
+    raise InvalidInput(f"no backend for URL scheme {parts.scheme!r} (try memory:// or "
+                       "sqlite:///path.db)", field="url")

@@ -1,0 +1,344 @@
+"""The in-memory backend: a complete reference implementation, kept in plain Python data.
+
+``memory://`` gives a private, empty database; ``memory://NAME`` gives one shared by every
+client in this process that names it. Nothing survives the process. Each method runs
+without awaiting under one lock, so every operation is atomic.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, ClassVar
+
+from .._ids import format_time, new_id
+from ..errors import (
+    AlreadyExists,
+    HasChildren,
+    IdempotencyKeyReused,
+    ItemNotFound,
+    LimitExceeded,
+    SessionNotFound,
+    StoreNotEmpty,
+    StoreNotFound,
+)
+from ..model import Item, SessionRecord, SessionStoreRecord
+from .base import Backend, NewItem, SessionOrder
+
+__all__ = ["MemoryBackend"]
+
+
+@dataclass(slots=True)
+class _StoredItem:
+    item_id: str
+    seq: int
+    create_time: datetime
+    data_json: str
+    format: str
+    role: str | None
+    type: str | None
+    tool_name: str | None
+    model: str | None
+    in_tokens: int | None
+    out_tokens: int | None
+
+    def to_item(self, session_id: str) -> Item:
+        return Item(
+            item_id=self.item_id, session_id=session_id, seq=self.seq,
+            create_time=self.create_time, data=json.loads(self.data_json), format=self.format,
+            role=self.role, type=self.type, tool_name=self.tool_name, model=self.model,
+            in_tokens=self.in_tokens, out_tokens=self.out_tokens,
+        )
+
+
+@dataclass(slots=True)
+class _StoredSession:
+    record: SessionRecord
+    ordinal: int
+    items: list[_StoredItem] = field(default_factory=list)
+    # idempotency key -> (request hash, item ids of the first result)
+    idempotency: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
+
+
+@dataclass
+class _Data:
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    stores: dict[tuple[str, str], SessionStoreRecord] = field(default_factory=dict)
+    sessions: dict[tuple[str, str, str], _StoredSession] = field(default_factory=dict)
+    next_ordinal: int = 1
+
+
+_shared: dict[str, _Data] = {}
+_shared_lock = threading.Lock()
+
+
+class MemoryBackend(Backend):
+    """Sessions kept in process memory."""
+
+    capabilities: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, name: str | None = None) -> None:
+        if name:
+            with _shared_lock:
+                self._data = _shared.setdefault(name, _Data())
+        else:
+            self._data = _Data()
+
+    # lifecycle -------------------------------------------------------------------------
+
+    async def setup(self, *, migrate: bool) -> None:
+        return None
+
+    async def schema_status(self) -> tuple[int, int]:
+        return (1, 1)
+
+    async def close(self) -> None:
+        return None
+
+    # helpers ---------------------------------------------------------------------------
+
+    def _store(self, tenant: str, name: str) -> SessionStoreRecord:
+        record = self._data.stores.get((tenant, name))
+        if record is None:
+            raise StoreNotFound(f"no session store {name!r}", store=name)
+        return record
+
+    def _session(self, tenant: str, store: str, session_id: str) -> _StoredSession:
+        stored = self._data.sessions.get((tenant, store, session_id))
+        if stored is None:
+            raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
+                                  store=store, session_id=session_id)
+        return stored
+
+    def _touch(self, stored: _StoredSession, now: datetime) -> None:
+        stored.record = replace(stored.record, last_activity_time=now)
+
+    # session stores --------------------------------------------------------------------
+
+    async def create_store(self, tenant: str, name: str, now: datetime) -> SessionStoreRecord:
+        with self._data.lock:
+            if (tenant, name) in self._data.stores:
+                raise AlreadyExists(f"session store {name!r} already exists", store=name)
+            record = SessionStoreRecord(tenant=tenant, name=name, create_time=now)
+            self._data.stores[(tenant, name)] = record
+            return record
+
+    async def get_store(self, tenant: str, name: str) -> SessionStoreRecord:
+        with self._data.lock:
+            return self._store(tenant, name)
+
+    async def list_stores(
+        self, tenant: str, limit: int, after: str | None
+    ) -> list[SessionStoreRecord]:
+        with self._data.lock:
+            names = sorted(
+                name for (t, name) in self._data.stores
+                if t == tenant and (after is None or name > after)
+            )
+            return [self._data.stores[(tenant, name)] for name in names[:limit]]
+
+    async def delete_store(self, tenant: str, name: str, force: bool) -> int:
+        with self._data.lock:
+            self._store(tenant, name)
+            keys = [k for k in self._data.sessions if k[0] == tenant and k[1] == name]
+            if keys and not force:
+                raise StoreNotEmpty(f"session store {name!r} holds {len(keys)} sessions",
+                                    store=name, sessions=len(keys))
+            for key in keys:
+                del self._data.sessions[key]
+            del self._data.stores[(tenant, name)]
+            return len(keys)
+
+    # sessions --------------------------------------------------------------------------
+
+    async def create_session(
+        self, tenant: str, store: str, session_id: str, actor_id: str,
+        metadata: Mapping[str, str], now: datetime,
+    ) -> SessionRecord:
+        with self._data.lock:
+            self._store(tenant, store)
+            return self._insert_session(tenant, store, session_id, actor_id, dict(metadata),
+                                        None, session_id, now).record
+
+    def _insert_session(
+        self, tenant: str, store: str, session_id: str, actor_id: str,
+        metadata: dict[str, str], parent: str | None, root: str, now: datetime,
+    ) -> _StoredSession:
+        key = (tenant, store, session_id)
+        if key in self._data.sessions:
+            raise AlreadyExists(f"session {session_id!r} already exists in store {store!r}",
+                                store=store, session_id=session_id)
+        record = SessionRecord(
+            tenant=tenant, store=store, session_id=session_id, actor_id=actor_id,
+            parent_session_id=parent, root_session_id=root, metadata=metadata,
+            create_time=now, last_activity_time=now,
+        )
+        stored = _StoredSession(record=record, ordinal=self._data.next_ordinal)
+        self._data.next_ordinal += 1
+        self._data.sessions[key] = stored
+        return stored
+
+    async def get_session(self, tenant: str, store: str, session_id: str) -> SessionRecord:
+        with self._data.lock:
+            return self._session(tenant, store, session_id).record
+
+    async def list_sessions(
+        self, tenant: str, store: str, *, actor_id: str | None, metadata: Mapping[str, str],
+        order: SessionOrder, descending: bool, limit: int, after: Sequence[Any] | None,
+    ) -> tuple[list[SessionRecord], list[Any] | None]:
+        def position(s: _StoredSession) -> tuple[Any, ...]:
+            if order == "create_time":
+                return (s.ordinal,)
+            return (format_time(s.record.last_activity_time), s.ordinal)
+
+        with self._data.lock:
+            self._store(tenant, store)
+            chosen = [
+                s for (t, st, _), s in self._data.sessions.items()
+                if t == tenant and st == store
+                and (actor_id is None or s.record.actor_id == actor_id)
+                and all(s.record.metadata.get(k) == v for k, v in metadata.items())
+            ]
+            if after is not None:
+                cursor = tuple(after)
+                chosen = [s for s in chosen
+                          if (position(s) < cursor if descending else position(s) > cursor)]
+            chosen.sort(key=position, reverse=descending)
+            page = chosen[:limit]
+            last = list(position(page[-1])) if len(chosen) > limit else None
+            return [s.record for s in page], last
+
+    async def update_metadata(
+        self, tenant: str, store: str, session_id: str, changes: Mapping[str, str | None],
+        max_labels: int,
+    ) -> SessionRecord:
+        with self._data.lock:
+            stored = self._session(tenant, store, session_id)
+            labels = dict(stored.record.metadata)
+            for key, value in changes.items():
+                if value is None:
+                    labels.pop(key, None)
+                else:
+                    labels[key] = value
+            if len(labels) > max_labels:
+                raise LimitExceeded(f"at most {max_labels} metadata labels", field="metadata",
+                                    limit=max_labels, actual=len(labels))
+            stored.record = replace(stored.record, metadata=labels)
+            return stored.record
+
+    def _children(self, tenant: str, store: str, session_id: str) -> list[str]:
+        return [s.record.session_id for (t, st, _), s in self._data.sessions.items()
+                if t == tenant and st == store and s.record.parent_session_id == session_id]
+
+    async def delete_session(self, tenant: str, store: str, session_id: str, force: bool) -> int:
+        with self._data.lock:
+            self._session(tenant, store, session_id)
+            children = self._children(tenant, store, session_id)
+            if children and not force:
+                raise HasChildren(f"session {session_id!r} has forks; delete with force=True",
+                                  store=store, session_id=session_id, children=children)
+            doomed = [session_id]
+            index = 0
+            while index < len(doomed):
+                doomed.extend(self._children(tenant, store, doomed[index]))
+                index += 1
+            for doomed_id in doomed:
+                del self._data.sessions[(tenant, store, doomed_id)]
+            return len(doomed)
+
+    async def fork_session(
+        self, tenant: str, store: str, session_id: str, new_session_id: str,
+        up_to_item_id: str | None, now: datetime,
+    ) -> SessionRecord:
+        with self._data.lock:
+            parent = self._session(tenant, store, session_id)
+            items = parent.items
+            if up_to_item_id is not None:
+                cut = next((i for i, it in enumerate(items) if it.item_id == up_to_item_id), None)
+                if cut is None:
+                    raise ItemNotFound(f"no item {up_to_item_id!r} in session {session_id!r}",
+                                       session_id=session_id, item_id=up_to_item_id)
+                items = items[: cut + 1]
+            child = self._insert_session(
+                tenant, store, new_session_id, parent.record.actor_id,
+                dict(parent.record.metadata), session_id, parent.record.root_session_id, now,
+            )
+            child.items = [replace(it, item_id=new_id("itm")) for it in items]
+            return child.record
+
+    # items -----------------------------------------------------------------------------
+
+    async def append_items(
+        self, tenant: str, store: str, session_id: str, items: Sequence[NewItem],
+        idempotency: tuple[str, str] | None, now: datetime,
+    ) -> list[Item]:
+        with self._data.lock:
+            stored = self._session(tenant, store, session_id)
+            if idempotency is not None:
+                key, request_hash = idempotency
+                seen = stored.idempotency.get(key)
+                if seen is not None:
+                    if seen[0] != request_hash:
+                        raise IdempotencyKeyReused(
+                            f"idempotency key {key!r} was used with a different request",
+                            session_id=session_id, idempotency_key=key)
+                    wanted = set(seen[1])
+                    return [it.to_item(session_id) for it in stored.items
+                            if it.item_id in wanted]
+            first = len(stored.items) + 1
+            new = [
+                _StoredItem(
+                    item_id=it.item_id, seq=first + n, create_time=now, data_json=it.data_json,
+                    format=it.format, role=it.role, type=it.type, tool_name=it.tool_name,
+                    model=it.model, in_tokens=it.in_tokens, out_tokens=it.out_tokens,
+                )
+                for n, it in enumerate(items)
+            ]
+            stored.items.extend(new)
+            if idempotency is not None:
+                stored.idempotency[idempotency[0]] = (idempotency[1], [it.item_id for it in new])
+            self._touch(stored, now)
+            return [it.to_item(session_id) for it in new]
+
+    async def list_items(
+        self, tenant: str, store: str, session_id: str, *, descending: bool, limit: int,
+        after_seq: int | None,
+    ) -> list[Item]:
+        with self._data.lock:
+            items = self._session(tenant, store, session_id).items
+            if descending:
+                end = len(items) if after_seq is None else max(0, min(after_seq - 1, len(items)))
+                chosen = items[max(0, end - limit):end][::-1]
+            else:
+                start = 0 if after_seq is None else max(0, after_seq)
+                chosen = items[start:start + limit]
+            return [it.to_item(session_id) for it in chosen]
+
+    async def get_item(self, tenant: str, store: str, session_id: str, item_id: str) -> Item:
+        with self._data.lock:
+            for it in self._session(tenant, store, session_id).items:
+                if it.item_id == item_id:
+                    return it.to_item(session_id)
+            raise ItemNotFound(f"no item {item_id!r} in session {session_id!r}",
+                               session_id=session_id, item_id=item_id)
+
+    async def pop_item(self, tenant: str, store: str, session_id: str,
+                       now: datetime) -> Item | None:
+        with self._data.lock:
+            stored = self._session(tenant, store, session_id)
+            if not stored.items:
+                return None
+            popped = stored.items.pop()
+            self._touch(stored, now)
+            return popped.to_item(session_id)
+
+    async def clear_items(self, tenant: str, store: str, session_id: str, now: datetime) -> int:
+        with self._data.lock:
+            stored = self._session(tenant, store, session_id)
+            count = len(stored.items)
+            stored.items.clear()
+            self._touch(stored, now)
+            return count

@@ -1,0 +1,204 @@
+"""Size bounds and input validation shared by every backend.
+
+The bounds are documented in ``docs/limits.md`` and can be changed per client with
+``ownstate.connect(url, limits=Limits(...))``. Validation happens before any backend is
+touched, so a refused request never changes stored state.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import InvalidInput, LimitExceeded
+
+__all__ = ["Limits"]
+
+STORE_NAME_RE = re.compile(r"[a-z0-9_-]{3,55}")
+SESSION_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
+FORMAT_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
+LABEL_KEY_RE = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Bounds on what one call may store or ask for.
+
+    Sizes are of the item's JSON encoding in UTF-8 bytes.
+    """
+
+    max_item_bytes: int = 1024 * 1024
+    max_batch_items: int = 1000
+    max_batch_bytes: int = 16 * 1024 * 1024
+    default_page_size: int = 100
+    max_page_size: int = 1000
+    max_metadata_labels: int = 32
+    max_label_value_chars: int = 256
+    max_actor_id_chars: int = 256
+    max_idempotency_key_chars: int = 256
+
+    def page_size(self, page_size: int | None) -> int:
+        """The page size to use, or :class:`InvalidInput` if out of ``1..max_page_size``."""
+        if page_size is None:
+            return self.default_page_size
+        if isinstance(page_size, bool) or not isinstance(page_size, int):
+            raise InvalidInput("page_size must be an integer", field="page_size")
+        if not 1 <= page_size <= self.max_page_size:
+            raise LimitExceeded(
+                f"page_size must be between 1 and {self.max_page_size}",
+                field="page_size",
+                limit=self.max_page_size,
+                actual=page_size,
+            )
+        return page_size
+
+    def metadata(self, metadata: Mapping[str, str] | None) -> dict[str, str]:
+        """A validated copy of session metadata labels (string keys and string values)."""
+        if metadata is None:
+            return {}
+        if not isinstance(metadata, Mapping):
+            raise InvalidInput("metadata must be a mapping of strings", field="metadata")
+        if len(metadata) > self.max_metadata_labels:
+            raise LimitExceeded(
+                f"at most {self.max_metadata_labels} metadata labels",
+                field="metadata",
+                limit=self.max_metadata_labels,
+                actual=len(metadata),
+            )
+        labels: dict[str, str] = {}
+        for key, value in metadata.items():
+            if not isinstance(key, str) or not LABEL_KEY_RE.fullmatch(key):
+                raise InvalidInput(
+                    f"metadata label {key!r} must be 1-64 chars of [A-Za-z0-9_.:/-]",
+                    field="metadata",
+                )
+            if not isinstance(value, str):
+                raise InvalidInput(f"metadata label {key!r} must be a string", field="metadata")
+            if len(value) > self.max_label_value_chars:
+                raise LimitExceeded(
+                    f"metadata label {key!r} is longer than {self.max_label_value_chars} chars",
+                    field="metadata",
+                    limit=self.max_label_value_chars,
+                    actual=len(value),
+                )
+            labels[key] = value
+        return labels
+
+    def actor_id(self, actor_id: str) -> str:
+        if not isinstance(actor_id, str) or not actor_id.strip():
+            raise InvalidInput("actor_id is required and must be a non-empty string",
+                               field="actor_id")
+        if len(actor_id) > self.max_actor_id_chars or _CONTROL_RE.search(actor_id):
+            raise InvalidInput(
+                f"actor_id must be at most {self.max_actor_id_chars} printable chars",
+                field="actor_id",
+            )
+        return actor_id
+
+    def idempotency_key(self, key: str | None) -> str | None:
+        if key is None:
+            return None
+        if (
+            not isinstance(key, str)
+            or not key
+            or len(key) > self.max_idempotency_key_chars
+            or _CONTROL_RE.search(key)
+        ):
+            raise InvalidInput(
+                f"idempotency_key must be 1-{self.max_idempotency_key_chars} printable chars",
+                field="idempotency_key",
+            )
+        return key
+
+    def encode_items(self, items: Sequence[Any]) -> list[str]:
+        """The JSON text of each item, after checking shape and size bounds."""
+        if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence):
+            raise InvalidInput("items must be a list of JSON objects", field="items")
+        if not items:
+            raise InvalidInput("items must not be empty", field="items")
+        if len(items) > self.max_batch_items:
+            raise LimitExceeded(
+                f"at most {self.max_batch_items} items per append",
+                field="items",
+                limit=self.max_batch_items,
+                actual=len(items),
+            )
+        encoded: list[str] = []
+        total = 0
+        for index, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise InvalidInput(
+                    f"item {index} must be a JSON object (dict), not {type(item).__name__}",
+                    field="items",
+                    index=index,
+                )
+            text = encode_json(item, field="items", index=index)
+            size = len(text.encode()) if not text.isascii() else len(text)
+            if size > self.max_item_bytes:
+                raise LimitExceeded(
+                    f"item {index} is {size} bytes; the limit is {self.max_item_bytes}",
+                    field="items",
+                    index=index,
+                    limit=self.max_item_bytes,
+                    actual=size,
+                )
+            total += size
+            encoded.append(text)
+        if total > self.max_batch_bytes:
+            raise LimitExceeded(
+                f"the batch is {total} bytes; the limit is {self.max_batch_bytes}",
+                field="items",
+                limit=self.max_batch_bytes,
+                actual=total,
+            )
+        return encoded
+
+
+def _refuse(value: object) -> object:
+    raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
+
+
+def encode_json(value: object, *, field: str, index: int | None = None) -> str:
+    """Compact JSON text of ``value``; :class:`InvalidInput` if JSON cannot represent it."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False,
+                          separators=(",", ":"), default=_refuse)
+    except (TypeError, ValueError, RecursionError) as exc:
+        where = f" (item {index})" if index is not None else ""
+        raise InvalidInput(f"{field}{where} is not JSON-serialisable: {exc}",
+                           field=field, index=index) from exc
+
+
+def store_name(name: str) -> str:
+    if not isinstance(name, str) or not STORE_NAME_RE.fullmatch(name):
+        raise InvalidInput(
+            f"store name {name!r} must be 3-55 chars of [a-z0-9_-]", field="name", store=name
+        )
+    return name
+
+
+def session_id(value: str, field: str = "session_id") -> str:
+    if not isinstance(value, str) or not SESSION_ID_RE.fullmatch(value):
+        raise InvalidInput(
+            f"{field} {value!r} must be 1-128 chars of [A-Za-z0-9._:@-], "
+            "starting with a letter or digit",
+            field=field,
+        )
+    return value
+
+
+def item_format(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not FORMAT_RE.fullmatch(value):
+        raise InvalidInput(f"format {value!r} must be 1-64 chars of [a-z0-9_.-]", field="format")
+    return value
+
+
+def finite_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
