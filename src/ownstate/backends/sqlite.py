@@ -423,7 +423,7 @@ class SqliteBackend(Backend):
                     raise HasChildren(
                         f"session {session_id!r} has forks; delete with force=True",
                         store=store, session_id=session_id, children=children)
-                deleted = conn.execute(
+                conn.execute(
                     "WITH RECURSIVE tree (session_id) AS ("
                     " SELECT ? UNION"
                     " SELECT s.session_id FROM sessions s JOIN tree t"
@@ -432,7 +432,8 @@ class SqliteBackend(Backend):
                     " DELETE FROM sessions WHERE tenant = ? AND store = ?"
                     " AND session_id IN (SELECT session_id FROM tree)",
                     (session_id, tenant, store, tenant, store))
-                return int(deleted.rowcount)
+                # rowcount is unreliable for a statement that begins with WITH
+                return int(conn.execute("SELECT changes()").fetchone()[0])
 
         return await self._run(run)
 

@@ -1,0 +1,78 @@
+"""Fixtures and helpers shared by the conformance modules.
+
+Each conformance module star-imports this, so a test file that star-imports a module gets
+its fixtures too. They build on one fixture the user provides: ``target``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any, TypeVar
+
+import pytest
+
+import ownstate
+
+from .targets import Target
+
+__all__ = ["client", "make_client", "other_tenant", "run_async", "session", "snapshot", "store"]
+
+T = TypeVar("T")
+
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    """Run one coroutine to completion on a fresh event loop."""
+    return asyncio.run(coro)
+
+
+@pytest.fixture
+def make_client(target: Target) -> Iterator[Callable[..., ownstate.Client]]:
+    """Open more sync clients on the target's database (closed after the test)."""
+    opened: list[ownstate.Client] = []
+
+    def make(**kwargs: Any) -> ownstate.Client:
+        made = ownstate.connect(target.url, **kwargs)
+        opened.append(made)
+        return made
+
+    yield make
+    for made in opened:
+        made.close()
+
+
+@pytest.fixture
+def client(make_client: Callable[..., ownstate.Client]) -> ownstate.Client:
+    """A sync client on a fresh, empty database of the target backend."""
+    return make_client()
+
+
+@pytest.fixture
+def other_tenant(make_client: Callable[..., ownstate.Client]) -> ownstate.Client:
+    """A client on the same database, for another tenant."""
+    return make_client(tenant="tenant-b")
+
+
+@pytest.fixture
+def store(client: ownstate.Client) -> ownstate.SessionStore:
+    return client.session_stores.create("support-agent-sessions")
+
+
+@pytest.fixture
+def session(store: ownstate.SessionStore) -> ownstate.Session:
+    return store.add(actor_id="customer-123", session_id="case-456", metadata={"channel": "web"})
+
+
+def snapshot(client: ownstate.Client) -> dict[str, Any]:
+    """Everything the client's tenant stores, as plain data, to prove an error changed nothing."""
+    state: dict[str, Any] = {}
+    for st in client.session_stores.list():
+        sessions = {}
+        for s in st.list_sessions(order_by="create_time asc"):
+            sessions[s.session_id] = (
+                s.record,
+                [(i.item_id, i.seq, i.data, i.format) for i in
+                 s.list_items(order_by="create_time asc")],
+            )
+        state[st.name] = sessions
+    return state

@@ -1,0 +1,3 @@
+"""The conformance suite, run over every backend in conftest.TARGETS."""
+
+from ownstate.testing.conformance import *  # noqa: F403

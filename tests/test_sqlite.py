@@ -1,0 +1,109 @@
+"""What is particular to the SQLite backend: its file, its schema, its migrations."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import ownstate
+from ownstate.backends.sqlite_schema import SCHEMA_VERSION
+
+
+def url(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
+def test_schema_is_plain_queryable_sql(tmp_path: Path) -> None:
+    db = tmp_path / "o.db"
+    with ownstate.connect(url(db)) as client:
+        session = client.session_stores.create("support").add(actor_id="u1", session_id="s1")
+        session.append_items([
+            {"role": "user", "content": "hi"},
+            {"type": "function_call", "name": "refund", "arguments": "{}", "call_id": "c"},
+        ])
+    conn = sqlite3.connect(db)
+    rows = conn.execute(
+        "SELECT session_id, seq, role, type, tool_name, json_extract(data, '$.content') "
+        "FROM session_items WHERE tenant = 'default' AND store = 'support' ORDER BY seq"
+    ).fetchall()
+    assert rows == [("s1", 1, "user", "message", None, "hi"),
+                    ("s1", 2, None, "function_call", "refund", None)]
+    assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    conn.close()
+
+
+def test_data_survives_reopening(tmp_path: Path) -> None:
+    with ownstate.connect(url(tmp_path / "o.db")) as client:
+        client.session_stores.create("keep").add(actor_id="a", session_id="s").append_items(
+            [{"role": "user", "content": "persisted"}])
+    with ownstate.connect(url(tmp_path / "o.db"), migrate=False) as client:
+        items = list(client.session_stores.get("keep").get("s").list_items())
+        assert [i.data["content"] for i in items] == ["persisted"]
+
+
+def test_verify_only_refuses_an_unmigrated_database_and_writes_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "empty.db"
+    with pytest.raises(ownstate.SchemaVersion) as err:
+        ownstate.connect(url(db), migrate=False)
+    assert (err.value.found, err.value.expected) == (0, SCHEMA_VERSION)
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT name FROM sqlite_master").fetchall() == []
+    conn.close()
+
+
+def test_migrate_then_check(tmp_path: Path) -> None:
+    with ownstate.connect(url(tmp_path / "o.db"), migrate=True) as client:
+        assert client.check() == (SCHEMA_VERSION, SCHEMA_VERSION)
+        assert client.migrate() == (SCHEMA_VERSION, SCHEMA_VERSION)
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "o.db"
+    ownstate.connect(url(db)).close()
+    conn = sqlite3.connect(db)
+    conn.execute("INSERT INTO ownstate_schema VALUES (?, 'from the future', 'now')",
+                 (SCHEMA_VERSION + 1,))
+    conn.commit()
+    conn.close()
+    for migrate in (True, False):
+        with pytest.raises(ownstate.SchemaVersion) as err:
+            ownstate.connect(url(db), migrate=migrate)
+        assert err.value.found == SCHEMA_VERSION + 1
+
+
+def test_a_locked_database_is_backend_unavailable(tmp_path: Path) -> None:
+    db = tmp_path / "o.db"
+    with ownstate.connect(url(db) + "?busy_timeout=0.2") as client:
+        session = client.session_stores.create("locked").add(actor_id="a")
+        blocker = sqlite3.connect(db, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(ownstate.BackendUnavailable) as err:
+                session.append_items([{"role": "user", "content": "waits"}])
+            assert isinstance(err.value.__cause__, sqlite3.OperationalError)
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        assert list(session.list_items()) == []
+        session.append_items([{"role": "user", "content": "now it goes"}])
+
+
+@pytest.mark.parametrize("bad", ["sqlite://", "sqlite://host/x.db", "mysql://x",
+                                 "sqlite:///x.db?busy_timeout=soon",
+                                 "sqlite:///x.db?synchronous=sometimes"])
+def test_bad_urls(bad: str) -> None:
+    with pytest.raises(ownstate.InvalidInput):
+        ownstate.connect(bad)
+
+
+def test_default_url_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with ownstate.connect() as client:
+        client.session_stores.create("default-db")
+    assert (tmp_path / "ownstate.db").exists()
+    monkeypatch.setenv("OWNSTATE_URL", url(tmp_path / "from-env.db"))
+    with ownstate.connect() as client:
+        assert list(client.session_stores.list()) == []
+    assert (tmp_path / "from-env.db").exists()
