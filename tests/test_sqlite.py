@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import ownstate
-from ownstate.backends.sqlite_schema import SCHEMA_VERSION
+from ownstate.backends.sqlite.schema import SCHEMA_VERSION
 
 
 def url(path: Path) -> str:

@@ -6,12 +6,20 @@
     ├── NotFound                   the thing does not exist in this tenant (or is not yours)
     │   ├── StoreNotFound
     │   ├── SessionNotFound
-    │   └── ItemNotFound
+    │   ├── ItemNotFound
+    │   ├── FactNotFound
+    │   ├── RunNotFound            also: a run outside the caller's checkpoint scope
+    │   ├── CheckpointNotFound
+    │   └── AssetNotFound
     ├── Conflict                   the request is valid but clashes with what is stored
     │   ├── AlreadyExists          a caller-chosen name or id is taken
     │   ├── HasChildren            a session with forks was deleted without force=True
     │   ├── StoreNotEmpty          a store with sessions was deleted without force=True
-    │   └── IdempotencyKeyReused   a retried key arrived with a different request
+    │   ├── IdempotencyKeyReused   a retried key arrived with a different request
+    │   ├── ActiveRunExists        the session already has a running or awaiting run
+    │   ├── LeaseHeld              another owner holds an unexpired lease on the run
+    │   ├── StaleLease             a write carried a fencing token older than the run's
+    │   └── RunClosed              the run has ended and cannot be changed
     ├── InvalidInput               the request itself is wrong: bad name, bad data, bad token
     │   └── LimitExceeded          a documented size bound was crossed
     ├── BackendUnavailable         the datastore could not be reached or failed mid-call
@@ -28,18 +36,26 @@ operation that raises leaves stored state exactly as it was before the call.
 from __future__ import annotations
 
 __all__ = [
+    "ActiveRunExists",
     "AlreadyExists",
+    "AssetNotFound",
     "BackendUnavailable",
+    "CheckpointNotFound",
     "Conflict",
+    "FactNotFound",
     "HasChildren",
     "IdempotencyKeyReused",
     "InvalidInput",
     "ItemNotFound",
+    "LeaseHeld",
     "LimitExceeded",
     "NotFound",
     "OwnstateError",
+    "RunClosed",
+    "RunNotFound",
     "SchemaVersion",
     "SessionNotFound",
+    "StaleLease",
     "StoreNotEmpty",
     "StoreNotFound",
 ]
@@ -94,6 +110,34 @@ class ItemNotFound(NotFound):
     code = "item_not_found"
 
 
+class FactNotFound(NotFound):
+    """No fact with this id in the memory store. Carries ``fact_id``."""
+
+    code = "fact_not_found"
+
+
+class RunNotFound(NotFound):
+    """No run with this id in the caller's scope. Carries ``run_id``.
+
+    A run that exists but lies outside the scope given (another actor's, another session's)
+    raises exactly this, with the same message.
+    """
+
+    code = "run_not_found"
+
+
+class CheckpointNotFound(NotFound):
+    """No checkpoint with this id for the run. Carries ``run_id`` and ``checkpoint_id``."""
+
+    code = "checkpoint_not_found"
+
+
+class AssetNotFound(NotFound):
+    """No asset with this id. Carries ``asset_id``."""
+
+    code = "asset_not_found"
+
+
 class Conflict(OwnstateError):
     """The request is well-formed but clashes with what is stored."""
 
@@ -131,6 +175,39 @@ class IdempotencyKeyReused(Conflict):
     """
 
     code = "idempotency_key_reused"
+
+
+class ActiveRunExists(Conflict):
+    """The session already has a run that is running or awaiting a human.
+
+    Carries ``session_id`` and ``run_id`` (the active run). The database enforces this.
+    """
+
+    code = "active_run_exists"
+
+
+class LeaseHeld(Conflict):
+    """Another owner holds an unexpired lease on the run.
+
+    Carries ``run_id``, ``owner`` (the holder) and ``expires_at``.
+    """
+
+    code = "lease_held"
+
+
+class StaleLease(Conflict):
+    """A write carried a fencing token older than the run's current one: another worker
+    has claimed the run since. Carries ``run_id``, ``fencing_token`` (given) and
+    ``current`` (the run's)."""
+
+    code = "stale_lease"
+
+
+class RunClosed(Conflict):
+    """The run has ended (done, failed or cancelled) and cannot change. Carries ``run_id``
+    and ``status``."""
+
+    code = "run_closed"
 
 
 class InvalidInput(OwnstateError):

@@ -11,9 +11,26 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 __all__ = [
+    "ACTIVE_RUN_STATUSES",
+    "CLOSED_RUN_STATUSES",
     "JSON",
+    "RUN_STATUSES",
+    "SOURCE_TYPES",
+    "AssetRef",
+    "CheckpointRecord",
+    "CheckpointScope",
+    "Effect",
+    "Fact",
+    "FactExplanation",
     "Item",
+    "Lease",
+    "MemoryStoreRecord",
     "Page",
+    "PendingWrite",
+    "RetentionPolicy",
+    "RetentionReport",
+    "Run",
+    "RunUsage",
     "SessionRecord",
     "SessionStoreRecord",
 ]
@@ -85,3 +102,216 @@ class Page(Generic[T]):
 
     items: list[T] = field(default_factory=list)
     next_page_token: str | None = None
+
+
+# memory ------------------------------------------------------------------------------
+
+#: Where a fact came from.
+SOURCE_TYPES = ("agent", "pipeline", "user", "import")
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryStoreRecord:
+    """A named, tenant-scoped container of facts."""
+
+    tenant: str
+    name: str
+    create_time: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """One belief about a subject: ``key`` had ``value`` during ``[valid_from, valid_to)``.
+
+    Valid time (``valid_from``, ``valid_to``) is when it was true in the world; record time
+    (``recorded_at``, ``superseded_at``) is when we held it as the current belief. A fact is
+    never rewritten: remembering a new value for the same (subject, key) supersedes the
+    current fact (setting ``superseded_at``, and ``valid_to`` to the new fact's
+    ``valid_from``) and the new fact names it in ``supersedes``. ``valid_to`` stays ``None``
+    while the fact is current. ``closed_reason`` says why a fact stopped being current:
+    ``superseded`` or ``forgotten: <reason>``.
+    """
+
+    fact_id: str
+    memory_store: str
+    subject: str
+    key: str
+    value: JSON
+    confidence: float | None
+    source_type: str
+    source_session_id: str | None
+    source_item_id: str | None
+    valid_from: datetime
+    valid_to: datetime | None
+    recorded_at: datetime
+    superseded_at: datetime | None
+    supersedes: str | None
+    closed_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FactExplanation:
+    """Why a fact is what it is: the fact, what it superseded, what superseded it, and the
+    conversation item it was learned from (``None`` when it came from elsewhere or that item
+    has since been deleted)."""
+
+    fact: Fact
+    superseded: Fact | None
+    superseded_by: Fact | None
+    source_item: Item | None
+
+
+# runs --------------------------------------------------------------------------------
+
+#: Run statuses. ``running`` and ``awaiting_human`` are active: a session has at most one
+#: active run at a time.
+RUN_STATUSES = ("running", "awaiting_human", "done", "failed", "cancelled")
+ACTIVE_RUN_STATUSES = ("running", "awaiting_human")
+CLOSED_RUN_STATUSES = ("done", "failed", "cancelled")
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """The shadow record of one framework run.
+
+    ``awaiting`` is what a paused run waits for: the caller's description (``kind``,
+    ``tool``, ``payload``, ...) plus ``requested_at`` and ``requested_by``. The lease
+    (``lease_owner``, ``lease_expires_at``) says which worker drives the run; every claim
+    increases ``fencing_token``, and a write carrying an older token is refused.
+    """
+
+    run_id: str
+    store: str
+    session_id: str
+    actor_id: str
+    framework: str
+    thread_key: str | None
+    status: str
+    awaiting: dict[str, JSON] | None
+    step_count: int
+    usd_cost: float
+    started_at: datetime
+    ended_at: datetime | None
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    fencing_token: int
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A claim on a run: who holds it, until when, and the fencing token to write with."""
+
+    run_id: str
+    owner: str
+    fencing_token: int
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Effect:
+    """The recorded result of one side-effecting tool call in a run.
+
+    ``recorded`` is true when this call stored it, false when an earlier record won.
+    """
+
+    run_id: str
+    tool_call_id: str
+    result: JSON
+    recorded_at: datetime
+    recorded: bool
+
+
+# checkpoints -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointScope:
+    """The full scope every checkpoint operation names: actor, session and run.
+
+    The tenant comes from the client. A run outside this scope is indistinguishable from
+    one that does not exist.
+    """
+
+    actor_id: str
+    store: str
+    session_id: str
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class PendingWrite:
+    """One write a task made that belongs to a checkpoint not yet taken."""
+
+    task_id: str
+    index: int
+    channel: str
+    type_tag: str
+    payload: bytes
+    task_path: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRecord:
+    """An opaque framework checkpoint: a type tag and bytes, with its lineage and metadata."""
+
+    run_id: str
+    namespace: str
+    checkpoint_id: str
+    parent_checkpoint_id: str | None
+    type_tag: str
+    payload: bytes
+    metadata: dict[str, JSON]
+    create_time: datetime
+    pending_writes: tuple[PendingWrite, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionPolicy:
+    """Which checkpoints to drop: beyond the newest ``keep_last`` per run and namespace,
+    older than ``max_age_seconds``, or all of a run once it has ended."""
+
+    keep_last: int | None = None
+    max_age_seconds: float | None = None
+    drop_when_run_ends: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionReport:
+    """What a retention pass removed."""
+
+    checkpoints_deleted: int
+    bytes_freed: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunUsage:
+    """Checkpoint storage held by one run."""
+
+    run_id: str
+    checkpoints: int
+    stored_bytes: int
+
+
+# assets ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AssetRef:
+    """A reference to stored bytes, to hold in items and checkpoints instead of the bytes.
+
+    ``asset_id`` is ``sha256:<hex>`` of the content; ``size`` and ``sha256`` are computed by
+    ownstate, never taken from the caller.
+    """
+
+    asset_id: str
+    sha256: str
+    size: int
+    media_type: str
+    store: str | None
+    session_id: str | None
+    metadata: dict[str, str]
+    create_time: datetime
+
+    def to_json(self) -> dict[str, JSON]:
+        """The form an item or checkpoint stores: ``{"$asset": id, ...}``."""
+        return {"$asset": self.asset_id, "media_type": self.media_type, "size": self.size}

@@ -23,6 +23,11 @@ from ..formats.derive import derive_columns, infer_format
 from ..limits import Limits
 from ..model import JSON, Item, Page, SessionRecord, SessionStoreRecord
 from ._paging import AsyncPager
+from ._scope import Scope as _Scope
+from .assets import AsyncAssets
+from .checkpoints import AsyncCheckpoints
+from .memory import AsyncMemoryStores
+from .runs import AsyncRuns
 
 __all__ = [
     "AsyncClient",
@@ -57,17 +62,6 @@ def _position(position: list[Any], size: int) -> list[Any]:
     ):
         raise InvalidInput("page_token is malformed", field="page_token")
     return position
-
-
-class _Scope:
-    """What every handle carries: the backend, the tenant and the limits in force."""
-
-    __slots__ = ("backend", "limits", "tenant")
-
-    def __init__(self, backend: Backend, tenant: str, limits: Limits) -> None:
-        self.backend = backend
-        self.tenant = tenant
-        self.limits = limits
 
 
 class AsyncSession:
@@ -459,7 +453,13 @@ class AsyncClient:
     (``await client.close()`` or ``async with``).
     """
 
-    __twin_attributes__: ClassVar[dict[str, str]] = {"session_stores": "AsyncSessionStores"}
+    __twin_attributes__: ClassVar[dict[str, str]] = {
+        "session_stores": "AsyncSessionStores",
+        "memory_stores": "AsyncMemoryStores",
+        "runs": "AsyncRuns",
+        "checkpoints": "AsyncCheckpoints",
+        "assets": "AsyncAssets",
+    }
 
     def __init__(
         self,
@@ -474,6 +474,10 @@ class AsyncClient:
         self._scope = _Scope(backend, tenant, limits or Limits())
         self._owns_backend = owns_backend
         self.session_stores = AsyncSessionStores(self._scope)
+        self.memory_stores = AsyncMemoryStores(self._scope)
+        self.runs = AsyncRuns(self._scope)
+        self.checkpoints = AsyncCheckpoints(self._scope)
+        self.assets = AsyncAssets(self._scope)
 
     def __repr__(self) -> str:
         return f"<AsyncClient tenant={self.tenant!r} backend={type(self.backend).__name__}>"

@@ -1,8 +1,9 @@
 """The one interface every backend implements, async because async is the source of truth.
 
-A backend stores records and enforces invariants in its datastore; it does not validate
-caller input (the public API does that first, identically for every backend) and it does
-not encode page tokens (it returns and accepts plain cursors).
+A backend is the sum of five ports (sessions, facts, runs, checkpoints, assets) plus its
+lifecycle. It stores records and enforces invariants in its datastore; it does not
+validate caller input (the public API does that first, identically for every backend) and
+it does not encode page tokens (it returns and accepts plain cursors).
 
 Every method takes the tenant and applies it in its query: nothing is looked up by a bare
 id across tenants. Every method either completes or leaves stored state unchanged, and
@@ -11,22 +12,23 @@ translates its driver's errors into :mod:`ownstate.errors`.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, ClassVar, Literal
+from abc import abstractmethod
+from typing import ClassVar
 
-from ..model import Item, SessionRecord, SessionStoreRecord
+from .ports.assets import AssetPort
+from .ports.checkpoints import CheckpointPort, NewCheckpoint
+from .ports.facts import FactPort, NewFact
+from .ports.runs import RunPort
+from .ports.sessions import NewItem, SessionOrder, SessionPort
 
 __all__ = [
     "Backend",
     "Capability",
+    "NewCheckpoint",
+    "NewFact",
     "NewItem",
     "SessionOrder",
 ]
-
-SessionOrder = Literal["create_time", "last_activity_time"]
 
 
 class Capability:
@@ -41,29 +43,14 @@ class Capability:
     PERSISTENT = "persistent"
     #: schema migrations exist and can be verified
     MIGRATIONS = "migrations"
+    #: memory.search() is available
+    TEXT_SEARCH = "text_search"
 
 
-@dataclass(frozen=True, slots=True)
-class NewItem:
-    """An item ready to store: validated, encoded and with its columns derived."""
-
-    item_id: str
-    data_json: str
-    format: str
-    role: str | None
-    type: str | None
-    tool_name: str | None
-    model: str | None
-    in_tokens: int | None
-    out_tokens: int | None
-
-
-class Backend(ABC):
-    """Storage for session stores, sessions and items."""
+class Backend(SessionPort, FactPort, RunPort, CheckpointPort, AssetPort):
+    """Storage for every kind of ownstate state."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset()
-
-    # lifecycle -----------------------------------------------------------------------
 
     @abstractmethod
     async def setup(self, *, migrate: bool) -> None:
@@ -80,138 +67,3 @@ class Backend(ABC):
     @abstractmethod
     async def close(self) -> None:
         """Release what this backend opened. Connections it was given stay open."""
-
-    # session stores --------------------------------------------------------------------
-
-    @abstractmethod
-    async def create_store(self, tenant: str, name: str, now: datetime) -> SessionStoreRecord:
-        """Raises AlreadyExists."""
-
-    @abstractmethod
-    async def get_store(self, tenant: str, name: str) -> SessionStoreRecord:
-        """Raises StoreNotFound."""
-
-    @abstractmethod
-    async def list_stores(
-        self, tenant: str, limit: int, after: str | None
-    ) -> list[SessionStoreRecord]:
-        """Stores ordered by name, strictly after ``after``."""
-
-    @abstractmethod
-    async def delete_store(self, tenant: str, name: str, force: bool) -> int:
-        """Delete the store, and with ``force`` its sessions and items; returns sessions deleted.
-
-        Raises StoreNotFound, StoreNotEmpty.
-        """
-
-    # sessions --------------------------------------------------------------------------
-
-    @abstractmethod
-    async def create_session(
-        self,
-        tenant: str,
-        store: str,
-        session_id: str,
-        actor_id: str,
-        metadata: Mapping[str, str],
-        now: datetime,
-    ) -> SessionRecord:
-        """Raises StoreNotFound, AlreadyExists."""
-
-    @abstractmethod
-    async def get_session(self, tenant: str, store: str, session_id: str) -> SessionRecord:
-        """Raises SessionNotFound."""
-
-    @abstractmethod
-    async def list_sessions(
-        self,
-        tenant: str,
-        store: str,
-        *,
-        actor_id: str | None,
-        metadata: Mapping[str, str],
-        order: SessionOrder,
-        descending: bool,
-        limit: int,
-        after: Sequence[Any] | None,
-    ) -> tuple[list[SessionRecord], list[Any] | None]:
-        """Up to ``limit`` sessions after the cursor, and the cursor of the last one returned.
-
-        Cursors are stable under concurrent additions: paging never repeats or skips a
-        session that existed when the listing began. Raises StoreNotFound.
-        """
-
-    @abstractmethod
-    async def update_metadata(
-        self, tenant: str, store: str, session_id: str, changes: Mapping[str, str | None],
-        max_labels: int,
-    ) -> SessionRecord:
-        """Set labels (``None`` removes one). Raises SessionNotFound, LimitExceeded."""
-
-    @abstractmethod
-    async def delete_session(self, tenant: str, store: str, session_id: str, force: bool) -> int:
-        """Delete the session (with ``force``: and its descendants); returns sessions deleted.
-
-        Raises SessionNotFound, HasChildren.
-        """
-
-    @abstractmethod
-    async def fork_session(
-        self,
-        tenant: str,
-        store: str,
-        session_id: str,
-        new_session_id: str,
-        up_to_item_id: str | None,
-        now: datetime,
-    ) -> SessionRecord:
-        """Copy the session's items (up to and including ``up_to_item_id``) into a child.
-
-        The copies keep ``seq``, ``create_time`` and ``data`` and get new item ids.
-        Raises SessionNotFound, ItemNotFound, AlreadyExists.
-        """
-
-    # items -----------------------------------------------------------------------------
-
-    @abstractmethod
-    async def append_items(
-        self,
-        tenant: str,
-        store: str,
-        session_id: str,
-        items: Sequence[NewItem],
-        idempotency: tuple[str, str] | None,
-        now: datetime,
-    ) -> list[Item]:
-        """Append all items or none, in order, with the next gapless ``seq`` values.
-
-        ``idempotency`` is ``(key, request_hash)``: a key seen before with the same hash
-        returns the first call's items and writes nothing; with another hash it raises
-        IdempotencyKeyReused. Raises SessionNotFound.
-        """
-
-    @abstractmethod
-    async def list_items(
-        self,
-        tenant: str,
-        store: str,
-        session_id: str,
-        *,
-        descending: bool,
-        limit: int,
-        after_seq: int | None,
-    ) -> list[Item]:
-        """Items ordered by ``seq``, strictly after ``after_seq``. Raises SessionNotFound."""
-
-    @abstractmethod
-    async def get_item(self, tenant: str, store: str, session_id: str, item_id: str) -> Item:
-        """Raises SessionNotFound, ItemNotFound."""
-
-    @abstractmethod
-    async def pop_item(self, tenant: str, store: str, session_id: str,
-                       now: datetime) -> Item | None:
-        """Remove and return the newest item, or ``None`` when empty. Raises SessionNotFound."""
-
-    @abstractmethod
-    async def clear_items(self, tenant: str, store: str, session_id: str, now: datetime) -> int:
-        """Remove every item; returns how many. Raises SessionNotFound."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import assets, checkpoints, facts, runs
+
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration"]
 
 
@@ -96,5 +98,9 @@ MIGRATIONS: tuple[Migration, ...] = (
         ),
     ),
 )
+
+_SECOND = facts.SCHEMA + runs.SCHEMA + checkpoints.SCHEMA + assets.SCHEMA
+if _SECOND:
+    MIGRATIONS += (Migration(2, "memory facts, runs, checkpoints and assets", _SECOND),)
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

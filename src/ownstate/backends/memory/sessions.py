@@ -1,21 +1,14 @@
-"""The in-memory backend: a complete reference implementation, kept in plain Python data.
-
-``memory://`` gives a private, empty database; ``memory://NAME`` gives one shared by every
-client in this process that names it. Nothing survives the process. Each method runs
-without awaiting under one lock, so every operation is atomic.
-"""
+"""Session stores, sessions and items, in memory."""
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any
 
-from .._ids import format_time, new_id
-from ..errors import (
+from ..._ids import format_time, new_id
+from ...errors import (
     AlreadyExists,
     HasChildren,
     IdempotencyKeyReused,
@@ -25,79 +18,14 @@ from ..errors import (
     StoreNotEmpty,
     StoreNotFound,
 )
-from ..model import Item, SessionRecord, SessionStoreRecord
-from .base import Backend, NewItem, SessionOrder
+from ...model import Item, SessionRecord, SessionStoreRecord
+from ..ports.sessions import NewItem, SessionOrder
+from ._data import MemoryBase, _StoredItem, _StoredSession
 
-__all__ = ["MemoryBackend"]
-
-
-@dataclass(slots=True)
-class _StoredItem:
-    item_id: str
-    seq: int
-    create_time: datetime
-    data_json: str
-    format: str
-    role: str | None
-    type: str | None
-    tool_name: str | None
-    model: str | None
-    in_tokens: int | None
-    out_tokens: int | None
-
-    def to_item(self, session_id: str) -> Item:
-        return Item(
-            item_id=self.item_id, session_id=session_id, seq=self.seq,
-            create_time=self.create_time, data=json.loads(self.data_json), format=self.format,
-            role=self.role, type=self.type, tool_name=self.tool_name, model=self.model,
-            in_tokens=self.in_tokens, out_tokens=self.out_tokens,
-        )
+__all__ = ["SessionsInMemory"]
 
 
-@dataclass(slots=True)
-class _StoredSession:
-    record: SessionRecord
-    ordinal: int
-    items: list[_StoredItem] = field(default_factory=list)
-    # idempotency key -> (request hash, item ids of the first result)
-    idempotency: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
-
-
-@dataclass
-class _Data:
-    lock: threading.RLock = field(default_factory=threading.RLock)
-    stores: dict[tuple[str, str], SessionStoreRecord] = field(default_factory=dict)
-    sessions: dict[tuple[str, str, str], _StoredSession] = field(default_factory=dict)
-    next_ordinal: int = 1
-
-
-_shared: dict[str, _Data] = {}
-_shared_lock = threading.Lock()
-
-
-class MemoryBackend(Backend):
-    """Sessions kept in process memory."""
-
-    capabilities: ClassVar[frozenset[str]] = frozenset()
-
-    def __init__(self, name: str | None = None) -> None:
-        if name:
-            with _shared_lock:
-                self._data = _shared.setdefault(name, _Data())
-        else:
-            self._data = _Data()
-
-    # lifecycle -------------------------------------------------------------------------
-
-    async def setup(self, *, migrate: bool) -> None:
-        return None
-
-    async def schema_status(self) -> tuple[int, int]:
-        return (1, 1)
-
-    async def close(self) -> None:
-        return None
-
+class SessionsInMemory(MemoryBase):
     # helpers ---------------------------------------------------------------------------
 
     def _store(self, tenant: str, name: str) -> SessionStoreRecord:
@@ -149,6 +77,7 @@ class MemoryBackend(Backend):
                                     store=name, sessions=len(keys))
             for key in keys:
                 del self._data.sessions[key]
+            self._on_sessions_deleted(tenant, name, [key[2] for key in keys])
             del self._data.stores[(tenant, name)]
             return len(keys)
 
@@ -247,6 +176,7 @@ class MemoryBackend(Backend):
                 index += 1
             for doomed_id in doomed:
                 del self._data.sessions[(tenant, store, doomed_id)]
+            self._on_sessions_deleted(tenant, store, doomed)
             return len(doomed)
 
     async def fork_session(

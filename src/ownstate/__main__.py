@@ -1,0 +1,8 @@
+"""``python -m ownstate``: the same as the ``ownstate`` command."""
+
+from __future__ import annotations
+
+from .cli import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""The in-memory backend: a complete reference implementation, kept in plain Python data.
+
+``memory://`` gives a private, empty database; ``memory://NAME`` gives one shared by every
+client in this process that names it. Nothing survives the process. Each method runs
+without awaiting under one lock, so every operation is atomic.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import ClassVar
+
+from ..base import Backend, Capability
+from ._data import _Data
+from .assets import AssetsInMemory
+from .checkpoints import CheckpointsInMemory
+from .facts import FactsInMemory
+from .runs import RunsInMemory
+from .sessions import SessionsInMemory
+
+__all__ = ["MemoryBackend"]
+
+_shared: dict[str, _Data] = {}
+_shared_lock = threading.Lock()
+
+
+class MemoryBackend(SessionsInMemory, FactsInMemory, RunsInMemory, CheckpointsInMemory,
+                    AssetsInMemory, Backend):
+    """Every kind of state, kept in process memory."""
+
+    capabilities: ClassVar[frozenset[str]] = frozenset({Capability.TEXT_SEARCH})
+
+    def __init__(self, name: str | None = None) -> None:
+        if name:
+            with _shared_lock:
+                self._data = _shared.setdefault(name, _Data())
+        else:
+            self._data = _Data()
+
+    async def setup(self, *, migrate: bool) -> None:
+        return None
+
+    async def schema_status(self) -> tuple[int, int]:
+        return (1, 1)
+
+    async def close(self) -> None:
+        return None

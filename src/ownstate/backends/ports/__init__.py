@@ -1,0 +1,1 @@
+"""The five storage ports a backend implements; see :mod:`ownstate.backends.base`."""

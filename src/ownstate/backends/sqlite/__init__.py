@@ -1,0 +1,87 @@
+"""The SQLite backend: the embedded default.
+
+The database runs in WAL mode, so readers never block the writer. Every write is one
+``BEGIN IMMEDIATE`` transaction, which takes the write lock up front and waits for it up to
+the busy timeout; that makes the file safe under many threads and several processes.
+
+Calls made through an async client run in a small thread pool, one connection per thread,
+so the event loop never blocks on disk. The sync client runs them inline on its own
+private event-loop thread, which saves a thread hop per call.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import ClassVar
+
+from ...errors import SchemaVersion
+from ..base import Backend, Capability
+from ._core import write
+from .assets import AssetsInSqlite
+from .checkpoints import CheckpointsInSqlite
+from .facts import FactsInSqlite
+from .runs import RunsInSqlite
+from .schema import MIGRATIONS, SCHEMA_VERSION
+from .sessions import SessionsInSqlite
+
+__all__ = ["SqliteBackend"]
+
+
+class SqliteBackend(SessionsInSqlite, FactsInSqlite, RunsInSqlite, CheckpointsInSqlite,
+                    AssetsInSqlite, Backend):
+    """Every kind of state in one SQLite file.
+
+    Give it a path, or a ready ``sqlite3.Connection`` (which it then uses inline and never
+    closes). ``busy_timeout`` is how long a write waits for another writer, in seconds.
+    ``synchronous`` is SQLite's durability setting: ``normal`` (the default) survives any
+    crash of the process; ``full`` also survives power loss.
+    """
+
+    capabilities: ClassVar[frozenset[str]] = frozenset(
+        {Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.MIGRATIONS,
+         Capability.TEXT_SEARCH}
+    )
+
+    # schema ----------------------------------------------------------------------------
+
+    @staticmethod
+    def _found_version(conn: sqlite3.Connection) -> int:
+        exists = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ownstate_schema'"
+        ).fetchone()
+        if exists is None:
+            return 0
+        row = conn.execute("SELECT max(version) FROM ownstate_schema").fetchone()
+        return int(row[0] or 0)
+
+    async def schema_status(self) -> tuple[int, int]:
+        return await self._run(lambda conn: (self._found_version(conn), SCHEMA_VERSION))
+
+    async def setup(self, *, migrate: bool) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            found = self._found_version(conn)
+            if found > SCHEMA_VERSION:
+                raise SchemaVersion(
+                    f"the database schema is version {found}, newer than this ownstate "
+                    f"({SCHEMA_VERSION}); upgrade ownstate", found=found, expected=SCHEMA_VERSION)
+            if found == SCHEMA_VERSION:
+                return
+            if not migrate:
+                raise SchemaVersion(
+                    f"the database schema is version {found}, expected {SCHEMA_VERSION}; "
+                    "run `ownstate migrate`", found=found, expected=SCHEMA_VERSION)
+            for migration in MIGRATIONS:
+                with write(conn):
+                    conn.execute(
+                        "CREATE TABLE IF NOT EXISTS ownstate_schema (version INTEGER PRIMARY "
+                        "KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)")
+                    if self._found_version(conn) >= migration.version:
+                        continue  # another process applied it first
+                    for statement in migration.statements:
+                        conn.execute(statement)
+                    conn.execute(
+                        "INSERT INTO ownstate_schema VALUES (?, ?, strftime('%Y-%m-%dT%H:%M:%fZ'))",
+                        (migration.version, migration.description))
+
+        await self._run(run)
+

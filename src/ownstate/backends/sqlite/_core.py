@@ -1,0 +1,210 @@
+"""What every part of the SQLite backend shares: connections, transactions, lookups.
+
+The SQLite backend is the embedded default.
+
+The database runs in WAL mode, so readers never block the writer. Every write is one
+``BEGIN IMMEDIATE`` transaction, which takes the write lock up front and waits for it up to
+the busy timeout; that makes the file safe under many threads and several processes.
+
+Calls made through an async client run in a small thread pool, one connection per thread,
+so the event loop never blocks on disk. The sync client runs them inline on its own
+private event-loop thread, which saves a thread hop per call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..._ids import parse_time
+from ...errors import (
+    BackendUnavailable,
+    Conflict,
+    InvalidInput,
+    OwnstateError,
+    SessionNotFound,
+    StoreNotFound,
+)
+from ...model import Item, SessionRecord, SessionStoreRecord
+
+__all__ = ["ITEM_COLUMNS", "SESSION_COLUMNS", "SqliteCore", "session_record", "to_items", "write"]
+
+T = TypeVar("T")
+
+SESSION_COLUMNS = (
+    "session_id, actor_id, parent_session_id, root_session_id, metadata, create_time, "
+    "last_activity_time, sid, store, tenant"
+)
+ITEM_COLUMNS = (
+    "item_id, seq, create_time, data, format, role, type, tool_name, model, in_tokens, "
+    "out_tokens"
+)
+_SYNCHRONOUS = {"off", "normal", "full", "extra"}
+
+
+def session_record(row: Sequence[Any]) -> SessionRecord:
+    return SessionRecord(
+        tenant=row[9], store=row[8], session_id=row[0], actor_id=row[1],
+        parent_session_id=row[2], root_session_id=row[3], metadata=json.loads(row[4]),
+        create_time=parse_time(row[5]), last_activity_time=parse_time(row[6]),
+    )
+
+
+def to_items(rows: Iterator[Sequence[Any]] | list[Any], session_id: str) -> list[Item]:
+    loads = json.loads
+    return [
+        Item(r[0], session_id, r[1], parse_time(r[2]), loads(r[3]), r[4], r[5], r[6], r[7],
+             r[8], r[9], r[10])
+        for r in rows
+    ]
+
+
+def _translate(exc: sqlite3.Error) -> OwnstateError:
+    text = str(exc)
+    if isinstance(exc, sqlite3.IntegrityError):
+        return Conflict(f"the database refused the write: {text}")
+    if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
+        return BackendUnavailable(f"the SQLite database stayed locked: {text}")
+    return BackendUnavailable(f"SQLite failed: {text}")
+
+
+@contextmanager
+def write(conn: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction that takes the write lock before it reads anything."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+class SqliteCore:
+    """Sessions in one SQLite file.
+
+    Give it a path, or a ready ``sqlite3.Connection`` (which it then uses inline and never
+    closes). ``busy_timeout`` is how long a write waits for another writer, in seconds.
+    ``synchronous`` is SQLite's durability setting: ``normal`` (the default) survives any
+    crash of the process; ``full`` also survives power loss.
+    """
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        connection: sqlite3.Connection | None = None,
+        busy_timeout: float = 10.0,
+        synchronous: str = "normal",
+        inline: bool = False,
+        threads: int = 4,
+    ) -> None:
+        if (path is None) == (connection is None):
+            raise InvalidInput("give SqliteBackend a path or a connection, not both")
+        if synchronous.lower() not in _SYNCHRONOUS:
+            raise InvalidInput(f"synchronous must be one of {sorted(_SYNCHRONOUS)}",
+                               field="synchronous")
+        self._path = str(path) if path is not None else None
+        self._given = connection
+        self._busy_timeout = busy_timeout
+        self._synchronous = synchronous.upper()
+        self._inline = inline or connection is not None
+        self._threads = threads
+        self._local = threading.local()
+        self._opened: list[sqlite3.Connection] = []
+        self._opened_lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._closed = False
+        if connection is not None:
+            self._configure(connection)
+
+    # connections -----------------------------------------------------------------------
+
+    def _configure(self, conn: sqlite3.Connection) -> None:
+        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        conn.execute("PRAGMA foreign_keys = ON")
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._given is not None:
+            return self._given
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._closed:
+                raise BackendUnavailable("this SQLite backend is closed")
+            assert self._path is not None
+            conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False,
+                                   timeout=self._busy_timeout)
+            self._configure(conn)
+            self._local.conn = conn
+            with self._opened_lock:
+                self._opened.append(conn)
+        return conn
+
+    def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        try:
+            return fn(self._conn())
+        except sqlite3.Error as exc:
+            raise _translate(exc) from exc
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._inline:
+            return self._call(fn)
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self._threads, thread_name_prefix="ownstate-sqlite")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self._call, fn)
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+        with self._opened_lock:
+            for conn in self._opened:
+                conn.close()
+            self._opened.clear()
+
+    # lookups shared by several operations -----------------------------------------------
+
+    @staticmethod
+    def _session_row(conn: sqlite3.Connection, tenant: str, store: str,
+                     session_id: str) -> tuple[Any, ...]:
+        row = conn.execute(
+            f"SELECT {SESSION_COLUMNS}, item_count FROM sessions "
+            "WHERE tenant = ? AND store = ? AND session_id = ?",
+            (tenant, store, session_id),
+        ).fetchone()
+        if row is None:
+            raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
+                                  store=store, session_id=session_id)
+        return tuple(row)
+
+    @staticmethod
+    def _sid(conn: sqlite3.Connection, tenant: str, store: str, session_id: str) -> int:
+        row = conn.execute(
+            "SELECT sid FROM sessions WHERE tenant = ? AND store = ? AND session_id = ?",
+            (tenant, store, session_id),
+        ).fetchone()
+        if row is None:
+            raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
+                                  store=store, session_id=session_id)
+        return int(row[0])
+
+    @staticmethod
+    def _require_store(conn: sqlite3.Connection, tenant: str, name: str) -> SessionStoreRecord:
+        row = conn.execute(
+            "SELECT create_time FROM session_stores WHERE tenant = ? AND name = ?",
+            (tenant, name),
+        ).fetchone()
+        if row is None:
+            raise StoreNotFound(f"no session store {name!r}", store=name)
+        return SessionStoreRecord(tenant=tenant, name=name, create_time=parse_time(row[0]))
+

@@ -1,0 +1,400 @@
+"""The ``ownstate`` command: a thin shell over the public sync API.
+
+Every command opens a client with :func:`ownstate.connect` and calls its public methods;
+nothing here reads or writes the datastore any other way. Errors from ownstate become a
+one-line message on stderr and exit status 1.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import shlex
+import shutil
+import sys
+import textwrap
+from collections.abc import Sequence
+from datetime import datetime
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import click
+from click.core import ParameterSource
+
+import ownstate
+from ownstate.backends import resolve_url
+
+__all__ = ["cli", "main"]
+
+#: the store ``ownstate demo`` writes to, created when missing
+DEMO_STORE = "demo"
+#: how many characters of an item of unknown shape a transcript shows
+UNKNOWN_ITEM_CHARS = 160
+_TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text"})
+
+
+class _Group(click.Group):
+    """A command group that turns any ownstate error into one line on stderr, exit 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ownstate.OwnstateError as exc:
+            raise click.ClickException(" ".join(exc.message.split())) from exc
+
+
+class _Options:
+    """The global options, handed to every command through the click context."""
+
+    def __init__(self, url: str | None, tenant: str, *, command_prefix: str) -> None:
+        self.url = url
+        self.tenant = tenant
+        #: how to repeat a command against the same database, for hints
+        self.command_prefix = command_prefix
+
+    def connect(self, *, migrate: bool = True) -> ownstate.Client:
+        return ownstate.connect(self.url, tenant=self.tenant, migrate=migrate)
+
+    @property
+    def shown_url(self) -> str:
+        """The URL in use, for messages (the argument, else ``OWNSTATE_URL``, else default)."""
+        return resolve_url(self.url)
+
+
+pass_options = click.make_pass_decorator(_Options)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--url", envvar="OWNSTATE_URL", show_envvar=True, default=None,
+              help="Where state lives: sqlite:///path.db (default sqlite:///ownstate.db) "
+                   "or memory://.")
+@click.option("--tenant", default="default", show_default=True,
+              help="The tenant whose state to read and write.")
+@click.version_option(ownstate.__version__, prog_name="ownstate")
+@click.pass_context
+def cli(ctx: click.Context, url: str | None, tenant: str) -> None:
+    """ownstate: the system of record for AI-agent state."""
+    invoked = Path(sys.argv[0]) if sys.argv else Path()
+    prefix = [shlex.quote(str(invoked)) if invoked.name == "ownstate" else "ownstate"]
+    if url is not None and ctx.get_parameter_source("url") is ParameterSource.COMMANDLINE:
+        prefix.append(f"--url {shlex.quote(url)}")
+    if tenant != "default":
+        prefix.append(f"--tenant {shlex.quote(tenant)}")
+    ctx.obj = _Options(url, tenant, command_prefix=" ".join(prefix))
+
+
+# schema --------------------------------------------------------------------------------
+
+
+@cli.command()
+@pass_options
+def migrate(options: _Options) -> None:
+    """Bring the schema to the version this ownstate expects."""
+    try:
+        with options.connect(migrate=False) as client:
+            found, expected = client.migrate()
+    except ownstate.SchemaVersion as exc:
+        if not isinstance(exc.found, int) or not isinstance(exc.expected, int):
+            raise
+        if exc.found > exc.expected:
+            raise  # a newer schema needs newer code, not a migration
+        with options.connect(migrate=True) as client:
+            _, expected = client.migrate()
+        click.echo(f"migrated {options.shown_url} from schema version {exc.found} "
+                   f"to {expected}")
+        return
+    click.echo(f"schema is already at version {found}; nothing to do")
+
+
+@cli.command()
+@pass_options
+def check(options: _Options) -> None:
+    """Verify the schema, changing nothing.
+
+    For processes that may not run DDL. Exits 0 when the schema is current and 1, with
+    the reason on stderr, when it is not.
+    """
+    try:
+        with options.connect(migrate=False) as client:
+            found, _ = client.check()
+    except ownstate.SchemaVersion as exc:
+        click.echo(" ".join(exc.message.split()), err=True)
+        raise SystemExit(1) from exc
+    click.echo(f"schema is at version {found}")
+
+
+# sessions ------------------------------------------------------------------------------
+
+
+@cli.group()
+def sessions() -> None:
+    """List sessions and read their transcripts."""
+
+
+@sessions.command("list")
+@click.option("--store", help="Only this session store (default: every store).")
+@click.option("--actor", "actor_id", help="Only sessions of this actor id.")
+@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True,
+              help="At most this many sessions, newest first.")
+@pass_options
+def list_sessions(options: _Options, store: str | None, actor_id: str | None,
+                  limit: int) -> None:
+    """Sessions, newest first, across every store or in one."""
+    with options.connect(migrate=False) as client:
+        stores = ([client.session_stores.get(store)] if store is not None
+                  else list(client.session_stores.list()))
+        page_size = min(limit + 1, client.limits.max_page_size)
+        listings = [s.list_sessions(actor_id=actor_id, page_size=page_size) for s in stores]
+        newest_first = heapq.merge(*listings, key=lambda s: s.create_time, reverse=True)
+        found = list(islice(newest_first, limit + 1))
+    if not found:
+        click.echo("no sessions", err=True)
+        return
+    rows = [
+        [s.store, s.session_id, s.actor_id, s.parent_session_id or "-",
+         _when(s.create_time), _when(s.last_activity_time)]
+        for s in found[:limit]
+    ]
+    click.echo(_table(["STORE", "SESSION", "ACTOR", "PARENT", "CREATED (UTC)",
+                       "LAST ACTIVITY (UTC)"], rows))
+    if len(found) > limit:
+        click.echo(f"(first {limit} shown; raise --limit for more)", err=True)
+
+
+@sessions.command("show")
+@click.argument("session_id")
+@click.option("--store", help="The session store (default: search every store).")
+@pass_options
+def show_session(options: _Options, session_id: str, store: str | None) -> None:
+    """The transcript of SESSION_ID, in replay order."""
+    with options.connect(migrate=False) as client:
+        session = _find_session(client, session_id, store)
+        click.echo(render_transcript(session))
+
+
+def _find_session(client: ownstate.Client, session_id: str,
+                  store: str | None) -> ownstate.Session:
+    if store is not None:
+        return client.session_stores.get(store).get(session_id)
+    matches: list[ownstate.Session] = []
+    for candidate in client.session_stores.list():
+        try:
+            matches.append(candidate.get(session_id))
+        except ownstate.SessionNotFound:
+            continue
+    if not matches:
+        raise click.ClickException(f"no session {session_id!r} in any session store")
+    if len(matches) > 1:
+        names = ", ".join(m.store for m in matches)
+        raise click.UsageError(f"session {session_id!r} is in several stores ({names}); "
+                               "choose one with --store")
+    return matches[0]
+
+
+# demo ----------------------------------------------------------------------------------
+
+
+_CONVERSATION: list[dict[str, Any]] = [
+    {"type": "message", "role": "user",
+     "content": "Is it warm enough for the beach in Lisbon today?"},
+    {"type": "function_call", "call_id": "call_1", "name": "get_weather",
+     "arguments": '{"city": "Lisbon"}'},
+    {"type": "function_call_output", "call_id": "call_1",
+     "output": '{"temp_c": 24, "sky": "sunny", "wind_kmh": 12}'},
+    {"type": "message", "role": "assistant", "model": "gpt-4.1-mini",
+     "usage": {"input_tokens": 412, "output_tokens": 23},
+     "content": [{"type": "output_text",
+                  "text": "Yes: 24 °C, sunny and a light breeze. Take sunscreen."}]},
+]
+
+_FORK_CONTINUATION: list[dict[str, Any]] = [
+    {"type": "message", "role": "assistant", "model": "gpt-4.1",
+     "usage": {"input_tokens": 412, "output_tokens": 31},
+     "content": [{"type": "output_text",
+                  "text": "Warm, yes (24 °C and sunny), but the Atlantic is about 17 °C, "
+                          "so bring a wetsuit if you plan to swim."}]},
+    {"type": "message", "role": "user", "content": "Good point. Thanks!"},
+]
+
+
+@cli.command()
+@pass_options
+def demo(options: _Options) -> None:
+    """Store, fork and replay a short conversation.
+
+    Stores a user question, a tool call, its output and an answer in the store "demo"
+    (created if missing), forks the session before the answer, continues the fork
+    differently, and prints both transcripts as read back from the database. Safe to run
+    again: each run makes two new sessions.
+    """
+    with options.connect() as client:
+        try:
+            store = client.session_stores.create(DEMO_STORE)
+        except ownstate.AlreadyExists:
+            store = client.session_stores.get(DEMO_STORE)
+        session = store.add(actor_id="demo-user", metadata={"source": "ownstate-demo"})
+        stored = session.append_items(_CONVERSATION)
+        before_answer = stored[-2]  # the tool output, just before the assistant's answer
+        fork = session.fork(up_to_item_id=before_answer.item_id)
+        fork.append_items(_FORK_CONTINUATION)
+
+        click.echo(f"Stored a conversation in {options.shown_url} (store {store.name!r}),")
+        click.echo(f"forked it after item {before_answer.seq} and gave the fork another "
+                   "ending. Replayed from the database:\n")
+        click.echo(render_transcript(session))
+        click.echo()
+        click.echo(render_transcript(fork))
+        click.echo()
+        click.echo("Look again with:")
+        click.echo(f"  {options.command_prefix} sessions list --store {store.name}")
+        click.echo(f"  {options.command_prefix} sessions show {fork.session_id}")
+
+
+# rendering -----------------------------------------------------------------------------
+
+
+def render_transcript(session: ownstate.Session, *, width: int | None = None) -> str:
+    """A readable transcript of ``session``: one block per item, in replay order.
+
+    Each item shows its seq, time (UTC), role or type, and its text, wrapped to ``width``
+    columns (the terminal's by default); model and token counts follow where known.
+    """
+    title = f"session {session.store}/{session.session_id} (actor {session.actor_id}"
+    if session.parent_session_id is not None:
+        title += f", forked from {session.parent_session_id}"
+    lines = [click.style(title + ")", bold=True)]
+    items = list(session.list_items(order_by="create_time asc"))
+    if not items:
+        lines.append("  (no items)")
+    seq_width = max((len(str(item.seq)) for item in items), default=1)
+    kind_width = max((len(_kind(item)) for item in items), default=1)
+    columns = width if width is not None else shutil.get_terminal_size((100, 24)).columns
+    for item in items:
+        head = f"  {item.seq:>{seq_width}}  {item.create_time:%H:%M:%S}  "
+        kind = _kind(item)
+        indent = " " * (len(head) + kind_width + 2)
+        text = _wrap(describe_item(item), max(columns - len(indent), 30))
+        lines.append(head + click.style(kind.ljust(kind_width), bold=True) + "  " + text[0])
+        lines.extend(indent + line for line in text[1:])
+        usage = _usage(item)
+        if usage:
+            lines.append(indent + click.style(usage, dim=True))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    wrapped: list[str] = []
+    for line in text.splitlines() or [""]:
+        wrapped.extend(textwrap.wrap(line, width, break_on_hyphens=False) or [""])
+    return wrapped
+
+
+def describe_item(item: ownstate.Item) -> str:
+    """The human-readable text of one item: a message's words, a call, a tool's output."""
+    data = item.data
+    if not isinstance(data, dict):
+        return _compact(data)
+    kind = data.get("type")
+    if kind in {"function_call", "custom_tool_call", "mcp_call"}:
+        arguments = data.get("arguments", data.get("input", ""))
+        return f"{data.get('name', '?')}({_as_text(arguments)})"
+    if isinstance(kind, str) and kind.endswith("_call_output"):
+        return _as_text(data.get("output", ""))
+    if kind == "reasoning":
+        summary = _parts_text(data.get("summary"))
+        return summary if summary is not None else "(reasoning)"
+    if "content" in data and (kind in {None, "message"} or "role" in data):
+        text = _parts_text(data["content"])
+        calls = _chat_tool_calls(data.get("tool_calls"))
+        shown = [part for part in (text, calls) if part]
+        return "\n".join(shown)
+    described = _compact(data)
+    if item.tool_name is not None and kind != "function_call":
+        described = f"[{item.tool_name}] {described}"
+    return described
+
+
+def _kind(item: ownstate.Item) -> str:
+    if item.type == "message" and item.role is not None:
+        return item.role
+    return item.type or item.role or item.format
+
+
+def _usage(item: ownstate.Item) -> str:
+    shown = []
+    if item.model is not None:
+        shown.append(item.model)
+    if item.in_tokens is not None or item.out_tokens is not None:
+        shown.append(f"{item.in_tokens or 0} in / {item.out_tokens or 0} out tokens")
+    return " · ".join(shown)
+
+
+def _parts_text(content: Any) -> str | None:
+    """The text of a message's content: a string, or a list of typed parts."""
+    if content is None:
+        return None
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return _compact(content)
+    pieces = []
+    for part in content:
+        if isinstance(part, str):
+            pieces.append(part)
+        elif isinstance(part, dict) and part.get("type") in _TEXT_PARTS:
+            pieces.append(str(part.get("text", "")))
+        elif isinstance(part, dict) and part.get("type") == "refusal":
+            pieces.append(f"(refused) {part.get('refusal', '')}")
+        elif isinstance(part, dict) and isinstance(part.get("type"), str):
+            pieces.append(f"[{part['type']}]")
+        else:
+            pieces.append(_compact(part))
+    return "\n".join(pieces)
+
+
+def _chat_tool_calls(calls: Any) -> str:
+    """Chat Completions ``tool_calls`` as ``name(arguments)`` lines."""
+    if not isinstance(calls, list):
+        return ""
+    shown = []
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            shown.append(f"{function.get('name', '?')}({_as_text(function.get('arguments'))})")
+    return "\n".join(shown)
+
+
+def _as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else _compact(value)
+
+
+def _compact(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    if len(text) > UNKNOWN_ITEM_CHARS:
+        return text[:UNKNOWN_ITEM_CHARS - 1] + "…"
+    return text
+
+
+def _when(moment: datetime) -> str:
+    return f"{moment:%Y-%m-%d %H:%M:%S}"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows,
+                                                                          strict=False)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines.extend("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+                 for row in rows)
+    return "\n".join(lines)
+
+
+def main() -> None:
+    """The ``ownstate`` console script."""
+    cli(prog_name="ownstate")
+
+
+if __name__ == "__main__":
+    main()
