@@ -2,13 +2,371 @@
 
 from __future__ import annotations
 
+import math
+import re
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from .. import _ids
+from .. import limits as _validate
+from .._tokens import decode_token, encode_token
+from ..errors import InvalidInput, LimitExceeded
+from ..model import (
+    ACTIVE_RUN_STATUSES,
+    CLOSED_RUN_STATUSES,
+    JSON,
+    RUN_STATUSES,
+    Effect,
+    Lease,
+    Page,
+    Run,
+)
+from ._paging import AsyncPager
 from ._scope import Scope
 
-__all__ = ["AsyncRuns"]
+if TYPE_CHECKING:
+    from .aio import AsyncSession
+
+__all__ = ["MAX_LEASE_TTL_SECONDS", "AsyncRuns"]
+
+#: The longest lease one claim or heartbeat may take; hold a run longer by heartbeating.
+MAX_LEASE_TTL_SECONDS = 24 * 60 * 60
+
+_FRAMEWORK_RE = re.compile(r"[a-z0-9_.-]{1,64}")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+_MAX_NAME_CHARS = 256
+
+
+def _text(value: object, field: str) -> str:
+    """A required, printable string of 1-256 chars (owners, thread keys, tool call ids)."""
+    if (not isinstance(value, str) or not value or len(value) > _MAX_NAME_CHARS
+            or _CONTROL_RE.search(value)):
+        raise InvalidInput(f"{field} must be 1-{_MAX_NAME_CHARS} printable chars", field=field)
+    return value
+
+
+def _run_id(value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise InvalidInput("run_id must be a non-empty string", field="run_id")
+    return value
+
+
+def _framework(value: object) -> str:
+    if not isinstance(value, str) or not _FRAMEWORK_RE.fullmatch(value):
+        raise InvalidInput(f"framework {value!r} must be 1-64 chars of [a-z0-9_.-]",
+                           field="framework")
+    return value
+
+
+def _ttl(value: object) -> float:
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not math.isfinite(value) or not 0 < value <= MAX_LEASE_TTL_SECONDS):
+        raise InvalidInput(f"ttl must be a number of seconds in (0, {MAX_LEASE_TTL_SECONDS}]",
+                           field="ttl")
+    return float(value)
+
+
+def _token(value: object, *, required: bool = False) -> int | None:
+    if value is None and not required:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidInput("fencing_token must be a non-negative integer", field="fencing_token")
+    return value
+
+
+def _status(value: object, allowed: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in allowed:
+        raise InvalidInput(f"status must be one of {', '.join(allowed)}", field="status")
+    return value
 
 
 class AsyncRuns:
-    """Not yet implemented."""
+    """The shadow records of framework runs, their leases and effects: ``client.runs``.
+
+    A run belongs to a session; a session has at most one active (``running`` or
+    ``awaiting_human``) run. Whoever drives a run holds its lease and writes with the
+    lease's fencing token; a write with a token that is no longer current is refused, so a
+    worker that lost its lease can never overwrite the one that took over.
+    """
 
     def __init__(self, scope: Scope) -> None:
         self._scope = scope
+
+    def _encode(self, value: object, field: str) -> str:
+        text = _validate.encode_json(value, field=field)
+        size = len(text.encode())
+        limit = self._scope.limits.max_item_bytes
+        if size > limit:
+            raise LimitExceeded(f"{field} is {size} bytes; the limit is {limit}", field=field,
+                                limit=limit, actual=size)
+        return text
+
+    async def open_run(
+        self,
+        session: AsyncSession,
+        framework: str,
+        thread_key: str | None = None,
+        *,
+        run_id: str | None = None,
+        owner: str | None = None,
+        ttl: float = 30.0,
+    ) -> Run:
+        """Start a run of ``framework`` (1-64 chars of ``[a-z0-9_.-]``) in ``session``, in
+        status ``running``.
+
+        ``thread_key`` is the framework's own resume handle. ``run_id`` is generated
+        (``run_...``) unless given. With ``owner`` the caller also takes the lease for
+        ``ttl`` seconds (fencing token 1); without it the run is unleased (token 0) until
+        someone calls :meth:`resume`.
+
+        Raises :class:`~ownstate.errors.ActiveRunExists` (carrying the active ``run_id``)
+        while the session has a running or awaiting run,
+        :class:`~ownstate.errors.AlreadyExists` for a taken ``run_id``,
+        :class:`~ownstate.errors.SessionNotFound`, :class:`~ownstate.errors.InvalidInput`.
+        """
+        from .aio import AsyncSession
+
+        s = self._scope
+        if not isinstance(session, AsyncSession):
+            raise InvalidInput("session must be a Session handle (store.get(...))",
+                               field="session")
+        chosen = (_validate.session_id(run_id, field="run_id") if run_id is not None
+                  else _ids.new_id("run"))
+        key = _text(thread_key, "thread_key") if thread_key is not None else None
+        holder = _text(owner, "owner") if owner is not None else None
+        return await s.backend.open_run(
+            s.tenant, session.store, session.session_id, chosen, _framework(framework), key,
+            holder, _ttl(ttl), _ids.now())
+
+    async def get(self, run_id: str) -> Run:
+        """The run with this id. Raises :class:`~ownstate.errors.RunNotFound`."""
+        s = self._scope
+        return await s.backend.get_run(s.tenant, _run_id(run_id))
+
+    async def mark_awaiting(
+        self,
+        run_id: str,
+        awaiting: Mapping[str, JSON],
+        *,
+        requested_by: str | None = None,
+        fencing_token: int | None = None,
+    ) -> Run:
+        """Pause the run for a human: status ``awaiting_human``, with what it awaits.
+
+        ``awaiting`` is the caller's description (``kind``, ``tool``, ``payload``, ...);
+        ownstate stores it with ``requested_at`` (now) and ``requested_by`` (the argument,
+        else ``awaiting["requested_by"]``). The lease is released, since nobody drives a
+        paused run: whichever replica handles the human's answer claims it with
+        :meth:`resume`. The fencing token stays, so the pausing worker's token turns stale
+        as soon as another claims the run. Marking a run that already awaits replaces the
+        description and its ``requested_at``.
+
+        Raises :class:`~ownstate.errors.StaleLease` when ``fencing_token`` is given and not
+        current, :class:`~ownstate.errors.RunClosed`, :class:`~ownstate.errors.RunNotFound`,
+        :class:`~ownstate.errors.InvalidInput` (not a JSON object),
+        :class:`~ownstate.errors.LimitExceeded` (larger than ``Limits.max_item_bytes``).
+        """
+        s = self._scope
+        rid = _run_id(run_id)
+        if not isinstance(awaiting, Mapping) or not all(isinstance(k, str) for k in awaiting):
+            raise InvalidInput("awaiting must be a JSON object (a dict with string keys)",
+                               field="awaiting")
+        by = requested_by if requested_by is not None else awaiting.get("requested_by")
+        if by is not None:
+            by = _text(by, "requested_by")
+        token = _token(fencing_token)
+        moment = _ids.now()
+        described = {**awaiting, "requested_at": _ids.format_time(moment), "requested_by": by}
+        return await s.backend.mark_awaiting(s.tenant, rid, self._encode(described, "awaiting"),
+                                             token, moment)
+
+    async def resume(self, run_id: str, owner: str, *, ttl: float = 30.0) -> Lease:
+        """Claim the run for ``owner`` for ``ttl`` seconds and return the lease.
+
+        The claim succeeds when the run has no lease, its lease has expired, or ``owner``
+        already holds it; the run becomes ``running``, ``awaiting`` is cleared and the
+        fencing token grows by one. Of many concurrent claimers exactly one wins.
+
+        Raises :class:`~ownstate.errors.LeaseHeld` (carrying the holder ``owner`` and
+        ``expires_at``), :class:`~ownstate.errors.RunClosed`,
+        :class:`~ownstate.errors.RunNotFound`, :class:`~ownstate.errors.InvalidInput`.
+        """
+        s = self._scope
+        return await s.backend.resume(s.tenant, _run_id(run_id), _text(owner, "owner"),
+                                      _ttl(ttl), _ids.now())
+
+    async def heartbeat(self, run_id: str, fencing_token: int, *, ttl: float = 30.0) -> Lease:
+        """Extend the lease held with ``fencing_token`` to ``ttl`` seconds from now.
+
+        A lease that has expired can still be extended while nobody has claimed the run.
+        Raises :class:`~ownstate.errors.StaleLease` (the token is not current, or the run
+        holds no lease), :class:`~ownstate.errors.RunClosed`,
+        :class:`~ownstate.errors.RunNotFound`, :class:`~ownstate.errors.InvalidInput`.
+        """
+        s = self._scope
+        token = _token(fencing_token, required=True)
+        assert token is not None
+        return await s.backend.heartbeat(s.tenant, _run_id(run_id), token, _ttl(ttl),
+                                         _ids.now())
+
+    async def close_run(
+        self,
+        run_id: str,
+        status: str,
+        *,
+        usd_cost: float | None = None,
+        step_count: int | None = None,
+        fencing_token: int | None = None,
+    ) -> Run:
+        """End the run with ``status`` ``done``, ``failed`` or ``cancelled``; its lease is
+        released and ``ended_at`` set.
+
+        ``usd_cost`` (finite, >= 0) is added to the run's total; ``step_count`` (>= 0)
+        replaces the stored count. Raises :class:`~ownstate.errors.StaleLease` when
+        ``fencing_token`` is given and not current, :class:`~ownstate.errors.RunClosed`
+        when it has already ended, :class:`~ownstate.errors.RunNotFound`,
+        :class:`~ownstate.errors.InvalidInput`.
+        """
+        s = self._scope
+        rid = _run_id(run_id)
+        final = _status(status, CLOSED_RUN_STATUSES)
+        if usd_cost is not None and (not _validate.finite_number(usd_cost) or usd_cost < 0):
+            raise InvalidInput("usd_cost must be a finite number >= 0", field="usd_cost")
+        if step_count is not None and (isinstance(step_count, bool)
+                                       or not isinstance(step_count, int) or step_count < 0):
+            raise InvalidInput("step_count must be an integer >= 0", field="step_count")
+        token = _token(fencing_token)
+        cost = float(usd_cost) if usd_cost is not None else None
+        return await s.backend.close_run(s.tenant, rid, final, cost, step_count, token,
+                                         _ids.now())
+
+    async def outstanding(
+        self,
+        status: str = "awaiting_human",
+        *,
+        framework: str | None = None,
+        older_than: timedelta | float | None = None,
+        limit: int = 100,
+    ) -> list[Run]:
+        """Runs in ``status`` (``awaiting_human`` by default, or ``running``) across the
+        tenant, the longest-waiting first.
+
+        ``older_than`` (a timedelta or seconds) keeps only runs that have been in that
+        status for longer: marked awaiting (``awaiting["requested_at"]``), or opened or
+        resumed, that long ago. ``limit`` is 1 to ``Limits.max_page_size``.
+
+        Raises :class:`~ownstate.errors.InvalidInput`.
+        """
+        s = self._scope
+        wanted = _status(status, ACTIVE_RUN_STATUSES)
+        kind = _framework(framework) if framework is not None else None
+        if isinstance(limit, bool) or not isinstance(limit, int) or not (
+                1 <= limit <= s.limits.max_page_size):
+            raise InvalidInput(f"limit must be an integer from 1 to {s.limits.max_page_size}",
+                               field="limit")
+        cutoff = None
+        if older_than is not None:
+            if isinstance(older_than, timedelta):
+                seconds = older_than.total_seconds()
+            elif _validate.finite_number(older_than):
+                seconds = float(older_than)
+            else:
+                seconds = math.nan
+            if not 0 <= seconds <= 1e9:
+                raise InvalidInput("older_than must be a timedelta or seconds, >= 0",
+                                   field="older_than")
+            cutoff = _ids.now() - timedelta(seconds=seconds)
+        return await s.backend.outstanding(s.tenant, wanted, kind, cutoff, limit)
+
+    async def record_effect(
+        self,
+        run_id: str,
+        tool_call_id: str,
+        result: JSON,
+        *,
+        fencing_token: int | None = None,
+    ) -> Effect:
+        """Record the result of a side-effecting tool call, once.
+
+        The first record for (run, ``tool_call_id``) wins: a later call stores nothing and
+        returns the stored effect with ``recorded=False``, so a resumed run can tell that
+        the tool already ran and reuse its result. ``result`` is any JSON value.
+
+        Raises :class:`~ownstate.errors.StaleLease` when ``fencing_token`` is given and not
+        current, :class:`~ownstate.errors.RunClosed` (a new record on an ended run),
+        :class:`~ownstate.errors.RunNotFound`, :class:`~ownstate.errors.InvalidInput` (not
+        JSON), :class:`~ownstate.errors.LimitExceeded` (larger than
+        ``Limits.max_item_bytes``).
+        """
+        s = self._scope
+        rid = _run_id(run_id)
+        call = _text(tool_call_id, "tool_call_id")
+        token = _token(fencing_token)
+        text = self._encode(result, "result")
+        return await s.backend.record_effect(s.tenant, rid, call, text, token, _ids.now())
+
+    async def get_effect(self, run_id: str, tool_call_id: str) -> Effect | None:
+        """The recorded effect of a tool call, or ``None`` if none was recorded.
+
+        Raises :class:`~ownstate.errors.RunNotFound`, :class:`~ownstate.errors.InvalidInput`.
+        """
+        s = self._scope
+        return await s.backend.get_effect(s.tenant, _run_id(run_id),
+                                          _text(tool_call_id, "tool_call_id"))
+
+    async def list_page(
+        self,
+        *,
+        session: AsyncSession | None = None,
+        status: str | None = None,
+        framework: str | None = None,
+        page_size: int | None = None,
+        page_token: str | None = None,
+    ) -> Page[Run]:
+        """One page of the tenant's runs, newest first, filtered by session, status and
+        framework (all given must match).
+
+        Raises :class:`~ownstate.errors.InvalidInput` (bad filter, malformed or foreign
+        page token), :class:`~ownstate.errors.LimitExceeded` (page_size out of range).
+        """
+        from .aio import AsyncSession
+
+        s = self._scope
+        if session is not None and not isinstance(session, AsyncSession):
+            raise InvalidInput("session must be a Session handle", field="session")
+        store = session.store if session is not None else None
+        session_id = session.session_id if session is not None else None
+        wanted = _status(status, RUN_STATUSES) if status is not None else None
+        kind = _framework(framework) if framework is not None else None
+        size = s.limits.page_size(page_size)
+        scope = "\x00".join(["runs", s.tenant, store or "", session_id or "", wanted or "",
+                             kind or ""])
+        after = None
+        if page_token is not None:
+            after = decode_token(page_token, scope)
+            if len(after) != 1 or isinstance(after[0], bool) or not isinstance(after[0], int):
+                raise InvalidInput("page_token is malformed", field="page_token")
+        runs, cursor = await s.backend.list_runs(
+            s.tenant, store=store, session_id=session_id, status=wanted, framework=kind,
+            limit=size, after=after)
+        return Page(runs, encode_token(scope, cursor) if cursor is not None else None)
+
+    def list(
+        self,
+        *,
+        session: AsyncSession | None = None,
+        status: str | None = None,
+        framework: str | None = None,
+        page_size: int | None = None,
+        page_token: str | None = None,
+    ) -> AsyncPager[Run]:
+        """Every matching run from ``page_token`` on, newest first, fetched a page at a time.
+
+        Raises as :meth:`list_page`, when iteration starts.
+        """
+        return AsyncPager(
+            lambda token: self.list_page(session=session, status=status, framework=framework,
+                                         page_size=page_size, page_token=token),
+            page_token,
+        )

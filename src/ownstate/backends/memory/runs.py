@@ -1,43 +1,228 @@
-"""Runs, leases and effects, in memory."""
+"""Runs, leases and effects, in memory.
+
+``_data.runs`` maps ``(tenant, run_id)`` to a :class:`_StoredRun` (the current
+:class:`~ownstate.model.Run` record, its creation order and when it entered its status);
+``_data.effects`` maps ``(tenant, run_id, tool_call_id)`` to ``(result_json, recorded_at)``.
+Every method works under the data lock, so each check and the write it guards are one
+atomic step.
+"""
 
 from __future__ import annotations
 
+import copy
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any
 
+from ...errors import (
+    ActiveRunExists,
+    AlreadyExists,
+    LeaseHeld,
+    RunClosed,
+    RunNotFound,
+    SessionNotFound,
+    StaleLease,
+)
+from ...model import ACTIVE_RUN_STATUSES, Effect, Lease, Run
 from ._data import MemoryBase
 
 __all__ = ["RunsInMemory"]
 
 
+@dataclass(slots=True)
+class _StoredRun:
+    record: Run
+    ordinal: int
+    since: datetime
+
+
+def _out(run: Run) -> Run:
+    """The record as returned: a caller changing its ``awaiting`` cannot reach the store."""
+    return run if run.awaiting is None else replace(run, awaiting=copy.deepcopy(run.awaiting))
+
+
 class RunsInMemory(MemoryBase):
-    """Runs, leases and effects: not yet implemented."""
+    # helpers ---------------------------------------------------------------------------
 
-    async def open_run(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    def _stored_run(self, tenant: str, run_id: str) -> _StoredRun:
+        stored: _StoredRun | None = self._data.runs.get((tenant, run_id))
+        if stored is None:
+            raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+        return stored
 
-    async def get_run(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    @staticmethod
+    def _check_token(run: Run, fencing_token: int | None) -> None:
+        if fencing_token is not None and fencing_token != run.fencing_token:
+            raise StaleLease(
+                f"run {run.run_id!r} is held with fencing token {run.fencing_token}, "
+                f"not {fencing_token}",
+                run_id=run.run_id, fencing_token=fencing_token, current=run.fencing_token)
 
-    async def list_runs(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    @staticmethod
+    def _check_open(run: Run) -> None:
+        if run.status not in ACTIVE_RUN_STATUSES:
+            raise RunClosed(f"run {run.run_id!r} has ended ({run.status})",
+                            run_id=run.run_id, status=run.status)
 
-    async def mark_awaiting(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    def _drop_runs_of_sessions(self, tenant: str, store: str,
+                               session_ids: Sequence[str]) -> None:
+        doomed = set(session_ids)
+        run_ids = [run_id for (t, run_id), stored in self._data.runs.items()
+                   if t == tenant and stored.record.store == store
+                   and stored.record.session_id in doomed]
+        gone = set(run_ids)
+        for run_id in run_ids:
+            del self._data.runs[(tenant, run_id)]
+        for key in [k for k in self._data.effects if k[0] == tenant and k[1] in gone]:
+            del self._data.effects[key]
+        self._drop_checkpoints_of_runs(tenant, run_ids)
 
-    async def resume(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    # runs ------------------------------------------------------------------------------
 
-    async def heartbeat(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    async def open_run(self, tenant: str, store: str, session_id: str, run_id: str,
+                       framework: str, thread_key: str | None, owner: str | None,
+                       ttl_seconds: float, now: datetime) -> Run:
+        with self._data.lock:
+            session = self._data.sessions.get((tenant, store, session_id))
+            if session is None:
+                raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
+                                      store=store, session_id=session_id)
+            if (tenant, run_id) in self._data.runs:
+                raise AlreadyExists(f"run {run_id!r} already exists", run_id=run_id)
+            for (t, _), other in self._data.runs.items():
+                r = other.record
+                if (t == tenant and r.store == store and r.session_id == session_id
+                        and r.status in ACTIVE_RUN_STATUSES):
+                    raise ActiveRunExists(
+                        f"session {session_id!r} already has an active run {r.run_id!r}",
+                        store=store, session_id=session_id, run_id=r.run_id)
+            run = Run(
+                run_id=run_id, store=store, session_id=session_id,
+                actor_id=session.record.actor_id, framework=framework, thread_key=thread_key,
+                status="running", awaiting=None, step_count=0, usd_cost=0.0, started_at=now,
+                ended_at=None, lease_owner=owner,
+                lease_expires_at=(now + timedelta(seconds=ttl_seconds)
+                                  if owner is not None else None),
+                fencing_token=1 if owner is not None else 0,
+            )
+            self._data.runs[(tenant, run_id)] = _StoredRun(run, self._data.next("runs"), now)
+            return run
 
-    async def close_run(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    async def get_run(self, tenant: str, run_id: str) -> Run:
+        with self._data.lock:
+            return _out(self._stored_run(tenant, run_id).record)
 
-    async def outstanding(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    async def list_runs(self, tenant: str, *, store: str | None, session_id: str | None,
+                        status: str | None, framework: str | None, limit: int,
+                        after: Sequence[Any] | None) -> tuple[list[Run], list[Any] | None]:
+        with self._data.lock:
+            chosen = sorted(
+                (s for (t, _), s in self._data.runs.items()
+                 if t == tenant
+                 and (store is None or s.record.store == store)
+                 and (session_id is None or s.record.session_id == session_id)
+                 and (status is None or s.record.status == status)
+                 and (framework is None or s.record.framework == framework)
+                 and (after is None or s.ordinal < after[0])),
+                key=lambda s: s.ordinal, reverse=True)
+            page = chosen[:limit]
+            cursor = [page[-1].ordinal] if len(chosen) > limit else None
+            return [_out(s.record) for s in page], cursor
 
-    async def record_effect(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    async def mark_awaiting(self, tenant: str, run_id: str, awaiting_json: str,
+                            fencing_token: int | None, now: datetime) -> Run:
+        with self._data.lock:
+            stored = self._stored_run(tenant, run_id)
+            self._check_token(stored.record, fencing_token)
+            self._check_open(stored.record)
+            stored.record = replace(stored.record, status="awaiting_human",
+                                    awaiting=json.loads(awaiting_json), lease_owner=None,
+                                    lease_expires_at=None)
+            stored.since = now
+            return _out(stored.record)
 
-    async def get_effect(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    async def resume(self, tenant: str, run_id: str, owner: str, ttl_seconds: float,
+                     now: datetime) -> Lease:
+        with self._data.lock:
+            stored = self._stored_run(tenant, run_id)
+            run = stored.record
+            self._check_open(run)
+            if (run.lease_owner is not None and run.lease_owner != owner
+                    and run.lease_expires_at is not None and run.lease_expires_at > now):
+                raise LeaseHeld(
+                    f"run {run_id!r} is leased to {run.lease_owner!r} until "
+                    f"{run.lease_expires_at.isoformat()}",
+                    run_id=run_id, owner=run.lease_owner, expires_at=run.lease_expires_at)
+            expires = now + timedelta(seconds=ttl_seconds)
+            stored.record = replace(run, status="running", awaiting=None, lease_owner=owner,
+                                    lease_expires_at=expires,
+                                    fencing_token=run.fencing_token + 1)
+            stored.since = now
+            return Lease(run_id, owner, run.fencing_token + 1, expires)
+
+    async def heartbeat(self, tenant: str, run_id: str, fencing_token: int,
+                        ttl_seconds: float, now: datetime) -> Lease:
+        with self._data.lock:
+            stored = self._stored_run(tenant, run_id)
+            run = stored.record
+            self._check_token(run, fencing_token)
+            self._check_open(run)
+            if run.lease_owner is None:
+                raise StaleLease(f"run {run_id!r} holds no lease", run_id=run_id,
+                                 fencing_token=fencing_token, current=run.fencing_token)
+            expires = now + timedelta(seconds=ttl_seconds)
+            stored.record = replace(run, lease_expires_at=expires)
+            return Lease(run_id, run.lease_owner, run.fencing_token, expires)
+
+    async def close_run(self, tenant: str, run_id: str, status: str, usd_cost: float | None,
+                        step_count: int | None, fencing_token: int | None,
+                        now: datetime) -> Run:
+        with self._data.lock:
+            stored = self._stored_run(tenant, run_id)
+            run = stored.record
+            self._check_token(run, fencing_token)
+            self._check_open(run)
+            stored.record = replace(
+                run, status=status, ended_at=now, lease_owner=None, lease_expires_at=None,
+                usd_cost=run.usd_cost + (usd_cost or 0.0),
+                step_count=run.step_count if step_count is None else step_count,
+            )
+            stored.since = now
+            return _out(stored.record)
+
+    async def outstanding(self, tenant: str, status: str, framework: str | None,
+                          entered_before: datetime | None, limit: int) -> list[Run]:
+        with self._data.lock:
+            chosen = sorted(
+                (s for (t, _), s in self._data.runs.items()
+                 if t == tenant and s.record.status == status
+                 and (framework is None or s.record.framework == framework)
+                 and (entered_before is None or s.since < entered_before)),
+                key=lambda s: (s.since, s.ordinal))
+            return [_out(s.record) for s in chosen[:limit]]
+
+    # effects ---------------------------------------------------------------------------
+
+    async def record_effect(self, tenant: str, run_id: str, tool_call_id: str,
+                            result_json: str, fencing_token: int | None,
+                            now: datetime) -> Effect:
+        with self._data.lock:
+            run = self._stored_run(tenant, run_id).record
+            self._check_token(run, fencing_token)
+            key = (tenant, run_id, tool_call_id)
+            earlier = self._data.effects.get(key)
+            if earlier is not None:
+                return Effect(run_id, tool_call_id, json.loads(earlier[0]), earlier[1], False)
+            self._check_open(run)
+            self._data.effects[key] = (result_json, now)
+            return Effect(run_id, tool_call_id, json.loads(result_json), now, True)
+
+    async def get_effect(self, tenant: str, run_id: str, tool_call_id: str) -> Effect | None:
+        with self._data.lock:
+            self._stored_run(tenant, run_id)
+            earlier = self._data.effects.get((tenant, run_id, tool_call_id))
+            if earlier is None:
+                return None
+            return Effect(run_id, tool_call_id, json.loads(earlier[0]), earlier[1], False)

@@ -3,7 +3,9 @@
 The invariants live in the datastore, not in read-then-write code: at most one active
 (running or awaiting_human) run per session; a claim (``resume``) is a single conditional
 write, so of N concurrent claimers exactly one wins; every claim increases the fencing
-token, and a write that carries an older token is refused.
+token, and a write that carries another token is refused. Each write checks the token
+inside the same transaction (or conditional statement) that makes the change, and before
+the run's status: a stale writer always learns that it is stale.
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ class RunPort(ABC):
     async def list_runs(self, tenant: str, *, store: str | None, session_id: str | None,
                         status: str | None, framework: str | None, limit: int,
                         after: Sequence[Any] | None) -> tuple[list[Run], list[Any] | None]:
-        """Runs matching every given filter, newest first, and the cursor after the last.
-        """
+        """Up to ``limit`` runs matching every given filter, newest first, strictly after
+        the cursor ``after``; and the cursor of the last one returned when more remain,
+        else ``None``."""
 
     @abstractmethod
     async def mark_awaiting(self, tenant: str, run_id: str, awaiting_json: str,
@@ -58,8 +61,9 @@ class RunPort(ABC):
     @abstractmethod
     async def heartbeat(self, tenant: str, run_id: str, fencing_token: int,
                         ttl_seconds: float, now: datetime) -> Lease:
-        """Extend the lease held with ``fencing_token``. Raises RunNotFound, RunClosed,
-        StaleLease."""
+        """Extend the lease held with ``fencing_token`` to ``now + ttl_seconds``, even if it
+        has expired, as long as nobody has claimed the run since. Raises RunNotFound,
+        StaleLease (also when the run holds no lease), RunClosed."""
 
     @abstractmethod
     async def close_run(self, tenant: str, run_id: str, status: str, usd_cost: float | None,
@@ -70,16 +74,20 @@ class RunPort(ABC):
 
     @abstractmethod
     async def outstanding(self, tenant: str, status: str, framework: str | None,
-                          older_than: datetime | None, limit: int) -> list[Run]:
-        """Runs in ``status`` across the tenant, oldest first; with ``older_than``, only
-        those that entered it (``awaiting.requested_at``, else ``started_at``) before it."""
+                          entered_before: datetime | None, limit: int) -> list[Run]:
+        """Up to ``limit`` runs in ``status`` (an active status) across the tenant, in the
+        order they entered it (oldest first); with ``entered_before``, only those that
+        entered it before that moment. A run enters ``running`` when opened or resumed and
+        ``awaiting_human`` when marked (``awaiting["requested_at"]``)."""
 
     @abstractmethod
     async def record_effect(self, tenant: str, run_id: str, tool_call_id: str,
                             result_json: str, fencing_token: int | None,
                             now: datetime) -> Effect:
         """Store the result unless one is already stored; returns the stored one (with
-        ``recorded`` saying which). Raises RunNotFound, StaleLease."""
+        ``recorded`` saying which). The fencing check comes first; a closed run returns an
+        effect stored earlier but takes no new one. Raises RunNotFound, StaleLease,
+        RunClosed."""
 
     @abstractmethod
     async def get_effect(self, tenant: str, run_id: str, tool_call_id: str) -> Effect | None:

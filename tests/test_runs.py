@@ -1,0 +1,3 @@
+"""The runs conformance suite, run over every backend in conftest.TARGETS."""
+
+from ownstate.testing.runs import *  # noqa: F403
