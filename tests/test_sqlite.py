@@ -53,6 +53,13 @@ def test_verify_only_refuses_an_unmigrated_database_and_writes_nothing(tmp_path:
     conn.close()
 
 
+def test_verify_only_does_not_create_a_missing_file(tmp_path: Path) -> None:
+    db = tmp_path / "missing.db"
+    with pytest.raises(ownstate.SchemaVersion):
+        ownstate.connect(url(db), migrate=False)
+    assert not db.exists()
+
+
 def test_migrate_then_check(tmp_path: Path) -> None:
     with ownstate.connect(url(tmp_path / "o.db"), migrate=True) as client:
         assert client.check() == (SCHEMA_VERSION, SCHEMA_VERSION)

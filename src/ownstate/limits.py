@@ -41,6 +41,20 @@ class Limits:
     max_label_value_chars: int = 256
     max_actor_id_chars: int = 256
     max_idempotency_key_chars: int = 256
+    max_checkpoint_bytes: int = 64 * 1024 * 1024
+    max_asset_bytes: int = 64 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInput(f"Limits.{name} must be a positive integer", field=name)
+        if self.default_page_size > self.max_page_size:
+            raise InvalidInput("Limits.default_page_size must not exceed max_page_size",
+                               field="default_page_size")
+        if self.max_item_bytes > self.max_batch_bytes:
+            raise InvalidInput("Limits.max_item_bytes must not exceed max_batch_bytes",
+                               field="max_item_bytes")
 
     def page_size(self, page_size: int | None) -> int:
         """The page size to use, or :class:`InvalidInput` if out of ``1..max_page_size``."""
@@ -93,11 +107,12 @@ class Limits:
         if not isinstance(actor_id, str) or not actor_id.strip():
             raise InvalidInput("actor_id is required and must be a non-empty string",
                                field="actor_id")
-        if len(actor_id) > self.max_actor_id_chars or _CONTROL_RE.search(actor_id):
-            raise InvalidInput(
-                f"actor_id must be at most {self.max_actor_id_chars} printable chars",
-                field="actor_id",
-            )
+        if len(actor_id) > self.max_actor_id_chars:
+            raise LimitExceeded(f"actor_id is longer than {self.max_actor_id_chars} chars",
+                                field="actor_id", limit=self.max_actor_id_chars,
+                                actual=len(actor_id))
+        if _CONTROL_RE.search(actor_id):
+            raise InvalidInput("actor_id must not contain control characters", field="actor_id")
         return actor_id
 
     def idempotency_key(self, key: str | None) -> str | None:
@@ -163,8 +178,29 @@ def _refuse(value: object) -> object:
     raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
 
 
+def _string_keys(value: object, depth: int = 0) -> bool:
+    """Whether every object key in ``value`` is a string (JSON would rewrite other keys)."""
+    if depth > 200:
+        return True  # json.dumps reports runaway nesting itself
+    if isinstance(value, dict):
+        return all(isinstance(k, str) for k in value) and all(
+            _string_keys(v, depth + 1) for v in value.values()
+            if isinstance(v, (dict, list, tuple)))
+    if isinstance(value, (list, tuple)):
+        return all(_string_keys(v, depth + 1) for v in value if isinstance(v, (dict, list, tuple)))
+    return True
+
+
 def encode_json(value: object, *, field: str, index: int | None = None) -> str:
-    """Compact JSON text of ``value``; :class:`InvalidInput` if JSON cannot represent it."""
+    """Compact JSON text of ``value``; :class:`InvalidInput` if JSON cannot represent it.
+
+    Object keys must be strings: JSON would silently turn ``{1: "a"}`` into ``{"1": "a"}``,
+    and what is stored must read back exactly as given.
+    """
+    if not _string_keys(value):
+        where = f" (item {index})" if index is not None else ""
+        raise InvalidInput(f"{field}{where} has an object key that is not a string",
+                           field=field, index=index)
     try:
         return json.dumps(value, ensure_ascii=False, allow_nan=False,
                           separators=(",", ":"), default=_refuse)

@@ -314,6 +314,8 @@ def test_stored_data_is_immutable(session: ownstate.Session) -> None:
         [{"role": "user", "content": {1, 2}}],
         [{"role": "user", "content": object()}],
         [{"role": "user", "content": b"bytes"}],
+        [{1: "integer key"}],
+        [{"nested": [{"ok": 1}, {2.5: "float key"}]}],
         ["a string item"],
         [["a", "list"]],
         [{"ok": 1}, 5],
@@ -337,6 +339,14 @@ def test_a_batch_with_one_bad_item_stores_none(client: Client, session: ownstate
         session.append_items([*_messages("fine", "also fine"), {"content": float("inf")}])
     assert err.value.index == 2
     assert list(session.list_items()) == []
+
+
+@pytest.mark.parametrize("bad", [{"max_item_bytes": 0}, {"max_page_size": -1},
+                                 {"default_page_size": 2000}, {"max_batch_items": True},
+                                 {"max_item_bytes": 2**30}])
+def test_nonsensical_limits_are_refused(bad: dict[str, Any]) -> None:
+    with pytest.raises(InvalidInput):
+        ownstate.Limits(**bad)
 
 
 def test_size_bounds(make_client: Any) -> None:

@@ -58,6 +58,12 @@ class SqliteBackend(SessionsInSqlite, FactsInSqlite, RunsInSqlite, CheckpointsIn
         return await self._run(lambda conn: (self._found_version(conn), SCHEMA_VERSION))
 
     async def setup(self, *, migrate: bool) -> None:
+        if not migrate and self._path is not None and not self._exists():
+            # verifying must not create the database file
+            raise SchemaVersion(
+                f"there is no database at {self._path}; run `ownstate migrate`",
+                found=0, expected=SCHEMA_VERSION)
+
         def run(conn: sqlite3.Connection) -> None:
             found = self._found_version(conn)
             if found > SCHEMA_VERSION:

@@ -88,7 +88,7 @@ def write(conn: sqlite3.Connection) -> Iterator[None]:
 
 
 class SqliteCore:
-    """Sessions in one SQLite file.
+    """One SQLite file: its connections (one per thread) and how work reaches them.
 
     Give it a path, or a ready ``sqlite3.Connection`` (which it then uses inline and never
     closes). ``busy_timeout`` is how long a write waits for another writer, in seconds.
@@ -126,6 +126,10 @@ class SqliteCore:
             self._configure(connection)
 
     # connections -----------------------------------------------------------------------
+
+    def _exists(self) -> bool:
+        return self._path is not None and (
+            self._path.startswith("file:") or Path(self._path).exists())
 
     def _configure(self, conn: sqlite3.Connection) -> None:
         conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
