@@ -1,0 +1,295 @@
+"""The ``ownstate`` command, through click's runner and as a real process."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+import ownstate
+from ownstate.cli import cli
+
+
+def _runner() -> CliRunner:
+    try:
+        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
+    except TypeError:
+        return CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reads OWNSTATE_URL from the caller or writes ownstate.db outside tmp_path."""
+    monkeypatch.delenv("OWNSTATE_URL", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "x.db"
+
+
+@pytest.fixture
+def url(db: Path) -> str:
+    return f"sqlite:///{db}"
+
+
+def run(url: str | None, *args: str, env: dict[str, str] | None = None) -> Result:
+    prefix = ["--url", url] if url is not None else []
+    return _runner().invoke(cli, [*prefix, *args], env=env)
+
+
+def tables(db: Path) -> list[str]:
+    with sqlite3.connect(db) as conn:
+        return [r[0] for r in conn.execute("SELECT name FROM sqlite_master")]
+
+
+CONVERSATION = [
+    {"type": "message", "role": "user", "content": "Where is my parcel?"},
+    {"type": "function_call", "call_id": "c1", "name": "track_parcel",
+     "arguments": '{"id": "P-77"}'},
+    {"type": "function_call_output", "call_id": "c1", "output": "out for delivery"},
+    {"type": "message", "role": "assistant", "model": "gpt-test",
+     "usage": {"input_tokens": 50, "output_tokens": 9},
+     "content": [{"type": "output_text", "text": "It arrives today."}]},
+    {"role": "assistant", "content": None,
+     "tool_calls": [{"id": "t1", "type": "function",
+                     "function": {"name": "refund", "arguments": '{"amount": 5}'}}]},
+    {"kind": "custom-event", "payload": "x" * 500},
+]
+
+
+@pytest.fixture
+def seeded(url: str) -> str:
+    with ownstate.connect(url) as client:
+        support = client.session_stores.create("support")
+        session = support.add(actor_id="customer-123", session_id="case-456")
+        session.append_items(CONVERSATION)
+        support.add(actor_id="customer-999", session_id="case-789")
+        client.session_stores.create("billing").add(actor_id="customer-123",
+                                                     session_id="inv-1")
+    return url
+
+
+# schema ----------------------------------------------------------------------------------
+
+
+def test_migrate_then_check(url: str, db: Path) -> None:
+    first = run(url, "migrate")
+    assert first.exit_code == 0, first.output
+    migrated = re.fullmatch(r"migrated \S+ from schema version 0 to (\d+)\n", first.stdout)
+    assert migrated is not None, first.stdout
+    version = int(migrated[1])
+    assert version >= 1
+    again = run(url, "migrate")
+    assert again.exit_code == 0
+    assert again.stdout == f"schema is already at version {version}; nothing to do\n"
+    checked = run(url, "check")
+    assert checked.exit_code == 0, checked.output
+    assert checked.stdout == f"schema is at version {version}\n"
+    assert "ownstate_schema" in tables(db)
+
+
+@pytest.mark.parametrize("existing", [True, False], ids=["empty-file", "no-file"])
+def test_check_on_an_empty_database_fails_and_writes_nothing(
+    url: str, db: Path, existing: bool
+) -> None:
+    if existing:
+        db.touch()
+    result = run(url, "check")
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert re.search(r"schema is version 0, expected \d+", result.stderr)
+    assert "ownstate migrate" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.output
+    assert tables(db) == []
+
+
+# sessions ---------------------------------------------------------------------------------
+
+
+def test_sessions_list_shows_every_store(seeded: str) -> None:
+    result = run(seeded, "sessions", "list")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["STORE", "SESSION", "ACTOR", "PARENT", "CREATED", "(UTC)",
+                                "LAST", "ACTIVITY", "(UTC)"]
+    rows = [line.split()[:4] for line in lines[1:]]
+    assert rows == [  # newest first, across stores
+        ["billing", "inv-1", "customer-123", "-"],
+        ["support", "case-789", "customer-999", "-"],
+        ["support", "case-456", "customer-123", "-"],
+    ]
+
+
+def test_sessions_list_filters_and_limits(seeded: str) -> None:
+    by_store = run(seeded, "sessions", "list", "--store", "support")
+    assert {line.split()[1] for line in by_store.stdout.splitlines()[1:]} == {
+        "case-456", "case-789"}
+    by_actor = run(seeded, "sessions", "list", "--actor", "customer-123")
+    assert [line.split()[1] for line in by_actor.stdout.splitlines()[1:]] == [
+        "inv-1", "case-456"]
+    limited = run(seeded, "sessions", "list", "--limit", "1")
+    assert limited.exit_code == 0
+    assert len(limited.stdout.splitlines()) == 2
+    assert "raise --limit" in limited.stderr
+    nothing = run(seeded, "sessions", "list", "--actor", "nobody")
+    assert nothing.exit_code == 0
+    assert nothing.stdout == ""
+    assert "no sessions" in nothing.stderr
+
+
+def test_sessions_show_renders_the_transcript_in_replay_order(seeded: str) -> None:
+    result = run(seeded, "sessions", "show", "case-456")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert out.splitlines()[0] == "session support/case-456 (actor customer-123)"
+    expected_in_order = [
+        "1", "user", "Where is my parcel?",
+        "2", "function_call", 'track_parcel({"id": "P-77"})',
+        "3", "function_call_output", "out for delivery",
+        "4", "assistant", "It arrives today.", "gpt-test · 50 in / 9 out tokens",
+        "5", "assistant", 'refund({"amount": 5})',
+        "6", "json", '{"kind":"custom-event","payload":"xxx',
+    ]
+    position = 0
+    for text in expected_in_order:
+        position = out.index(text, position) + len(text)
+    assert "x" * 200 not in out  # unknown shapes are truncated
+    assert "…" in out
+
+
+def test_sessions_show_with_store_and_across_stores(seeded: str) -> None:
+    in_store = run(seeded, "sessions", "show", "inv-1", "--store", "billing")
+    assert in_store.exit_code == 0, in_store.output
+    assert "(no items)" in in_store.stdout
+    assert run(seeded, "sessions", "show", "inv-1").stdout == in_store.stdout
+
+
+def test_sessions_show_asks_for_a_store_when_the_id_is_in_several(seeded: str) -> None:
+    with ownstate.connect(seeded) as client:
+        client.session_stores.get("billing").add(actor_id="someone", session_id="case-456")
+    result = run(seeded, "sessions", "show", "case-456")
+    assert result.exit_code == 2
+    assert "billing, support" in result.stderr
+    assert "--store" in result.stderr
+    chosen = run(seeded, "sessions", "show", "case-456", "--store", "support")
+    assert chosen.exit_code == 0
+    assert "Where is my parcel?" in chosen.stdout
+
+
+@pytest.mark.parametrize("store", [None, "support", "no-such-store"])
+def test_sessions_show_unknown_session_exits_1(seeded: str, store: str | None) -> None:
+    args = ["sessions", "show", "nope"] + (["--store", store] if store else [])
+    result = run(seeded, *args)
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert ("nope" in result.stderr) or ("no-such-store" in result.stderr)
+    assert "Traceback" not in result.output
+
+
+def test_fork_shows_its_parent(seeded: str) -> None:
+    with ownstate.connect(seeded) as client:
+        session = client.session_stores.get("support").get("case-456")
+        session.fork(session_id="case-456-b")
+    result = run(seeded, "sessions", "show", "case-456-b")
+    assert "forked from case-456" in result.stdout.splitlines()[0]
+    listed = run(seeded, "sessions", "list", "--store", "support")
+    assert ["case-456-b", "customer-123", "case-456"] in [
+        line.split()[1:4] for line in listed.stdout.splitlines()]
+
+
+# errors -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [
+    ["--url", "bogus://nowhere", "sessions", "list"],
+    ["--tenant", "bad tenant!", "demo"],
+    ["sessions", "list", "--store", "NO"],
+    ["sessions", "list", "--store", "missing"],
+])
+def test_ownstate_errors_are_one_line_and_exit_1(url: str, args: list[str]) -> None:
+    assert run(url, "migrate").exit_code == 0
+    result = run(None if args[0] == "--url" else url, *args)
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: ")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.output
+
+
+def test_url_comes_from_the_environment(url: str, db: Path) -> None:
+    result = run(None, "migrate", env={"OWNSTATE_URL": url})
+    assert result.exit_code == 0
+    assert url in result.stdout
+    assert "ownstate_schema" in tables(db)
+
+
+# demo -------------------------------------------------------------------------------------
+
+
+def test_demo_runs_twice_on_the_same_file(url: str) -> None:
+    for _ in range(2):
+        result = run(url, "demo")
+        assert result.exit_code == 0, result.output
+        out = result.stdout
+        assert out.count("Is it warm enough for the beach in Lisbon today?") == 2
+        assert "get_weather" in out
+        assert "Take sunscreen." in out
+        assert "wetsuit" in out
+        assert "forked from ses_" in out
+        assert "gpt-4.1-mini · 412 in / 23 out tokens" in out
+        assert f"ownstate --url {url} sessions show ses_" in out
+    listed = run(url, "sessions", "list", "--store", "demo")
+    assert len(listed.stdout.splitlines()) == 1 + 4
+
+
+def test_demo_on_memory() -> None:
+    result = run("memory://", "demo")
+    assert result.exit_code == 0, result.output
+    assert "forked from" in result.stdout
+
+
+# real processes ----------------------------------------------------------------------------
+
+
+def _process(*command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=60,
+                          check=False)
+
+
+def test_console_script_runs_migrate_check_and_demo(tmp_path: Path, url: str) -> None:
+    script = Path(sysconfig.get_path("scripts")) / "ownstate"
+    if not script.exists():
+        pytest.skip(f"the ownstate console script is not installed at {script}")
+    check = _process(str(script), "--url", url, "check", cwd=tmp_path)
+    assert check.returncode == 1
+    assert "run `ownstate migrate`" in check.stderr
+    assert "Traceback" not in check.stderr
+    assert _process(str(script), "--url", url, "migrate", cwd=tmp_path).returncode == 0
+    check = _process(str(script), "--url", url, "check", cwd=tmp_path)
+    assert check.returncode == 0, check.stderr
+    assert re.fullmatch(r"schema is at version \d+\n", check.stdout)
+    for _ in range(2):
+        demo = _process(str(script), "--url", url, "demo", cwd=tmp_path)
+        assert demo.returncode == 0, demo.stderr
+        assert "forked from" in demo.stdout
+
+
+def test_python_dash_m_ownstate_uses_the_default_database(tmp_path: Path) -> None:
+    demo = _process(sys.executable, "-m", "ownstate", "demo", cwd=tmp_path)
+    assert demo.returncode == 0, demo.stderr
+    assert "sqlite:///ownstate.db" in demo.stdout
+    assert "ownstate sessions show ses_" in demo.stdout
+    assert (tmp_path / "ownstate.db").exists()
+    unknown = _process(sys.executable, "-m", "ownstate", "sessions", "show", "nope",
+                       cwd=tmp_path)
+    assert unknown.returncode == 1
+    assert unknown.stderr == "Error: no session 'nope' in any session store\n"
