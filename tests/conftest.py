@@ -1,14 +1,22 @@
 """Test configuration: the backends the conformance suite runs against.
 
-Each backend is one entry in TARGETS. Backends that need a server (added later) skip
-when it is unreachable, unless OWNSTATE_REQUIRE_BACKENDS names them (CI sets it), in which
-case the skip becomes a failure.
+Each backend is one entry in TARGETS. Backends that need a server skip when it is
+unreachable, unless OWNSTATE_REQUIRE_BACKENDS names them (CI sets it), in which case the
+skip becomes a failure. Point the tests at your own servers with:
+
+- ``OWNSTATE_TEST_POSTGRES_URL`` (default ``postgresql://postgres@127.0.0.1:5432/test``);
+  each test gets its own schema, dropped afterwards.
+- ``OWNSTATE_TEST_REDIS_URL`` (default ``redis://127.0.0.1:6379/0``); each test gets its
+  own key prefix, deleted afterwards.
+- ``OWNSTATE_TEST_BACKENDS`` limits the run to some backends, e.g. ``memory,sqlite``.
 """
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -17,15 +25,94 @@ from ownstate.backends.memory import MemoryBackend
 from ownstate.backends.sqlite import SqliteBackend
 from ownstate.testing import Target
 
+POSTGRES_URL = os.environ.get("OWNSTATE_TEST_POSTGRES_URL",
+                              "postgresql://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("OWNSTATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+REQUIRED = {b.strip() for b in os.environ.get("OWNSTATE_REQUIRE_BACKENDS", "").split(",")
+            if b.strip()}
+#: Backends whose every port is built; the others can be run by naming them in
+#: OWNSTATE_TEST_BACKENDS while they are being completed.
+COMPLETE = ("memory", "sqlite")
+
+
+@cache
+def _unreachable(name: str) -> str | None:
+    """Why the server for ``name`` cannot be used, or None when it can."""
+    try:
+        if name == "postgres":
+            import psycopg
+
+            with psycopg.connect(POSTGRES_URL, connect_timeout=3) as conn:
+                conn.execute("SELECT 1")
+        elif name == "redis":
+            import redis
+
+            redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3).ping()
+    except Exception as exc:
+        return f"{name} is unreachable ({type(exc).__name__}: {exc})"
+    return None
+
+
+def _require(name: str) -> None:
+    reason = _unreachable(name)
+    if reason is None:
+        return
+    if name in REQUIRED:
+        pytest.fail(f"{reason}, and OWNSTATE_REQUIRE_BACKENDS requires it")
+    pytest.skip(reason)
+
+
+def _postgres(tmp: Path) -> Target:
+    _require("postgres")
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+
+    def drop() -> None:
+        import psycopg
+
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+    from ownstate.backends.postgres import PostgresBackend
+
+    separator = "&" if "?" in POSTGRES_URL else "?"
+    return Target("postgres", f"{POSTGRES_URL}{separator}schema={schema}",
+                  PostgresBackend.capabilities, cleanup=drop)
+
+
+def _redis(tmp: Path) -> Target:
+    _require("redis")
+    prefix = f"t{uuid.uuid4().hex[:12]}"
+
+    def drop() -> None:
+        import redis
+
+        client = redis.Redis.from_url(REDIS_URL)
+        keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+        if keys:
+            client.delete(*keys)
+        client.close()
+
+    from ownstate.backends.redis import RedisBackend
+
+    separator = "&" if "?" in REDIS_URL else "?"
+    return Target("redis", f"{REDIS_URL}{separator}prefix={prefix}",
+                  RedisBackend.capabilities, cleanup=drop)
+
+
 TARGETS: dict[str, Callable[[Path], Target]] = {
     "memory": lambda tmp: Target("memory", f"memory://{uuid.uuid4().hex}",
                                  MemoryBackend.capabilities),
     "sqlite": lambda tmp: Target("sqlite", f"sqlite:///{tmp}/ownstate.db",
                                  SqliteBackend.capabilities),
+    "postgres": _postgres,
+    "redis": _redis,
 }
 
+_chosen = os.environ.get("OWNSTATE_TEST_BACKENDS")
+ENABLED = sorted(b.strip() for b in _chosen.split(",")) if _chosen else list(COMPLETE)
 
-@pytest.fixture(params=sorted(TARGETS))
+
+@pytest.fixture(params=ENABLED)
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
     made = TARGETS[request.param](tmp_path)
     yield made

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from urllib.parse import parse_qs, unquote, urlsplit
+import re
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit, urlunsplit
 
 from ..errors import InvalidInput
 from .base import Backend, Capability, NewItem
@@ -11,6 +12,7 @@ from .base import Backend, Capability, NewItem
 __all__ = ["DEFAULT_URL", "Backend", "Capability", "NewItem", "open_backend", "resolve_url"]
 
 DEFAULT_URL = "sqlite:///ownstate.db"
+_SCHEMA_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
 def resolve_url(url: str | None) -> str:
@@ -33,6 +35,8 @@ def open_backend(url: str, *, inline: bool = False) -> Backend:
     - ``memory://`` (private) or ``memory://NAME`` (shared within this process)
     - ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``; options
       ``?busy_timeout=SECONDS&synchronous=normal|full``
+    - ``postgresql://user@host:5432/db``; options ``?schema=NAME`` (default ``ownstate``),
+      ``pool_min``, ``pool_max``, ``pool_timeout``; other options go to libpq
 
     Raises :class:`~ownstate.errors.InvalidInput` for an unknown scheme or a malformed URL.
     """
@@ -56,6 +60,23 @@ def open_backend(url: str, *, inline: bool = False) -> Backend:
             busy_timeout=_float_option(options, "busy_timeout", 10.0),
             synchronous=options.get("synchronous", ["normal"])[-1],
             inline=inline,
+        )
+    if scheme in ("postgresql", "postgres"):
+        from .postgres import PostgresBackend
+
+        own = {"schema", "pool_min", "pool_max", "pool_timeout"}
+        libpq_query = urlencode([(k, v) for k, vs in options.items() if k not in own
+                                 for v in vs])
+        conninfo = urlunsplit(("postgresql", parts.netloc, parts.path, libpq_query, ""))
+        schema = options.get("schema", ["ownstate"])[-1]
+        if not _SCHEMA_RE.fullmatch(schema):
+            raise InvalidInput(f"schema= must be a plain identifier, not {schema!r}",
+                               field="url")
+        return PostgresBackend(
+            conninfo, schema=schema,
+            min_size=int(_float_option(options, "pool_min", 1)),
+            max_size=int(_float_option(options, "pool_max", 10)),
+            timeout=_float_option(options, "pool_timeout", 10.0),
         )
     raise InvalidInput(f"no backend for URL scheme {parts.scheme!r} (try memory:// or "
                        "sqlite:///path.db)", field="url")

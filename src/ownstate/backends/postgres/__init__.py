@@ -1,0 +1,82 @@
+"""The PostgreSQL backend: where production deployments keep their agent state.
+
+Tables live in one schema (``?schema=`` in the URL, default ``ownstate``), so several
+applications can share a database. Every tenant-scoped table enforces tenant isolation
+with row-level security; see ``docs/postgres.md`` for the runtime role to use.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from psycopg import sql
+
+from ...errors import SchemaVersion
+from ..base import Backend, Capability
+from ._core import Cursor
+from .schema import MIGRATIONS, SCHEMA_VERSION
+from .sessions import SessionsInPostgres
+from .stubs import AssetsInPostgres, CheckpointsInPostgres, FactsInPostgres, RunsInPostgres
+
+__all__ = ["PostgresBackend"]
+
+
+class PostgresBackend(SessionsInPostgres, FactsInPostgres, RunsInPostgres,
+                      CheckpointsInPostgres, AssetsInPostgres, Backend):
+    """Every kind of state in PostgreSQL (psycopg 3 and its async pool)."""
+
+    capabilities: ClassVar[frozenset[str]] = frozenset(
+        {Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.MIGRATIONS,
+         Capability.TEXT_SEARCH}
+    )
+
+    async def _found_version(self, cur: Cursor) -> int:
+        await cur.execute(
+            "SELECT 1 FROM information_schema.tables "
+            "WHERE table_schema = %s AND table_name = 'ownstate_schema'", (self.schema,))
+        if await cur.fetchone() is None:
+            return 0
+        await cur.execute(sql.SQL("SELECT max(version) FROM {}.ownstate_schema").format(
+            sql.Identifier(self.schema)))
+        row = await cur.fetchone()
+        return int(row[0] or 0) if row else 0
+
+    async def schema_status(self) -> tuple[int, int]:
+        found = await self._read(None, self._found_version)
+        return found, SCHEMA_VERSION
+
+    async def setup(self, *, migrate: bool) -> None:
+        found = await self._read(None, self._found_version)
+        if found > SCHEMA_VERSION:
+            raise SchemaVersion(
+                f"the database schema is version {found}, newer than this ownstate "
+                f"({SCHEMA_VERSION}); upgrade ownstate", found=found, expected=SCHEMA_VERSION)
+        if found == SCHEMA_VERSION:
+            return
+        if not migrate:
+            raise SchemaVersion(
+                f"the database schema {self.schema!r} is version {found}, expected "
+                f"{SCHEMA_VERSION}; run `ownstate migrate`", found=found,
+                expected=SCHEMA_VERSION)
+        schema = sql.Identifier(self.schema)
+
+        async def run(cur: Cursor) -> None:
+            await cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
+                              (f"ownstate-migrate:{self.schema}",))
+            await cur.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
+            await cur.execute(sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {}.ownstate_schema (version integer PRIMARY KEY, "
+                "description text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+            ).format(schema))
+            await cur.execute(sql.SQL("SET LOCAL search_path TO {}, public").format(schema))
+            current = await self._found_version(cur)
+            for migration in MIGRATIONS:
+                if migration.version <= current:
+                    continue  # another process applied it first
+                for statement in migration.statements:
+                    await cur.execute(statement)
+                await cur.execute(
+                    "INSERT INTO ownstate_schema (version, description) VALUES (%s, %s)",
+                    (migration.version, migration.description))
+
+        await self._write(None, run)

@@ -1,0 +1,53 @@
+"""The PostgreSQL schema, as an ordered list of migrations.
+
+Each migration runs in one transaction, under an advisory lock so that concurrent
+migrators wait for each other, inside the configured schema. Nothing in the default path
+uses ``CREATE INDEX CONCURRENTLY`` (it cannot run in a transaction). Every tenant-scoped
+table gets row-level security, forced even for the table owner::
+
+    ALTER TABLE t ENABLE ROW LEVEL SECURITY;
+    ALTER TABLE t FORCE ROW LEVEL SECURITY;
+    CREATE POLICY tenant_isolation ON t
+        USING (tenant = current_setting('ownstate.tenant', true))
+        WITH CHECK (tenant = current_setting('ownstate.tenant', true));
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import sessions
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration", "row_level_security"]
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    description: str
+    statements: tuple[str, ...]
+
+
+def row_level_security(*tables: str) -> tuple[str, ...]:
+    """The statements that confine each table's rows to the transaction's tenant."""
+    statements: list[str] = []
+    for table in tables:
+        statements += [
+            f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY",
+            f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
+            f"CREATE POLICY tenant_isolation ON {table} "
+            "USING (tenant = current_setting('ownstate.tenant', true)) "
+            "WITH CHECK (tenant = current_setting('ownstate.tenant', true))",
+        ]
+    return tuple(statements)
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "session stores, sessions, items and idempotency keys",
+        sessions.SCHEMA + row_level_security(*sessions.TENANT_TABLES),
+    ),
+)
+
+SCHEMA_VERSION = MIGRATIONS[-1].version
