@@ -61,7 +61,8 @@ class SqliteBackend(SessionsInSqlite, FactsInSqlite, RunsInSqlite, CheckpointsIn
         if not migrate and self._path is not None and not self._exists():
             # verifying must not create the database file
             raise SchemaVersion(
-                f"there is no database at {self._path}; run `ownstate migrate`",
+                f"the database schema is version 0, expected {SCHEMA_VERSION} (there is no "
+                f"database at {self._path}); run `ownstate migrate`",
                 found=0, expected=SCHEMA_VERSION)
 
         def run(conn: sqlite3.Connection) -> None:
