@@ -147,6 +147,8 @@ class Fact:
     superseded_at: datetime | None
     supersedes: str | None
     closed_reason: str | None = None
+    #: the session store of the source item (with ``source_session_id``, ``source_item_id``)
+    source_store: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +197,10 @@ class Run:
     lease_owner: str | None
     lease_expires_at: datetime | None
     fencing_token: int
+
+    def checkpoint_scope(self) -> CheckpointScope:
+        """The scope that names this run's checkpoints."""
+        return CheckpointScope(self.actor_id, self.store, self.session_id, self.run_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,8 +305,9 @@ class RunUsage:
 class AssetRef:
     """A reference to stored bytes, to hold in items and checkpoints instead of the bytes.
 
-    ``asset_id`` is ``sha256:<hex>`` of the content; ``size`` and ``sha256`` are computed by
-    ownstate, never taken from the caller.
+    ``asset_id`` names this reference (one per owner: a session, or none); ``sha256`` names
+    the content, which is stored once however many references share it. ``size`` and
+    ``sha256`` are computed by ownstate, never taken from the caller.
     """
 
     asset_id: str

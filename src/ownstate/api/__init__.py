@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from ..backends import open_backend, resolve_url
 from ..limits import Limits
 from ._paging import AsyncPager
-from ._portal import Portal
+from ._portal import InlinePortal, Portal, ThreadPortal
 from .aio import (
     AsyncClient,
     AsyncSession,
     AsyncSessionStore,
     AsyncSessionStores,
     connect_async,
-    open_client,
+    start_client,
 )
 from .sync import Client, Session, SessionStore, SessionStores
 
@@ -46,10 +47,10 @@ def connect(
     Raises :class:`~ownstate.errors.InvalidInput` (unknown scheme, bad tenant),
     :class:`~ownstate.errors.SchemaVersion`, :class:`~ownstate.errors.BackendUnavailable`.
     """
-    portal = Portal()
+    backend = open_backend(resolve_url(url), inline=True)
+    portal: Portal = InlinePortal() if backend.runs_inline else ThreadPortal()
     try:
-        impl = portal.call(
-            open_client(url, tenant=tenant, limits=limits, migrate=migrate, inline=True))
+        impl = portal.call(start_client(backend, tenant=tenant, limits=limits, migrate=migrate))
     except BaseException:
         portal.close()
         raise

@@ -1,8 +1,13 @@
-"""The portal that lets the sync client run the async implementation.
+"""Portals: how the sync client runs the async implementation.
 
-A portal owns one event loop on one daemon thread. Sync calls hand a coroutine to that
-loop and wait for its result, so the sync client is the async client, driven from another
-thread, and cannot drift from it.
+The sync client is the async client, driven from sync code, so the two cannot drift. A
+portal is how a coroutine gets run:
+
+- :class:`InlinePortal` drives it to completion on the calling thread. It serves backends
+  whose operations never suspend (memory, and SQLite as the sync client opens it), so a
+  call costs no thread hop and concurrent threads really run concurrently.
+- :class:`ThreadPortal` hands it to an event loop on a daemon thread and waits. It serves
+  backends bound to one event loop (a PostgreSQL or Redis connection pool).
 """
 
 from __future__ import annotations
@@ -15,13 +20,53 @@ from typing import Any, TypeVar
 from ..model import Page
 from ._paging import AsyncPager
 
-__all__ = ["Portal"]
+__all__ = ["InlinePortal", "Portal", "ThreadPortal"]
 
 T = TypeVar("T")
 U = TypeVar("U")
 
 
 class Portal:
+    """Runs coroutines for a sync client; see the module docstring for the two kinds."""
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` to completion and return its result (or raise its error)."""
+        raise NotImplementedError
+
+    def iterate(self, pager: AsyncPager[T], convert: Callable[[T], U]) -> Iterator[U]:
+        """Walk ``pager`` one page per call, converting each element."""
+        token = pager.start
+        while True:
+            page: Page[T] = self.call(pager.fetch(token))  # type: ignore[arg-type]
+            for element in page.items:
+                yield convert(element)
+            if page.next_page_token is None:
+                return
+            token = page.next_page_token
+
+    def close(self) -> None:
+        """Release what the portal holds."""
+
+
+class InlinePortal(Portal):
+    """Drives each coroutine on the calling thread, with no event loop.
+
+    Only for coroutines that never wait on the loop: a bare ``yield`` (``asyncio.sleep(0)``)
+    is stepped over; anything that needs a running loop fails loudly.
+    """
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        try:
+            while True:
+                if coro.send(None) is not None:
+                    raise RuntimeError("an inline ownstate backend waited on an event loop")
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        finally:
+            coro.close()
+
+
+class ThreadPortal(Portal):
     """An event loop on its own thread, and a way to run coroutines on it and wait."""
 
     def __init__(self) -> None:
@@ -32,7 +77,6 @@ class Portal:
         self._closed = False
 
     def call(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` on the portal's loop and return its result (or raise its error)."""
         if threading.get_ident() == self._thread.ident:
             coro.close()
             raise RuntimeError("a sync ownstate client cannot be called from its own loop")
@@ -40,17 +84,6 @@ class Portal:
             coro.close()
             raise RuntimeError("this ownstate client is closed")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
-
-    def iterate(self, pager: AsyncPager[T], convert: Callable[[T], U]) -> Iterator[U]:
-        """Walk ``pager`` one page per round trip, converting each element."""
-        token = pager.start
-        while True:
-            page: Page[T] = self.call(pager.fetch(token))  # type: ignore[arg-type]
-            for element in page.items:
-                yield convert(element)
-            if page.next_page_token is None:
-                return
-            token = page.next_page_token
 
     def close(self) -> None:
         if self._closed:

@@ -525,10 +525,10 @@ class AsyncClient:
         await self.close()
 
 
-async def open_client(
-    url: str | None, *, tenant: str, limits: Limits | None, migrate: bool, inline: bool
+async def start_client(
+    backend: Backend, *, tenant: str, limits: Limits | None, migrate: bool
 ) -> AsyncClient:
-    backend = open_backend(resolve_url(url), inline=inline)
+    """Set up ``backend`` and wrap it in a client that owns it (closing it on failure)."""
     try:
         await backend.setup(migrate=migrate)
         return AsyncClient(backend, tenant=tenant, limits=limits)
@@ -551,4 +551,5 @@ async def connect_async(
     Raises :class:`~ownstate.errors.InvalidInput` (unknown scheme),
     :class:`~ownstate.errors.SchemaVersion`, :class:`~ownstate.errors.BackendUnavailable`.
     """
-    return await open_client(url, tenant=tenant, limits=limits, migrate=migrate, inline=False)
+    backend = open_backend(resolve_url(url))
+    return await start_client(backend, tenant=tenant, limits=limits, migrate=migrate)

@@ -2,13 +2,335 @@
 
 from __future__ import annotations
 
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+
+from .. import _ids
+from .. import limits as _validate
+from ..backends.ports.checkpoints import NewCheckpoint
+from ..errors import InvalidInput, LimitExceeded
+from ..limits import Limits, encode_json
+from ..model import (
+    JSON,
+    CheckpointRecord,
+    CheckpointScope,
+    PendingWrite,
+    RetentionPolicy,
+    RetentionReport,
+    RunUsage,
+)
 from ._scope import Scope
 
 __all__ = ["AsyncCheckpoints"]
 
+_MAX_ID_CHARS = 256
+_MAX_TASK_PATH_CHARS = 1024
+_TYPE_TAG_RE = re.compile(r"[!-~]{1,64}")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _text(value: object, field: str, *, empty: bool = False,
+          longest: int = _MAX_ID_CHARS) -> str:
+    """``value`` when it is a string of printable chars within the bound (and not empty,
+    unless ``empty``), else :class:`InvalidInput` naming ``field``."""
+    if (not isinstance(value, str) or (not value and not empty) or len(value) > longest
+            or _CONTROL_RE.search(value)):
+        least = 0 if empty else 1
+        raise InvalidInput(f"{field} must be a string of {least}-{longest} printable chars",
+                           field=field)
+    return value
+
+
+def _scope(value: object, limits: Limits, field: str = "scope") -> CheckpointScope:
+    if not isinstance(value, CheckpointScope):
+        raise InvalidInput(f"{field} must be a CheckpointScope (see Run.checkpoint_scope())",
+                           field=field)
+    limits.actor_id(value.actor_id)
+    if not isinstance(value.store, str) or not _validate.STORE_NAME_RE.fullmatch(value.store):
+        raise InvalidInput(f"{field}.store must be a session store name", field=field)
+    _text(value.session_id, "session_id")
+    _text(value.run_id, "run_id")
+    return value
+
+
+def _type_tag(value: object, field: str = "type_tag") -> str:
+    if not isinstance(value, str) or not _TYPE_TAG_RE.fullmatch(value):
+        raise InvalidInput(f"{field} must be 1-64 printable ASCII chars without spaces",
+                           field=field)
+    return value
+
+
+def _payload(value: object, limit: int, field: str = "payload") -> bytes:
+    """A private ``bytes`` copy of a bytes-like payload within ``limit`` bytes."""
+    if isinstance(value, memoryview):
+        size = value.nbytes
+    elif isinstance(value, (bytes, bytearray)):
+        size = len(value)
+    else:
+        raise InvalidInput(f"{field} must be bytes (or bytearray or memoryview), "
+                           f"not {type(value).__name__}", field=field)
+    if size > limit:
+        raise LimitExceeded(f"{field} is {size} bytes; the limit is {limit}", field=field,
+                            limit=limit, actual=size)
+    return value if type(value) is bytes else bytes(value)
+
+
+def _metadata_json(value: object, limits: Limits) -> str:
+    if value is None:
+        return "{}"
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise InvalidInput("metadata must be a JSON object (a dict with string keys)",
+                           field="metadata")
+    try:
+        # sorted keys: stored objects compare as text in metadata filters
+        text = json.dumps(dict(value), ensure_ascii=False, allow_nan=False, sort_keys=True,
+                          separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidInput(f"metadata is not a JSON object: {exc}", field="metadata") from exc
+    size = len(text.encode())
+    if size > limits.max_item_bytes:
+        raise LimitExceeded(f"metadata is {size} bytes of JSON; the limit is "
+                            f"{limits.max_item_bytes}", field="metadata",
+                            limit=limits.max_item_bytes, actual=size)
+    return text
+
+
+def _writes(value: object, limits: Limits) -> list[PendingWrite]:
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+        raise InvalidInput("writes must be a list of PendingWrite", field="writes")
+    if len(value) > limits.max_batch_items:
+        raise LimitExceeded(f"at most {limits.max_batch_items} writes per call", field="writes",
+                            limit=limits.max_batch_items, actual=len(value))
+    checked: list[PendingWrite] = []
+    total = 0
+    for index, write in enumerate(value):
+        if not isinstance(write, PendingWrite):
+            raise InvalidInput(f"write {index} must be a PendingWrite", field="writes",
+                               index=index)
+        if isinstance(write.index, bool) or not isinstance(write.index, int):
+            raise InvalidInput(f"write {index}: index must be an integer", field="writes",
+                               index=index)
+        payload = _payload(write.payload, limits.max_checkpoint_bytes, "writes")
+        total += len(payload)
+        checked.append(PendingWrite(
+            task_id=_text(write.task_id, "writes"), index=write.index,
+            channel=_text(write.channel, "writes"), type_tag=_type_tag(write.type_tag, "writes"),
+            payload=payload,
+            task_path=_text(write.task_path, "writes", empty=True, longest=_MAX_TASK_PATH_CHARS),
+        ))
+    if total > limits.max_checkpoint_bytes:
+        raise LimitExceeded(f"the writes are {total} bytes; the limit is "
+                            f"{limits.max_checkpoint_bytes}", field="writes",
+                            limit=limits.max_checkpoint_bytes, actual=total)
+    return checked
+
+
+def _filter(value: object) -> dict[str, JSON]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise InvalidInput("metadata filter must be a dict with string keys", field="metadata")
+    encode_json(dict(value), field="metadata")
+    for key, wanted in value.items():
+        if (isinstance(wanted, int) and not isinstance(wanted, bool)
+                and not -(2**63) <= wanted < 2**63):
+            raise InvalidInput(f"metadata filter {key!r}: integers must fit in 64 bits",
+                               field="metadata")
+    return dict(value)
+
+
+def _policy(value: object) -> RetentionPolicy:
+    if not isinstance(value, RetentionPolicy):
+        raise InvalidInput("policy must be a RetentionPolicy", field="policy")
+    keep = value.keep_last
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
+        raise InvalidInput("keep_last must be a positive integer or None", field="keep_last")
+    age = value.max_age_seconds
+    if age is not None and (isinstance(age, bool) or not isinstance(age, (int, float))
+                            or not math.isfinite(age) or age <= 0):
+        raise InvalidInput("max_age_seconds must be a positive number or None",
+                           field="max_age_seconds")
+    if not isinstance(value.drop_when_run_ends, bool):
+        raise InvalidInput("drop_when_run_ends must be a bool", field="drop_when_run_ends")
+    return value
+
 
 class AsyncCheckpoints:
-    """Not yet implemented."""
+    """Framework checkpoints: ``client.checkpoints``.
+
+    Every call names the full scope of the run it touches, a
+    :class:`~ownstate.model.CheckpointScope` (actor, store, session, run; the tenant is the
+    client's), and all of it is applied where the data is read: a run that does not exist
+    and a run outside the scope raise the same :class:`~ownstate.errors.RunNotFound`, with
+    the same message. Payloads are opaque bytes with a type tag, stored and returned
+    unchanged and never decoded. Checkpoints are disposable: deleting any of them leaves
+    sessions, items, runs and memory untouched.
+    """
 
     def __init__(self, scope: Scope) -> None:
         self._scope = scope
+
+    async def put(
+        self,
+        scope: CheckpointScope,
+        checkpoint_id: str,
+        *,
+        type_tag: str,
+        payload: bytes,
+        namespace: str = "",
+        parent_checkpoint_id: str | None = None,
+        metadata: Mapping[str, JSON] | None = None,
+    ) -> CheckpointRecord:
+        """Store a checkpoint of the run; returns it as stored.
+
+        ``payload`` is bytes (a ``bytearray`` or ``memoryview`` is copied) tagged with
+        ``type_tag`` (say ``msgpack``); ``metadata`` is a JSON object. Putting the same
+        ``checkpoint_id`` in the same ``namespace`` again replaces its parent, type tag,
+        payload and metadata and keeps its place in the order, its ``create_time`` and its
+        pending writes.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (bad id, tag, payload type or
+        metadata), :class:`~ownstate.errors.LimitExceeded` (payload over
+        ``Limits.max_checkpoint_bytes``, metadata over ``Limits.max_item_bytes``),
+        :class:`~ownstate.errors.RunNotFound`.
+        """
+        s = self._scope
+        run = _scope(scope, s.limits)
+        checkpoint = NewCheckpoint(
+            namespace=_text(namespace, "namespace", empty=True),
+            checkpoint_id=_text(checkpoint_id, "checkpoint_id"),
+            parent_checkpoint_id=(_text(parent_checkpoint_id, "parent_checkpoint_id")
+                                  if parent_checkpoint_id is not None else None),
+            type_tag=_type_tag(type_tag),
+            payload=_payload(payload, s.limits.max_checkpoint_bytes),
+            metadata_json=_metadata_json(metadata, s.limits),
+        )
+        return await s.backend.put_checkpoint(s.tenant, run, checkpoint, _ids.now())
+
+    async def put_writes(
+        self,
+        scope: CheckpointScope,
+        checkpoint_id: str,
+        writes: Sequence[PendingWrite],
+        *,
+        namespace: str = "",
+    ) -> None:
+        """Store pending writes against a stored checkpoint, all or none. A write with the
+        same (``task_id``, ``index``) as a stored one replaces it in place; writes are
+        returned in the order first stored.
+
+        Raises :class:`~ownstate.errors.InvalidInput`,
+        :class:`~ownstate.errors.LimitExceeded` (more than ``Limits.max_batch_items``
+        writes, or payloads together over ``Limits.max_checkpoint_bytes``),
+        :class:`~ownstate.errors.RunNotFound`,
+        :class:`~ownstate.errors.CheckpointNotFound`.
+        """
+        s = self._scope
+        run = _scope(scope, s.limits)
+        cid = _text(checkpoint_id, "checkpoint_id")
+        ns = _text(namespace, "namespace", empty=True)
+        checked = _writes(writes, s.limits)
+        await s.backend.put_writes(s.tenant, run, ns, cid, checked, _ids.now())
+
+    async def get(
+        self, scope: CheckpointScope, checkpoint_id: str | None = None, *, namespace: str = ""
+    ) -> CheckpointRecord | None:
+        """The checkpoint with this id, or the newest in ``namespace`` when no id is given,
+        with its pending writes; ``None`` when there is none.
+
+        Raises :class:`~ownstate.errors.InvalidInput`, :class:`~ownstate.errors.RunNotFound`.
+        """
+        s = self._scope
+        run = _scope(scope, s.limits)
+        cid = _text(checkpoint_id, "checkpoint_id") if checkpoint_id is not None else None
+        ns = _text(namespace, "namespace", empty=True)
+        return await s.backend.get_checkpoint(s.tenant, run, ns, cid)
+
+    async def delete_run(self, scope: CheckpointScope) -> int:
+        """Delete every checkpoint and pending write of the run; returns how many
+        checkpoints. The run itself stays.
+
+        Raises :class:`~ownstate.errors.InvalidInput`, :class:`~ownstate.errors.RunNotFound`.
+        """
+        s = self._scope
+        return await s.backend.delete_run_checkpoints(s.tenant, _scope(scope, s.limits))
+
+    async def delete_session(self, actor_id: str, store: str, session_id: str) -> int:
+        """Delete every checkpoint of every run of the session; returns how many. The
+        session, its items and its runs stay.
+
+        Raises :class:`~ownstate.errors.InvalidInput`,
+        :class:`~ownstate.errors.SessionNotFound` (also when the session is another
+        actor's).
+        """
+        s = self._scope
+        actor = s.limits.actor_id(actor_id)
+        if not isinstance(store, str) or not _validate.STORE_NAME_RE.fullmatch(store):
+            raise InvalidInput("store must be a session store name", field="store")
+        sid = _text(session_id, "session_id")
+        return await s.backend.delete_session_checkpoints(s.tenant, actor, store, sid)
+
+    async def copy(self, source: CheckpointScope, target: CheckpointScope) -> int:
+        """Replace the target run's checkpoints with copies of the source run's: the same
+        ids, namespaces, order, create times, metadata and pending writes. Returns how
+        many were copied. The runs may belong to different sessions and actors.
+
+        Raises :class:`~ownstate.errors.InvalidInput`, :class:`~ownstate.errors.RunNotFound`
+        (for whichever run is missing or outside its scope).
+        """
+        s = self._scope
+        origin = _scope(source, s.limits, "source")
+        destination = _scope(target, s.limits, "target")
+        return await s.backend.copy_checkpoints(s.tenant, origin, destination)
+
+    async def apply_retention(self, policy: RetentionPolicy) -> RetentionReport:
+        """Delete, across the tenant and in one transaction, every checkpoint ``policy``
+        names: all but the newest ``keep_last`` per run and namespace, those older than
+        ``max_age_seconds``, and (``drop_when_run_ends``) all of each run that is done,
+        failed or cancelled. Returns how many went and the payload bytes freed.
+
+        Raises :class:`~ownstate.errors.InvalidInput` for a malformed policy.
+        """
+        s = self._scope
+        return await s.backend.apply_retention(s.tenant, _policy(policy), _ids.now())
+
+    async def usage(self, run_id: str | None = None) -> list[RunUsage]:
+        """Checkpoints and stored payload bytes per run that holds any, largest first; only
+        ``run_id`` when given (an empty list when it holds none).
+
+        Raises :class:`~ownstate.errors.InvalidInput`.
+        """
+        s = self._scope
+        chosen = _text(run_id, "run_id") if run_id is not None else None
+        return await s.backend.checkpoint_usage(s.tenant, chosen)
+
+    async def list(
+        self,
+        scope: CheckpointScope,
+        *,
+        namespace: str | None = None,
+        metadata: Mapping[str, JSON] | None = None,
+        before: str | None = None,
+        limit: int | None = None,
+    ) -> list[CheckpointRecord]:
+        """The run's checkpoints, newest first, with their pending writes.
+
+        ``namespace`` keeps one namespace (every one by default); ``metadata`` keeps those
+        whose metadata holds every given key with an equal JSON value (``1``, ``1.0`` and
+        ``true`` are different values); ``before`` keeps those stored before that
+        checkpoint; ``limit`` keeps the first that many.
+
+        Raises :class:`~ownstate.errors.InvalidInput`, :class:`~ownstate.errors.RunNotFound`,
+        :class:`~ownstate.errors.CheckpointNotFound` (``before`` is unknown).
+        """
+        s = self._scope
+        run = _scope(scope, s.limits)
+        ns = _text(namespace, "namespace", empty=True) if namespace is not None else None
+        wanted = _filter(metadata)
+        mark = _text(before, "before") if before is not None else None
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                                  or limit < 0):
+            raise InvalidInput("limit must be a non-negative integer or None", field="limit")
+        return await s.backend.list_checkpoints(s.tenant, run, ns, wanted, mark, limit)

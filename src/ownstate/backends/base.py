@@ -52,6 +52,12 @@ class Backend(SessionPort, FactPort, RunPort, CheckpointPort, AssetPort):
 
     capabilities: ClassVar[frozenset[str]] = frozenset()
 
+    @property
+    def runs_inline(self) -> bool:
+        """True when no operation of this backend ever waits on an event loop, so a sync
+        client may drive its coroutines directly on the calling thread."""
+        return False
+
     @abstractmethod
     async def setup(self, *, migrate: bool) -> None:
         """Bring the schema to the current version (``migrate=True``) or only verify it.

@@ -37,6 +37,10 @@ class MemoryBackend(SessionsInMemory, FactsInMemory, RunsInMemory, CheckpointsIn
         else:
             self._data = _Data()
 
+    @property
+    def runs_inline(self) -> bool:
+        return True
+
     async def setup(self, *, migrate: bool) -> None:
         return None
 

@@ -2,39 +2,258 @@
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Protocol, cast
 
+from ...errors import CheckpointNotFound, RunNotFound, SessionNotFound
+from ...model import (
+    CLOSED_RUN_STATUSES,
+    JSON,
+    CheckpointRecord,
+    CheckpointScope,
+    PendingWrite,
+    RetentionPolicy,
+    RetentionReport,
+    Run,
+    RunUsage,
+)
+from ..ports.checkpoints import NewCheckpoint
 from ._data import MemoryBase
 
 __all__ = ["CheckpointsInMemory"]
 
 
+class _RunLookup(Protocol):
+    async def get_run(self, tenant: str, run_id: str) -> Run: ...
+
+
+@dataclass(slots=True)
+class _StoredCheckpoint:
+    ordinal: int
+    # metadata is kept as its JSON text so no caller can change what is stored
+    record: CheckpointRecord
+    metadata_json: str
+    # (task_id, index) -> write, in the order first stored
+    writes: dict[tuple[str, int], PendingWrite] = field(default_factory=dict)
+
+    def stored_bytes(self) -> int:
+        return len(self.record.payload) + sum(len(w.payload) for w in self.writes.values())
+
+    def with_writes(self) -> CheckpointRecord:
+        return replace(self.record, metadata=json.loads(self.metadata_json),
+                       pending_writes=tuple(self.writes.values()))
+
+
+@dataclass(slots=True)
+class _RunCheckpoints:
+    """One run's checkpoints, and the scope they were stored under (a run's session and
+    actor never change)."""
+
+    store: str
+    session_id: str
+    actor_id: str
+    # (namespace, checkpoint_id) -> checkpoint
+    entries: dict[tuple[str, str], _StoredCheckpoint] = field(default_factory=dict)
+
+
+def canonical_json(value: JSON) -> str:
+    """The text two JSON values are compared by: compact, with sorted keys."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def not_in_scope(run_id: str) -> RunNotFound:
+    """The one error for a run that is missing and for a run outside the caller's scope."""
+    return RunNotFound(f"no run {run_id!r} in this scope", run_id=run_id)
+
+
 class CheckpointsInMemory(MemoryBase):
-    """Checkpoints and pending writes: not yet implemented."""
+    """Checkpoints live per (tenant, run_id) in ``_data.checkpoints``; their scope is checked
+    against the run record on every call."""
 
-    async def put_checkpoint(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    # helpers ---------------------------------------------------------------------------
 
-    async def put_writes(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    async def _scoped(self, tenant: str, scope: CheckpointScope) -> _RunCheckpoints:
+        """The run's checkpoints (made empty on first use), or RunNotFound when the run is
+        missing or lies outside ``scope``."""
+        try:
+            run = await cast(_RunLookup, self).get_run(tenant, scope.run_id)
+        except RunNotFound:
+            raise not_in_scope(scope.run_id) from None
+        if (run.store, run.session_id, run.actor_id) != (
+                scope.store, scope.session_id, scope.actor_id):
+            raise not_in_scope(scope.run_id)
+        held = self._data.checkpoints.get((tenant, scope.run_id))
+        if held is None:
+            held = _RunCheckpoints(run.store, run.session_id, run.actor_id)
+            self._data.checkpoints[(tenant, scope.run_id)] = held
+        return cast(_RunCheckpoints, held)
 
-    async def get_checkpoint(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    def _held(self, tenant: str) -> list[tuple[str, _RunCheckpoints]]:
+        return [(run_id, held) for (t, run_id), held in self._data.checkpoints.items()
+                if t == tenant]
 
-    async def list_checkpoints(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    def _drop_checkpoints_of_runs(self, tenant: str, run_ids: Sequence[str]) -> None:
+        for run_id in run_ids:
+            self._data.checkpoints.pop((tenant, run_id), None)
 
-    async def delete_run_checkpoints(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    # writes ----------------------------------------------------------------------------
 
-    async def delete_session_checkpoints(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    async def put_checkpoint(self, tenant: str, scope: CheckpointScope,
+                             checkpoint: NewCheckpoint, now: datetime) -> CheckpointRecord:
+        with self._data.lock:
+            held = await self._scoped(tenant, scope)
+            key = (checkpoint.namespace, checkpoint.checkpoint_id)
+            existing = held.entries.get(key)
+            record = CheckpointRecord(
+                run_id=scope.run_id, namespace=checkpoint.namespace,
+                checkpoint_id=checkpoint.checkpoint_id,
+                parent_checkpoint_id=checkpoint.parent_checkpoint_id,
+                type_tag=checkpoint.type_tag, payload=checkpoint.payload,
+                metadata={},
+                create_time=existing.record.create_time if existing is not None else now,
+            )
+            if existing is None:
+                held.entries[key] = _StoredCheckpoint(self._data.next("checkpoint"), record,
+                                                      checkpoint.metadata_json)
+            else:
+                existing.record, existing.metadata_json = record, checkpoint.metadata_json
+            return held.entries[key].with_writes()
 
-    async def copy_checkpoints(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    async def put_writes(self, tenant: str, scope: CheckpointScope, namespace: str,
+                         checkpoint_id: str, writes: Sequence[PendingWrite],
+                         now: datetime) -> None:
+        with self._data.lock:
+            held = await self._scoped(tenant, scope)
+            stored = held.entries.get((namespace, checkpoint_id))
+            if stored is None:
+                raise CheckpointNotFound(
+                    f"no checkpoint {checkpoint_id!r} in namespace {namespace!r} of run "
+                    f"{scope.run_id!r}", run_id=scope.run_id, checkpoint_id=checkpoint_id,
+                    namespace=namespace)
+            for write in writes:
+                stored.writes[(write.task_id, write.index)] = write
 
-    async def apply_retention(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    # reads -----------------------------------------------------------------------------
 
-    async def checkpoint_usage(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    async def get_checkpoint(self, tenant: str, scope: CheckpointScope, namespace: str,
+                             checkpoint_id: str | None) -> CheckpointRecord | None:
+        with self._data.lock:
+            held = await self._scoped(tenant, scope)
+            if checkpoint_id is not None:
+                stored = held.entries.get((namespace, checkpoint_id))
+                return stored.with_writes() if stored is not None else None
+            in_namespace = [s for (ns, _), s in held.entries.items() if ns == namespace]
+            if not in_namespace:
+                return None
+            return max(in_namespace, key=lambda s: s.ordinal).with_writes()
+
+    async def list_checkpoints(self, tenant: str, scope: CheckpointScope,
+                               namespace: str | None, metadata: Mapping[str, JSON],
+                               before: str | None, limit: int | None) -> list[CheckpointRecord]:
+        wanted = {key: canonical_json(value) for key, value in metadata.items()}
+
+        def matches(stored: _StoredCheckpoint) -> bool:
+            if not wanted:
+                return True
+            held = json.loads(stored.metadata_json)
+            return all(key in held and canonical_json(held[key]) == text
+                       for key, text in wanted.items())
+
+        with self._data.lock:
+            held = await self._scoped(tenant, scope)
+            chosen = [s for (ns, _), s in held.entries.items()
+                      if namespace is None or ns == namespace]
+            if before is not None:
+                marks = [s.ordinal for s in chosen if s.record.checkpoint_id == before]
+                if not marks:
+                    raise CheckpointNotFound(
+                        f"no checkpoint {before!r} in run {scope.run_id!r}",
+                        run_id=scope.run_id, checkpoint_id=before)
+                chosen = [s for s in chosen if s.ordinal < max(marks)]
+            chosen = [s for s in chosen if matches(s)]
+            chosen.sort(key=lambda s: s.ordinal, reverse=True)
+            if limit is not None:
+                chosen = chosen[:limit]
+            return [s.with_writes() for s in chosen]
+
+    # deletes and copies ----------------------------------------------------------------
+
+    async def delete_run_checkpoints(self, tenant: str, scope: CheckpointScope) -> int:
+        with self._data.lock:
+            held = await self._scoped(tenant, scope)
+            count = len(held.entries)
+            held.entries.clear()
+            return count
+
+    async def delete_session_checkpoints(self, tenant: str, actor_id: str, store: str,
+                                         session_id: str) -> int:
+        with self._data.lock:
+            session = self._data.sessions.get((tenant, store, session_id))
+            if session is None or session.record.actor_id != actor_id:
+                raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
+                                      store=store, session_id=session_id)
+            count = 0
+            for _, held in self._held(tenant):
+                if (held.store, held.session_id) == (store, session_id):
+                    count += len(held.entries)
+                    held.entries.clear()
+            return count
+
+    async def copy_checkpoints(self, tenant: str, source: CheckpointScope,
+                               target: CheckpointScope) -> int:
+        with self._data.lock:
+            origin = await self._scoped(tenant, source)
+            destination = await self._scoped(tenant, target)
+            if origin is destination:
+                return len(origin.entries)
+            destination.entries.clear()
+            for stored in sorted(origin.entries.values(), key=lambda s: s.ordinal):
+                record = replace(stored.record, run_id=target.run_id)
+                destination.entries[(record.namespace, record.checkpoint_id)] = (
+                    _StoredCheckpoint(self._data.next("checkpoint"), record,
+                                      stored.metadata_json, dict(stored.writes)))
+            return len(destination.entries)
+
+    # housekeeping ----------------------------------------------------------------------
+
+    async def apply_retention(self, tenant: str, policy: RetentionPolicy,
+                              now: datetime) -> RetentionReport:
+        deleted = freed = 0
+        with self._data.lock:
+            cutoff = (now - timedelta(seconds=policy.max_age_seconds)
+                      if policy.max_age_seconds is not None else None)
+            for run_id, held in self._held(tenant):
+                ended = False
+                if policy.drop_when_run_ends:
+                    try:
+                        run = await cast(_RunLookup, self).get_run(tenant, run_id)
+                        ended = run.status in CLOSED_RUN_STATUSES
+                    except RunNotFound:
+                        ended = True
+                doomed: set[tuple[str, str]] = set()
+                newest_first = sorted(held.entries.items(), key=lambda kv: -kv[1].ordinal)
+                kept: dict[str, int] = {}
+                for key, stored in newest_first:
+                    kept[key[0]] = kept.get(key[0], 0) + 1
+                    if (ended
+                            or (policy.keep_last is not None and kept[key[0]] > policy.keep_last)
+                            or (cutoff is not None and stored.record.create_time < cutoff)):
+                        doomed.add(key)
+                for key in doomed:
+                    freed += held.entries.pop(key).stored_bytes()
+                deleted += len(doomed)
+        return RetentionReport(checkpoints_deleted=deleted, bytes_freed=freed)
+
+    async def checkpoint_usage(self, tenant: str, run_id: str | None) -> list[RunUsage]:
+        with self._data.lock:
+            usage = [
+                RunUsage(run_id=rid, checkpoints=len(held.entries),
+                         stored_bytes=sum(s.stored_bytes() for s in held.entries.values()))
+                for rid, held in self._held(tenant)
+                if held.entries and (run_id is None or rid == run_id)
+            ]
+        usage.sort(key=lambda u: (-u.stored_bytes, u.run_id))
+        return usage

@@ -15,16 +15,19 @@ class AssetPort(ABC):
     """Storage for assets.
 
     Content is stored once per tenant and sha256; each ``put`` in a different owner
-    (session, or none) makes a reference with its own id. Putting the same content into
-    the same owner again returns the existing reference. The content goes when its last
-    reference goes; references go with their session.
+    (a session, or none) makes a reference with its own id. Putting the same content into
+    the same owner again returns the existing reference unchanged. References go with
+    their session (and with its store); content goes, in the same transaction, when its
+    last reference goes.
     """
 
     @abstractmethod
     async def put_asset(self, tenant: str, store: str | None, session_id: str | None,
                         asset_id: str, sha256: str, data: bytes, media_type: str,
                         metadata: Mapping[str, str], now: datetime) -> AssetRef:
-        """Raises SessionNotFound."""
+        """Store a reference named ``asset_id`` (and the content, unless stored already);
+        or return the owner's existing reference to this content. ``store`` and
+        ``session_id`` are both given or both ``None``. Raises SessionNotFound."""
 
     @abstractmethod
     async def get_asset(self, tenant: str, asset_id: str) -> tuple[AssetRef, bytes]:
@@ -40,4 +43,5 @@ class AssetPort(ABC):
 
     @abstractmethod
     async def delete_asset(self, tenant: str, asset_id: str) -> None:
-        """Raises AssetNotFound."""
+        """Delete the reference, and the content when no other reference holds it.
+        Raises AssetNotFound."""

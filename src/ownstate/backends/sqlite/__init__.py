@@ -5,8 +5,8 @@ The database runs in WAL mode, so readers never block the writer. Every write is
 the busy timeout; that makes the file safe under many threads and several processes.
 
 Calls made through an async client run in a small thread pool, one connection per thread,
-so the event loop never blocks on disk. The sync client runs them inline on its own
-private event-loop thread, which saves a thread hop per call.
+so the event loop never blocks on disk. The sync client runs them on the calling thread,
+with that thread's own connection: no thread hop, and threads write concurrently.
 """
 
 from __future__ import annotations
@@ -56,6 +56,10 @@ class SqliteBackend(SessionsInSqlite, FactsInSqlite, RunsInSqlite, CheckpointsIn
 
     async def schema_status(self) -> tuple[int, int]:
         return await self._run(lambda conn: (self._found_version(conn), SCHEMA_VERSION))
+
+    @property
+    def runs_inline(self) -> bool:
+        return self._inline
 
     async def setup(self, *, migrate: bool) -> None:
         if not migrate and self._path is not None and not self._exists():

@@ -2,42 +2,389 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
-from ._core import SqliteCore
+from ..._ids import format_time, parse_time
+from ...errors import CheckpointNotFound, RunNotFound, SessionNotFound
+from ...model import (
+    CLOSED_RUN_STATUSES,
+    JSON,
+    CheckpointRecord,
+    CheckpointScope,
+    PendingWrite,
+    RetentionPolicy,
+    RetentionReport,
+    RunUsage,
+)
+from ..ports.checkpoints import NewCheckpoint
+from ._core import SqliteCore, write
 
 __all__ = ["SCHEMA", "CheckpointsInSqlite"]
 
 #: This part's tables and indexes, applied by migration 2 (see schema.py).
-SCHEMA: tuple[str, ...] = ()
+#:
+#: ``cid`` orders a run's checkpoints by when each was first stored (an upsert keeps it);
+#: ``wid`` does the same for pending writes. ``size`` is the payload's length. Besides the
+#: unique key, one index serves the newest-first reads, and it covers what usage and every
+#: retention rule need, so neither reads a checkpoint row. A put writes three b-trees.
+SCHEMA: tuple[str, ...] = (
+    """
+    CREATE TABLE checkpoints (
+        cid                  INTEGER PRIMARY KEY,
+        rid                  INTEGER NOT NULL REFERENCES runs (rid) ON DELETE CASCADE,
+        tenant               TEXT NOT NULL,
+        namespace            TEXT NOT NULL,
+        checkpoint_id        TEXT NOT NULL,
+        parent_checkpoint_id TEXT,
+        type_tag             TEXT NOT NULL,
+        metadata             TEXT NOT NULL DEFAULT '{}',
+        create_time          TEXT NOT NULL,
+        size                 INTEGER NOT NULL,
+        payload              BLOB NOT NULL,
+        UNIQUE (rid, namespace, checkpoint_id)
+    )
+    """,
+    "CREATE INDEX checkpoints_by_run ON checkpoints (rid, namespace, cid, create_time, size)",
+    """
+    CREATE TABLE checkpoint_writes (
+        wid       INTEGER PRIMARY KEY,
+        cid       INTEGER NOT NULL REFERENCES checkpoints (cid) ON DELETE CASCADE,
+        tenant    TEXT NOT NULL,
+        task_id   TEXT NOT NULL,
+        idx       INTEGER NOT NULL,
+        channel   TEXT NOT NULL,
+        type_tag  TEXT NOT NULL,
+        task_path TEXT NOT NULL DEFAULT '',
+        size      INTEGER NOT NULL,
+        payload   BLOB NOT NULL,
+        UNIQUE (cid, task_id, idx)
+    )
+    """,
+)
+
+#: a checkpoint ``c`` and whether it has pending writes
+_COLUMNS = ("c.cid, c.namespace, c.checkpoint_id, c.parent_checkpoint_id, c.type_tag, "
+            "c.metadata, c.create_time, c.payload, "
+            "EXISTS (SELECT 1 FROM checkpoint_writes w WHERE w.cid = c.cid)")
+_WRITE_COLUMNS = "task_id, idx, channel, type_tag, payload, task_path"
+#: the row id of the run named by a whole scope (NULL when there is none); takes
+#: ``_scope_params``
+_SCOPED_RUN = ("(SELECT rid FROM runs WHERE tenant = ? AND run_id = ? AND store = ? "
+               "AND session_id = ? AND actor_id = ?)")
+_ENDED = ", ".join(f"'{status}'" for status in CLOSED_RUN_STATUSES)
+
+
+def _not_in_scope(run_id: str) -> RunNotFound:
+    """The one error for a run that is missing and for a run outside the caller's scope."""
+    return RunNotFound(f"no run {run_id!r} in this scope", run_id=run_id)
+
+
+def _scope_params(tenant: str, scope: CheckpointScope) -> tuple[str, ...]:
+    return (tenant, scope.run_id, scope.store, scope.session_id, scope.actor_id)
+
+
+def _write(row: Sequence[Any]) -> PendingWrite:
+    return PendingWrite(row[0], row[1], row[2], row[3], bytes(row[4]), row[5])
+
+
+def _metadata_condition(key: str, value: JSON) -> tuple[str, list[Any]]:
+    """SQL (over a top-level ``json_each`` row ``e``) true when ``e`` is ``key`` holding a
+    value equal to ``value`` as compact, key-sorted JSON text."""
+    if value is None:
+        return "e.key = ? AND e.type = 'null'", [key]
+    if isinstance(value, bool):
+        return "e.key = ? AND e.type = ?", [key, "true" if value else "false"]
+    if isinstance(value, int):
+        return "e.key = ? AND e.type = 'integer' AND e.atom = ?", [key, value]
+    if isinstance(value, float):
+        return "e.key = ? AND e.type = 'real' AND e.atom = ?", [key, value]
+    if isinstance(value, str):
+        return "e.key = ? AND e.type = 'text' AND e.atom = ?", [key, value]
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    kind = "object" if isinstance(value, Mapping) else "array"
+    return "e.key = ? AND e.type = ? AND json(e.value) = json(?)", [key, kind, text]
 
 
 class CheckpointsInSqlite(SqliteCore):
-    """Checkpoints and pending writes: not yet implemented."""
+    # helpers ---------------------------------------------------------------------------
 
-    async def put_checkpoint(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    @staticmethod
+    def _rid(conn: sqlite3.Connection, tenant: str, scope: CheckpointScope) -> int:
+        """The run's row id, when the run exists and lies inside every part of ``scope``."""
+        row = conn.execute(f"SELECT {_SCOPED_RUN}", _scope_params(tenant, scope)).fetchone()
+        if row[0] is None:
+            raise _not_in_scope(scope.run_id)
+        return int(row[0])
 
-    async def put_writes(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    @staticmethod
+    def _records(conn: sqlite3.Connection, rows: list[Any], run_id: str) -> list[CheckpointRecord]:
+        """Checkpoint records of ``rows`` (selected as ``_COLUMNS``), with pending writes."""
+        writes: dict[int, list[PendingWrite]] = {}
+        holders = [r[0] for r in rows if r[8]]
+        if len(holders) == 1:
+            writes[holders[0]] = [_write(w) for w in conn.execute(
+                f"SELECT {_WRITE_COLUMNS} FROM checkpoint_writes WHERE cid = ? ORDER BY wid",
+                (holders[0],))]
+        elif holders:
+            for w in conn.execute(
+                    f"SELECT {_WRITE_COLUMNS}, cid FROM checkpoint_writes "
+                    "WHERE cid IN (SELECT value FROM json_each(?)) ORDER BY wid",
+                    (json.dumps(holders),)):
+                writes.setdefault(w[6], []).append(_write(w))
+        return [
+            CheckpointRecord(
+                run_id=run_id, namespace=r[1], checkpoint_id=r[2], parent_checkpoint_id=r[3],
+                type_tag=r[4], payload=bytes(r[7]), metadata=json.loads(r[5]),
+                create_time=parse_time(r[6]), pending_writes=tuple(writes.get(r[0], ())),
+            )
+            for r in rows
+        ]
 
-    async def get_checkpoint(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    # writes ----------------------------------------------------------------------------
 
-    async def list_checkpoints(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    async def put_checkpoint(self, tenant: str, scope: CheckpointScope,
+                             checkpoint: NewCheckpoint, now: datetime) -> CheckpointRecord:
+        c = checkpoint
+        stamp = format_time(now)
+        # the common case, a new checkpoint, is one statement that also checks the scope
+        insert = ("INSERT INTO checkpoints (rid, tenant, namespace, checkpoint_id, "
+                  "parent_checkpoint_id, type_tag, metadata, create_time, size, payload) "
+                  "SELECT rid, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM runs WHERE tenant = ? "
+                  "AND run_id = ? AND store = ? AND session_id = ? AND actor_id = ? "
+                  "ON CONFLICT (rid, namespace, checkpoint_id) DO NOTHING")
+        values = (tenant, c.namespace, c.checkpoint_id, c.parent_checkpoint_id, c.type_tag,
+                  c.metadata_json, stamp, len(c.payload), c.payload,
+                  *_scope_params(tenant, scope))
 
-    async def delete_run_checkpoints(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+        def run(conn: sqlite3.Connection) -> CheckpointRecord:
+            created = now
+            pending: tuple[PendingWrite, ...] = ()
+            with write(conn):
+                if conn.execute(insert, values).rowcount == 0:
+                    rid = self._rid(conn, tenant, scope)
+                    # a replaced checkpoint keeps its place, create_time and pending writes
+                    cid, kept = conn.execute(
+                        "UPDATE checkpoints SET parent_checkpoint_id = ?, type_tag = ?, "
+                        "metadata = ?, size = ?, payload = ? WHERE rid = ? AND namespace = ? "
+                        "AND checkpoint_id = ? AND tenant = ? RETURNING cid, create_time",
+                        (c.parent_checkpoint_id, c.type_tag, c.metadata_json, len(c.payload),
+                         c.payload, rid, c.namespace, c.checkpoint_id, tenant)).fetchone()
+                    created = parse_time(kept)
+                    pending = tuple(_write(w) for w in conn.execute(
+                        f"SELECT {_WRITE_COLUMNS} FROM checkpoint_writes WHERE cid = ? "
+                        "ORDER BY wid", (cid,)))
+            return CheckpointRecord(
+                run_id=scope.run_id, namespace=c.namespace, checkpoint_id=c.checkpoint_id,
+                parent_checkpoint_id=c.parent_checkpoint_id, type_tag=c.type_tag,
+                payload=c.payload, metadata=json.loads(c.metadata_json), create_time=created,
+                pending_writes=pending,
+            )
 
-    async def delete_session_checkpoints(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+        return await self._run(run)
 
-    async def copy_checkpoints(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    async def put_writes(self, tenant: str, scope: CheckpointScope, namespace: str,
+                         checkpoint_id: str, writes: Sequence[PendingWrite],
+                         now: datetime) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            with write(conn):
+                row = conn.execute(
+                    f"SELECT cid FROM checkpoints WHERE rid = {_SCOPED_RUN} AND namespace = ? "
+                    "AND checkpoint_id = ? AND tenant = ?",
+                    (*_scope_params(tenant, scope), namespace, checkpoint_id, tenant)).fetchone()
+                if row is None:
+                    self._rid(conn, tenant, scope)
+                    raise CheckpointNotFound(
+                        f"no checkpoint {checkpoint_id!r} in namespace {namespace!r} of run "
+                        f"{scope.run_id!r}", run_id=scope.run_id, checkpoint_id=checkpoint_id,
+                        namespace=namespace)
+                conn.executemany(
+                    "INSERT INTO checkpoint_writes (cid, tenant, task_id, idx, channel, "
+                    "type_tag, task_path, size, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (cid, task_id, idx) DO UPDATE SET channel = excluded.channel, "
+                    "type_tag = excluded.type_tag, task_path = excluded.task_path, "
+                    "size = excluded.size, payload = excluded.payload",
+                    [(row[0], tenant, w.task_id, w.index, w.channel, w.type_tag, w.task_path,
+                      len(w.payload), w.payload) for w in writes])
 
-    async def apply_retention(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+        await self._run(run)
 
-    async def checkpoint_usage(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    # reads -----------------------------------------------------------------------------
+
+    async def get_checkpoint(self, tenant: str, scope: CheckpointScope, namespace: str,
+                             checkpoint_id: str | None) -> CheckpointRecord | None:
+        sql = (f"SELECT {_COLUMNS} FROM checkpoints c WHERE c.rid = {_SCOPED_RUN} "
+               "AND c.namespace = ? AND c.tenant = ?")
+        params: tuple[Any, ...] = (*_scope_params(tenant, scope), namespace, tenant)
+        if checkpoint_id is None:
+            sql += " ORDER BY c.cid DESC LIMIT 1"
+        else:
+            sql += " AND c.checkpoint_id = ?"
+            params += (checkpoint_id,)
+
+        def run(conn: sqlite3.Connection) -> CheckpointRecord | None:
+            rows = conn.execute(sql, params).fetchall()
+            if not rows:
+                self._rid(conn, tenant, scope)  # out of scope is RunNotFound, not None
+                return None
+            return self._records(conn, rows, scope.run_id)[0]
+
+        return await self._run(run)
+
+    async def list_checkpoints(self, tenant: str, scope: CheckpointScope,
+                               namespace: str | None, metadata: Mapping[str, JSON],
+                               before: str | None, limit: int | None) -> list[CheckpointRecord]:
+        where = ["c.rid = ?", "c.tenant = ?"]
+        params: list[Any] = [tenant]
+        if namespace is not None:
+            where.append("c.namespace = ?")
+            params.append(namespace)
+        for key, value in metadata.items():
+            condition, values = _metadata_condition(key, value)
+            where.append(f"EXISTS (SELECT 1 FROM json_each(c.metadata) e WHERE {condition})")
+            params.extend(values)
+        mark_sql = "SELECT max(cid) FROM checkpoints WHERE rid = ? AND checkpoint_id = ?"
+        if namespace is not None:
+            mark_sql += " AND namespace = ?"
+
+        def run(conn: sqlite3.Connection) -> list[CheckpointRecord]:
+            rid = self._rid(conn, tenant, scope)
+            conditions, values = list(where), [rid, *params]
+            if before is not None:
+                marks: list[Any] = [rid, before]
+                if namespace is not None:
+                    marks.append(namespace)
+                (mark,) = conn.execute(mark_sql, marks).fetchone()
+                if mark is None:
+                    raise CheckpointNotFound(
+                        f"no checkpoint {before!r} in run {scope.run_id!r}",
+                        run_id=scope.run_id, checkpoint_id=before)
+                conditions.append("c.cid < ?")
+                values.append(mark)
+            sql = (f"SELECT {_COLUMNS} FROM checkpoints c WHERE {' AND '.join(conditions)} "
+                   "ORDER BY c.cid DESC LIMIT ?")
+            values.append(-1 if limit is None else limit)
+            rows = conn.execute(sql, values).fetchall()
+            return self._records(conn, rows, scope.run_id)
+
+        return await self._run(run)
+
+    # deletes and copies ----------------------------------------------------------------
+
+    async def delete_run_checkpoints(self, tenant: str, scope: CheckpointScope) -> int:
+        def run(conn: sqlite3.Connection) -> int:
+            with write(conn):
+                rid = self._rid(conn, tenant, scope)
+                return int(conn.execute("DELETE FROM checkpoints WHERE rid = ? AND tenant = ?",
+                                        (rid, tenant)).rowcount)
+
+        return await self._run(run)
+
+    async def delete_session_checkpoints(self, tenant: str, actor_id: str, store: str,
+                                         session_id: str) -> int:
+        def run(conn: sqlite3.Connection) -> int:
+            with write(conn):
+                row = conn.execute(
+                    "SELECT sid FROM sessions WHERE tenant = ? AND store = ? "
+                    "AND session_id = ? AND actor_id = ?",
+                    (tenant, store, session_id, actor_id)).fetchone()
+                if row is None:
+                    raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
+                                          store=store, session_id=session_id)
+                return int(conn.execute(
+                    "DELETE FROM checkpoints WHERE tenant = ? AND rid IN "
+                    "(SELECT rid FROM runs WHERE tenant = ? AND sid = ?)",
+                    (tenant, tenant, row[0])).rowcount)
+
+        return await self._run(run)
+
+    async def copy_checkpoints(self, tenant: str, source: CheckpointScope,
+                               target: CheckpointScope) -> int:
+        def run(conn: sqlite3.Connection) -> int:
+            with write(conn):
+                origin = self._rid(conn, tenant, source)
+                destination = self._rid(conn, tenant, target)
+                if origin == destination:
+                    (count,) = conn.execute("SELECT count(*) FROM checkpoints WHERE rid = ?",
+                                            (origin,)).fetchone()
+                    return int(count)
+                conn.execute("DELETE FROM checkpoints WHERE rid = ? AND tenant = ?",
+                             (destination, tenant))
+                copied = conn.execute(
+                    "INSERT INTO checkpoints (rid, tenant, namespace, checkpoint_id, "
+                    "parent_checkpoint_id, type_tag, metadata, create_time, size, payload) "
+                    "SELECT ?, tenant, namespace, checkpoint_id, parent_checkpoint_id, "
+                    "type_tag, metadata, create_time, size, payload FROM checkpoints "
+                    "WHERE rid = ? AND tenant = ? ORDER BY cid",
+                    (destination, origin, tenant)).rowcount
+                conn.execute(
+                    "INSERT INTO checkpoint_writes (cid, tenant, task_id, idx, channel, "
+                    "type_tag, task_path, size, payload) "
+                    "SELECT t.cid, w.tenant, w.task_id, w.idx, w.channel, w.type_tag, "
+                    "w.task_path, w.size, w.payload FROM checkpoint_writes w "
+                    "JOIN checkpoints s ON s.cid = w.cid "
+                    "JOIN checkpoints t ON t.rid = ? AND t.namespace = s.namespace "
+                    "AND t.checkpoint_id = s.checkpoint_id "
+                    "WHERE s.rid = ? AND w.tenant = ? ORDER BY w.wid",
+                    (destination, origin, tenant))
+                return int(copied)
+
+        return await self._run(run)
+
+    # housekeeping ----------------------------------------------------------------------
+
+    async def apply_retention(self, tenant: str, policy: RetentionPolicy,
+                              now: datetime) -> RetentionReport:
+        reasons: list[str] = []
+        params: list[Any] = [tenant]
+        if policy.drop_when_run_ends:
+            reasons.append(f"status IN ({_ENDED})")
+        if policy.max_age_seconds is not None:
+            reasons.append("create_time < ?")
+            params.append(format_time(now - timedelta(seconds=policy.max_age_seconds)))
+        if policy.keep_last is not None:
+            reasons.append("newer >= ?")
+            params.append(policy.keep_last)
+        if not reasons:
+            return RetentionReport(checkpoints_deleted=0, bytes_freed=0)
+        doomed_sql = (
+            "SELECT cid, size FROM (SELECT c.cid, c.size, c.create_time, r.status, "
+            "row_number() OVER (PARTITION BY c.rid, c.namespace ORDER BY c.cid DESC) - 1 "
+            "AS newer FROM runs r JOIN checkpoints c ON c.rid = r.rid WHERE r.tenant = ?) "
+            f"WHERE {' OR '.join(reasons)}")
+
+        def run(conn: sqlite3.Connection) -> RetentionReport:
+            with write(conn):
+                doomed = conn.execute(doomed_sql, params).fetchall()
+                if not doomed:
+                    return RetentionReport(checkpoints_deleted=0, bytes_freed=0)
+                cids = json.dumps([d[0] for d in doomed])
+                (writes,) = conn.execute(
+                    "SELECT coalesce(sum(size), 0) FROM checkpoint_writes "
+                    "WHERE cid IN (SELECT value FROM json_each(?))", (cids,)).fetchone()
+                deleted = conn.execute(
+                    "DELETE FROM checkpoints WHERE tenant = ? "
+                    "AND cid IN (SELECT value FROM json_each(?))", (tenant, cids)).rowcount
+                return RetentionReport(checkpoints_deleted=int(deleted),
+                                       bytes_freed=sum(d[1] for d in doomed) + int(writes))
+
+        return await self._run(run)
+
+    async def checkpoint_usage(self, tenant: str, run_id: str | None) -> list[RunUsage]:
+        sql = ("SELECT r.run_id, count(*), sum(c.size) + coalesce(sum("
+               "(SELECT sum(w.size) FROM checkpoint_writes w WHERE w.cid = c.cid)), 0) "
+               "FROM runs r JOIN checkpoints c ON c.rid = r.rid WHERE r.tenant = ?")
+        params: list[Any] = [tenant]
+        if run_id is not None:
+            sql += " AND r.run_id = ?"
+            params.append(run_id)
+        sql += " GROUP BY r.rid ORDER BY 3 DESC, 1"
+
+        def run(conn: sqlite3.Connection) -> list[RunUsage]:
+            return [RunUsage(run_id=r[0], checkpoints=int(r[1]), stored_bytes=int(r[2]))
+                    for r in conn.execute(sql, params)]
+
+        return await self._run(run)
