@@ -293,3 +293,60 @@ def test_python_dash_m_ownstate_uses_the_default_database(tmp_path: Path) -> Non
                        cwd=tmp_path)
     assert unknown.returncode == 1
     assert unknown.stderr == "Error: no session 'nope' in any session store\n"
+
+
+# runs and checkpoints -------------------------------------------------------------------
+
+
+@pytest.fixture
+def paused(url: str) -> str:
+    with ownstate.connect(url) as client:
+        session = client.session_stores.create("approvals").add(actor_id="customer-7",
+                                                                session_id="case-9")
+        run = client.runs.open_run(session, "langgraph", "thread-9", run_id="run-9")
+        client.runs.mark_awaiting(run.run_id, {"kind": "approval", "tool": "refund",
+                                               "requested_by": "agent"})
+        other = client.session_stores.get("approvals").add(actor_id="c8", session_id="case-10")
+        client.runs.open_run(other, "openai-agents", run_id="run-10")
+    return url
+
+
+def test_runs_outstanding_lists_what_waits(paused: str) -> None:
+    result = run(paused, "runs", "outstanding")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:3] == ["RUN", "SESSION", "FRAMEWORK"]
+    assert len(lines) == 2
+    assert "run-9" in lines[1]
+    assert "approvals/case-9" in lines[1]
+    assert "approval refund" in lines[1]
+    assert "agent" in lines[1]
+    running = run(paused, "runs", "outstanding", "--status", "running")
+    assert "run-10" in running.stdout
+    assert "run-9" not in running.stdout
+    assert run(paused, "runs", "outstanding", "--framework", "adk").stderr == (
+        "no runs awaiting human\n")
+    assert "run-9" not in run(paused, "runs", "outstanding", "--older-than", "1d").stdout
+
+
+def test_runs_outstanding_refuses_a_bad_duration(paused: str) -> None:
+    result = run(paused, "runs", "outstanding", "--older-than", "soon")
+    assert result.exit_code == 2
+    assert "not a duration" in result.stderr
+
+
+def test_gc_applies_retention_and_leaves_the_rest(paused: str) -> None:
+    with ownstate.connect(paused) as client:
+        run_record = client.runs.get("run-10")
+        scope = run_record.checkpoint_scope()
+        for n in range(5):
+            client.checkpoints.put(scope, f"cp-{n}", type_tag="bytes", payload=b"x" * 100)
+    assert run(paused, "gc").exit_code == 2
+    result = run(paused, "gc", "--keep-last", "2")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "deleted 3 checkpoints, freed 300 bytes\n"
+    with ownstate.connect(paused) as client:
+        kept = client.checkpoints.list(client.runs.get("run-10").checkpoint_scope())
+        assert [c.checkpoint_id for c in kept] == ["cp-4", "cp-3"]
+        assert [r.run_id for r in client.runs.outstanding()] == ["run-9"]
+    assert run(paused, "gc", "--drop-ended").stdout == "deleted 0 checkpoints, freed 0 bytes\n"

@@ -24,6 +24,7 @@ from click.core import ParameterSource
 
 import ownstate
 from ownstate.backends import resolve_url
+from ownstate.model import RetentionPolicy
 
 __all__ = ["cli", "main"]
 
@@ -190,6 +191,95 @@ def _find_session(client: ownstate.Client, session_id: str,
         raise click.UsageError(f"session {session_id!r} is in several stores ({names}); "
                                "choose one with --store")
     return matches[0]
+
+
+# runs ----------------------------------------------------------------------------------
+
+
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+class Duration(click.ParamType[float]):
+    """A span of time: seconds, or a number with s, m, h, d or w (``90s``, ``2h``, ``7d``)."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        if isinstance(value, (int, float)):
+            return float(value)
+        text = str(value).strip().lower()
+        unit = _DURATION_UNITS.get(text[-1:])
+        number = text[:-1] if unit is not None else text
+        try:
+            seconds = float(number) * (unit or 1)
+        except ValueError:
+            self.fail(f"{value!r} is not a duration like 90, 90s, 15m, 2h or 7d", param, ctx)
+        if seconds < 0:
+            self.fail(f"{value!r} is negative", param, ctx)
+        return seconds
+
+
+@cli.group()
+def runs() -> None:
+    """Framework runs: what is in flight and what waits on a human."""
+
+
+@runs.command("outstanding")
+@click.option("--status", type=click.Choice(["awaiting_human", "running"]),
+              default="awaiting_human", show_default=True, help="Which runs to show.")
+@click.option("--framework", help="Only runs of this framework (e.g. langgraph).")
+@click.option("--older-than", type=Duration(),
+              help="Only runs in that status for longer than this (e.g. 30m, 2h, 1d).")
+@click.option("--limit", type=click.IntRange(min=1, max=1000), default=100,
+              show_default=True, help="At most this many runs, longest waiting first.")
+@pass_options
+def outstanding_runs(options: _Options, status: str, framework: str | None,
+                     older_than: float | None, limit: int) -> None:
+    """Runs across the tenant in STATUS, the longest waiting first."""
+    with options.connect(migrate=False) as client:
+        found = client.runs.outstanding(status, framework=framework, older_than=older_than,
+                                        limit=limit)
+    if not found:
+        click.echo(f"no runs {status.replace('_', ' ')}", err=True)
+        return
+    rows = []
+    for run in found:
+        awaiting = run.awaiting or {}
+        what = " ".join(str(awaiting[k]) for k in ("kind", "tool") if k in awaiting) or "-"
+        since = awaiting.get("requested_at") or run.started_at.isoformat()
+        rows.append([run.run_id, f"{run.store}/{run.session_id}", run.framework,
+                     run.thread_key or "-", what, str(awaiting.get("requested_by", "-")),
+                     str(since)[:19].replace("T", " "), run.lease_owner or "-"])
+    click.echo(_table(["RUN", "SESSION", "FRAMEWORK", "THREAD", "AWAITING", "REQUESTED BY",
+                       "SINCE (UTC)", "LEASE"], rows))
+
+
+# checkpoints ---------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--keep-last", type=click.IntRange(min=1),
+              help="Keep only the newest N checkpoints per run and namespace.")
+@click.option("--max-age", type=Duration(), help="Drop checkpoints older than this (e.g. 7d).")
+@click.option("--drop-ended", is_flag=True,
+              help="Drop every checkpoint of runs that are done, failed or cancelled.")
+@pass_options
+def gc(options: _Options, keep_last: int | None, max_age: float | None,
+       drop_ended: bool) -> None:
+    """Apply checkpoint retention across the tenant.
+
+    Checkpoints are disposable: sessions, memory and runs are never touched. Give at least
+    one policy.
+    """
+    if keep_last is None and max_age is None and not drop_ended:
+        raise click.UsageError("give at least one of --keep-last, --max-age, --drop-ended")
+    policy = RetentionPolicy(keep_last=keep_last, max_age_seconds=max_age,
+                             drop_when_run_ends=drop_ended)
+    with options.connect(migrate=False) as client:
+        report = client.checkpoints.apply_retention(policy)
+    click.echo(f"deleted {report.checkpoints_deleted} checkpoints, "
+               f"freed {report.bytes_freed} bytes")
 
 
 # demo ----------------------------------------------------------------------------------
