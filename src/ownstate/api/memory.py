@@ -1,20 +1,516 @@
-"""Memory stores and facts: the async public API (``client.memory_stores``)."""
+"""Memory stores and facts: the async public API (``client.memory_stores``).
+
+A memory store holds durable facts about subjects (``user:8814``, ``account:ACME``). A fact
+is never overwritten: remembering a new value closes the current fact and records the new
+one, forgetting closes it, and both keep it in the history. The time model (valid time and
+record time) is described in ``docs/memory.md``.
+"""
 
 from __future__ import annotations
 
+import math
+import re
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Any
+
+from .. import _ids
+from .. import limits as _validate
+from .._tokens import decode_token, encode_token
+from ..backends.ports.facts import NewFact, search_words
+from ..errors import InvalidInput, LimitExceeded, NotFound
+from ..model import (
+    JSON,
+    SOURCE_TYPES,
+    Fact,
+    FactExplanation,
+    Item,
+    MemoryStoreRecord,
+    Page,
+    SessionRecord,
+)
+from ._paging import AsyncPager
 from ._scope import Scope
 
-__all__ = ["AsyncMemoryStore", "AsyncMemoryStores"]
+__all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "AsyncMemoryStore", "AsyncMemoryStores"]
+
+#: What :meth:`AsyncMemoryStores.export_subject` writes in ``format`` and ``version``.
+EXPORT_FORMAT = "ownstate.subject-export"
+EXPORT_VERSION = 1
+
+_MAX_NAME_CHARS = 256
+_MAX_REASON_CHARS = 1000
+_MAX_QUERY_WORDS = 32
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+_FACT_FIELDS = {"subject", "key", "value", "confidence", "source", "source_type", "valid_from"}
+
+
+def _fact_id() -> str:
+    """``fct_`` and 32 hex digits: 13 of microseconds since the epoch, 19 random.
+
+    Ids made later sort later (within a clock), so the index of fact ids grows at its end
+    instead of at random places, which keeps large batches of writes cheap.
+    """
+    return f"fct_{time.time_ns() // 1000:013x}{secrets.token_hex(10)[:19]}"
+
+
+def _name(value: object, field: str) -> str:
+    """A subject or key: a non-blank string of at most 256 printable chars."""
+    if (not isinstance(value, str) or not value.strip() or len(value) > _MAX_NAME_CHARS
+            or _CONTROL_RE.search(value)):
+        raise InvalidInput(
+            f"{field} must be a non-blank string of at most {_MAX_NAME_CHARS} printable chars",
+            field=field)
+    return value
+
+
+def _moment(value: object, field: str) -> datetime:
+    """A timezone-aware datetime, in UTC, within the years 1000-9999."""
+    if not isinstance(value, datetime) or value.utcoffset() is None:
+        raise InvalidInput(f"{field} must be a timezone-aware datetime", field=field)
+    try:
+        moment = value.astimezone(UTC)
+    except OverflowError as exc:
+        raise InvalidInput(f"{field} is out of range", field=field) from exc
+    if not 1000 <= moment.year <= 9999:
+        raise InvalidInput(f"{field} must fall within the years 1000-9999 (UTC)", field=field)
+    return moment
+
+
+def _confidence(value: object) -> float | None:
+    if value is None:
+        return None
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not math.isfinite(value) or not 0 <= value <= 1):
+        raise InvalidInput("confidence must be None or a number from 0 to 1",
+                           field="confidence")
+    return float(value)
+
+
+def _source(value: object) -> tuple[str | None, str, str] | None:
+    if value is None:
+        return None
+    if isinstance(value, Item):
+        return (None, value.session_id, value.item_id)
+    if (isinstance(value, tuple) and len(value) == 3
+            and all(isinstance(part, str) and part for part in value)):
+        return (value[0], value[1], value[2])
+    raise InvalidInput("source must be an Item or a (store, session_id, item_id) tuple",
+                       field="source")
+
+
+def _jsonable(value: Any) -> JSON:
+    if isinstance(value, datetime):
+        return _ids.format_time(value)
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _record_json(record: Fact | SessionRecord | Item) -> dict[str, JSON]:
+    return {k: _jsonable(v) for k, v in asdict(record).items()}
+
+
+class AsyncMemoryStore:
+    """A named container of facts about subjects: ``client.memory_stores.get(name)``.
+
+    Every method acts on what is stored now; the handle holds only the store's name.
+    """
+
+    def __init__(self, scope: Scope, record: MemoryStoreRecord) -> None:
+        self._scope = scope
+        self._record = record
+
+    def __repr__(self) -> str:
+        return f"<AsyncMemoryStore {self._record.name}>"
+
+    @property
+    def name(self) -> str:
+        """The memory store's name."""
+        return self._record.name
+
+    @property
+    def create_time(self) -> datetime:
+        """When the memory store was created."""
+        return self._record.create_time
+
+    def _new_fact(self, subject: object, key: object, value: object, confidence: object,
+                  source: object, source_type: object, valid_from: object) -> NewFact:
+        limits = self._scope.limits
+        text = _validate.encode_json(value, field="value")
+        size = len(text.encode())
+        if size > limits.max_item_bytes:
+            raise LimitExceeded(
+                f"value is {size} bytes; the limit is {limits.max_item_bytes}",
+                field="value", limit=limits.max_item_bytes, actual=size)
+        if source_type not in SOURCE_TYPES:
+            raise InvalidInput(f"source_type must be one of {list(SOURCE_TYPES)}",
+                               field="source_type")
+        return NewFact(
+            fact_id=_fact_id(),
+            subject=_name(subject, "subject"),
+            key=_name(key, "key"),
+            value_json=text,
+            confidence=_confidence(confidence),
+            source_type=str(source_type),
+            source=_source(source),
+            valid_from=_moment(valid_from, "valid_from") if valid_from is not None else None,
+        )
+
+    async def remember(
+        self,
+        subject: str,
+        key: str,
+        value: JSON,
+        *,
+        confidence: float | None = None,
+        source: Item | tuple[str, str, str] | None = None,
+        source_type: str = "agent",
+        valid_from: datetime | None = None,
+    ) -> Fact:
+        """Record that ``key`` of ``subject`` is ``value`` and return the new fact.
+
+        The current fact for (subject, key), if any, is closed and named in the new fact's
+        ``supersedes``, in the same transaction. ``value`` is any JSON value.
+        ``confidence`` is a number from 0 to 1. ``source`` is the conversation item the
+        fact was learned from: an :class:`~ownstate.Item`, or ``(store, session_id,
+        item_id)``; it must exist in this tenant. ``source_type`` is one of ``agent``,
+        ``pipeline``, ``user``, ``import``. ``valid_from`` (timezone-aware) is when the
+        value became true in the world, now by default; an earlier time than the current
+        fact's corrects it from then on.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (bad subject, key, value, confidence,
+        source, source_type or valid_from), :class:`~ownstate.errors.LimitExceeded` (value
+        larger than ``Limits.max_item_bytes``), :class:`~ownstate.errors.ItemNotFound`
+        (unknown source item), :class:`~ownstate.errors.StoreNotFound`.
+        """
+        new = self._new_fact(subject, key, value, confidence, source, source_type, valid_from)
+        s = self._scope
+        (fact,) = await s.backend.remember(s.tenant, self.name, [new], _ids.now())
+        return fact
+
+    async def remember_many(self, facts: Sequence[Mapping[str, JSON]]) -> list[Fact]:
+        """Remember several facts at once, in order, all or none; returns the new facts.
+
+        Each element is a mapping with ``subject``, ``key`` and ``value`` and optionally
+        ``confidence``, ``source``, ``source_type`` and ``valid_from``, meaning what the
+        arguments of :meth:`remember` mean. A later element for the same (subject, key)
+        supersedes an earlier one.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (as :meth:`remember`, or an element
+        that is not such a mapping; carries ``index``),
+        :class:`~ownstate.errors.LimitExceeded` (more than ``Limits.max_batch_items``
+        elements, or a value too large), :class:`~ownstate.errors.ItemNotFound`,
+        :class:`~ownstate.errors.StoreNotFound`.
+        """
+        s = self._scope
+        if isinstance(facts, (str, bytes, Mapping)) or not isinstance(facts, Sequence):
+            raise InvalidInput("facts must be a list of mappings", field="facts")
+        if len(facts) > s.limits.max_batch_items:
+            raise LimitExceeded(f"at most {s.limits.max_batch_items} facts per call",
+                                field="facts", limit=s.limits.max_batch_items,
+                                actual=len(facts))
+        made: list[NewFact] = []
+        for index, spec in enumerate(facts):
+            if not isinstance(spec, Mapping) or not {"subject", "key", "value"} <= set(spec) \
+                    or not set(spec) <= _FACT_FIELDS:
+                raise InvalidInput(
+                    f"fact {index} must be a mapping with subject, key and value, and "
+                    f"optionally {sorted(_FACT_FIELDS - {'subject', 'key', 'value'})}",
+                    field="facts", index=index)
+            try:
+                made.append(self._new_fact(
+                    spec["subject"], spec["key"], spec["value"], spec.get("confidence"),
+                    spec.get("source"), spec.get("source_type", "agent"),
+                    spec.get("valid_from")))
+            except InvalidInput as exc:
+                exc.details["index"] = index
+                raise
+        if not made:
+            return []
+        return await s.backend.remember(s.tenant, self.name, made, _ids.now())
+
+    async def recall(
+        self,
+        subject: str,
+        keys: Sequence[str] | None = None,
+        *,
+        as_of: datetime | None = None,
+        known_at: datetime | None = None,
+    ) -> list[Fact]:
+        """What is true of ``subject``: per key, the fact in force, ordered by key.
+
+        ``as_of`` is valid time: what was true in the world at that moment. ``known_at`` is
+        record time: what we believed at that moment (before later corrections). Both
+        default to now, which gives the current beliefs about the present; a fact whose
+        ``valid_from`` lies in the future is not in force yet. ``keys`` limits the answer
+        to those keys.
+
+        Raises :class:`~ownstate.errors.InvalidInput`, :class:`~ownstate.errors.StoreNotFound`.
+        """
+        s = self._scope
+        who = _name(subject, "subject")
+        wanted = None
+        if keys is not None:
+            if isinstance(keys, (str, bytes)) or not isinstance(keys, Sequence):
+                raise InvalidInput("keys must be a list of keys", field="keys")
+            if len(keys) > s.limits.max_page_size:
+                raise LimitExceeded(f"at most {s.limits.max_page_size} keys", field="keys",
+                                    limit=s.limits.max_page_size, actual=len(keys))
+            wanted = sorted({_name(k, "keys") for k in keys})
+        moment = _ids.now()
+        valid_at = _moment(as_of, "as_of") if as_of is not None else moment
+        known = _moment(known_at, "known_at") if known_at is not None else moment
+        if wanted == []:
+            await s.backend.get_memory_store(s.tenant, self.name)
+            return []
+        return await s.backend.recall(s.tenant, self.name, who, wanted, valid_at, known)
+
+    async def history(self, subject: str, key: str) -> list[Fact]:
+        """Every fact ever recorded for (subject, key), current or closed, oldest first.
+
+        Raises :class:`~ownstate.errors.InvalidInput`, :class:`~ownstate.errors.StoreNotFound`.
+        """
+        s = self._scope
+        return await s.backend.history(s.tenant, self.name, _name(subject, "subject"),
+                                       _name(key, "key"))
+
+    async def get(self, fact_id: str) -> Fact:
+        """One fact by id, current or closed.
+
+        Raises :class:`~ownstate.errors.FactNotFound`, :class:`~ownstate.errors.InvalidInput`,
+        :class:`~ownstate.errors.StoreNotFound`.
+        """
+        s = self._scope
+        return await s.backend.get_fact(s.tenant, self.name, _name(fact_id, "fact_id"))
+
+    async def explain(self, fact_id: str) -> FactExplanation:
+        """Why a fact is what it is: the fact, the fact it superseded, the fact that
+        superseded it, and the conversation item it was learned from (``None`` when it has
+        no source item or that item has since been deleted).
+
+        Raises :class:`~ownstate.errors.FactNotFound`, :class:`~ownstate.errors.InvalidInput`,
+        :class:`~ownstate.errors.StoreNotFound`.
+        """
+        s = self._scope
+        return await s.backend.explain(s.tenant, self.name, _name(fact_id, "fact_id"))
+
+    async def forget(self, subject: str, key: str, reason: str | None = None) -> Fact | None:
+        """Stop believing the current fact for (subject, key): close it, never delete it.
+
+        :meth:`recall` no longer returns it from now on, and :meth:`history` keeps it with
+        ``closed_reason`` ``"forgotten: <reason>"`` (or ``"forgotten"``). Returns the
+        closed fact, or ``None`` when there was no current fact. A fact scheduled for the
+        future is the current one, so forgetting it cancels the change and leaves the
+        value that holds until then.
+
+        Raises :class:`~ownstate.errors.InvalidInput`, :class:`~ownstate.errors.StoreNotFound`.
+        """
+        s = self._scope
+        who, what = _name(subject, "subject"), _name(key, "key")
+        if reason is not None and (not isinstance(reason, str)
+                                   or len(reason) > _MAX_REASON_CHARS):
+            raise InvalidInput(f"reason must be a string of at most {_MAX_REASON_CHARS} chars",
+                               field="reason")
+        closed_reason = f"forgotten: {reason}" if reason else "forgotten"
+        return await s.backend.forget(s.tenant, self.name, who, what, closed_reason,
+                                      _ids.now())
+
+    async def search(self, query: str, *, subject: str | None = None,
+                     limit: int = 20) -> list[Fact]:
+        """Current facts whose key or value contains every word of ``query``, most recently
+        recorded first.
+
+        Words are runs of letters and digits, compared case-insensitively and whole
+        (``mail`` does not find ``email``). A value's words are those of its strings, its
+        object keys and its numbers. ``subject`` limits the search to one subject.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (a query with no word),
+        :class:`~ownstate.errors.LimitExceeded` (more than 32 distinct words, or ``limit``
+        outside 1 to ``Limits.max_page_size``), :class:`~ownstate.errors.StoreNotFound`.
+        """
+        s = self._scope
+        if not isinstance(query, str):
+            raise InvalidInput("query must be a string", field="query")
+        words = sorted(set(search_words(query)))
+        if not words:
+            raise InvalidInput("query must contain at least one word", field="query")
+        if len(words) > _MAX_QUERY_WORDS:
+            raise LimitExceeded(f"query has {len(words)} distinct words; at most "
+                                f"{_MAX_QUERY_WORDS}", field="query", limit=_MAX_QUERY_WORDS,
+                                actual=len(words))
+        who = _name(subject, "subject") if subject is not None else None
+        size = s.limits.page_size(limit)
+        return await s.backend.search(s.tenant, self.name, words, who, size)
+
+    async def erase_subject(self, subject: str, *,
+                            include_sessions: bool = False) -> dict[str, int]:
+        """Hard-delete everything about ``subject`` in the whole tenant, not only in this
+        store: the same as ``client.memory_stores.erase_subject``.
+
+        Raises :class:`~ownstate.errors.InvalidInput`.
+        """
+        return await AsyncMemoryStores(self._scope).erase_subject(
+            subject, include_sessions=include_sessions)
 
 
 class AsyncMemoryStores:
-    """Not yet implemented."""
+    """The tenant's memory stores: ``client.memory_stores``.
+
+    Memory stores are separate from session stores: their names live apart, and deleting
+    a session store or a session never touches a fact.
+    """
 
     def __init__(self, scope: Scope) -> None:
         self._scope = scope
 
-class AsyncMemoryStore:
-    """Not yet implemented."""
+    async def create(self, name: str) -> AsyncMemoryStore:
+        """Create a memory store named with 3-55 chars of ``[a-z0-9_-]``.
 
-    def __init__(self, scope: Scope) -> None:
-        self._scope = scope
+        Raises :class:`~ownstate.errors.AlreadyExists`, :class:`~ownstate.errors.InvalidInput`.
+        """
+        s = self._scope
+        record = await s.backend.create_memory_store(s.tenant, _validate.store_name(name),
+                                                     _ids.now())
+        return AsyncMemoryStore(s, record)
+
+    async def get(self, name: str) -> AsyncMemoryStore:
+        """The memory store with this name.
+
+        Raises :class:`~ownstate.errors.StoreNotFound`, :class:`~ownstate.errors.InvalidInput`.
+        """
+        s = self._scope
+        record = await s.backend.get_memory_store(s.tenant, _validate.store_name(name))
+        return AsyncMemoryStore(s, record)
+
+    async def list_page(
+        self, *, page_size: int | None = None, page_token: str | None = None
+    ) -> Page[AsyncMemoryStore]:
+        """One page of memory stores, by name.
+
+        Raises :class:`~ownstate.errors.InvalidInput`, :class:`~ownstate.errors.LimitExceeded`.
+        """
+        s = self._scope
+        size = s.limits.page_size(page_size)
+        scope = f"memory_stores\x00{s.tenant}"
+        after = None
+        if page_token is not None:
+            position = decode_token(page_token, scope)
+            if len(position) != 1 or not isinstance(position[0], str):
+                raise InvalidInput("page_token is malformed", field="page_token")
+            after = position[0]
+        records = await s.backend.list_memory_stores(s.tenant, size + 1, after)
+        more = len(records) > size
+        del records[size:]
+        token = encode_token(scope, [records[-1].name]) if more else None
+        return Page([AsyncMemoryStore(s, r) for r in records], token)
+
+    def list(
+        self, *, page_size: int | None = None, page_token: str | None = None
+    ) -> AsyncPager[AsyncMemoryStore]:
+        """Every memory store, by name, fetched a page at a time.
+
+        Raises as :meth:`list_page`, when iteration starts.
+        """
+        return AsyncPager(
+            lambda token: self.list_page(page_size=page_size, page_token=token), page_token)
+
+    async def delete(self, name: str) -> int:
+        """Delete a memory store and every fact in it, history included; returns how many
+        facts went with it. Sessions are never touched.
+
+        Raises :class:`~ownstate.errors.StoreNotFound`, :class:`~ownstate.errors.InvalidInput`.
+        """
+        s = self._scope
+        return await s.backend.delete_memory_store(s.tenant, _validate.store_name(name))
+
+    async def erase_subject(self, subject: str, *,
+                            include_sessions: bool = False) -> dict[str, int]:
+        """Hard-delete every fact about ``subject``, history included, in every memory store
+        of the tenant; with ``include_sessions=True`` also every session (in every session
+        store) whose ``actor_id`` is ``subject``, with its items, runs, checkpoints and
+        assets. This is the one operation that deletes facts outright (for privacy
+        requests); it is atomic. Returns counts: ``{"facts": n, "sessions": m}``.
+
+        Raises :class:`~ownstate.errors.InvalidInput`.
+        """
+        s = self._scope
+        if not isinstance(include_sessions, bool):
+            raise InvalidInput("include_sessions must be True or False",
+                               field="include_sessions")
+        return await s.backend.erase_subject(s.tenant, _name(subject, "subject"),
+                                             include_sessions)
+
+    async def export_subject(self, subject: str) -> dict[str, JSON]:
+        """Everything the tenant stores about ``subject``, as one JSON-serialisable document:
+        every fact with its history in every memory store, and every session whose
+        ``actor_id`` is ``subject`` with its items in order.
+
+        The document carries ``format`` (``"ownstate.subject-export"``) and ``version``
+        (``1``); times are UTC ISO 8601 text. It is read store by store, not as one
+        snapshot: writes made while it runs may or may not appear.
+
+        Raises :class:`~ownstate.errors.InvalidInput`.
+        """
+        s = self._scope
+        who = _name(subject, "subject")
+        exported_at = _ids.now()
+        facts = await s.backend.subject_facts(s.tenant, who)
+        sessions: list[dict[str, JSON]] = []
+        page = s.limits.max_page_size
+        store_after: str | None = None
+        while True:
+            stores = await s.backend.list_stores(s.tenant, page, store_after)
+            for store in stores:
+                sessions += await _export_sessions(s, store.name, who)
+            if len(stores) < page:
+                break
+            store_after = stores[-1].name
+        return {
+            "format": EXPORT_FORMAT,
+            "version": EXPORT_VERSION,
+            "tenant": s.tenant,
+            "subject": who,
+            "exported_at": _ids.format_time(exported_at),
+            "facts": [_record_json(f) for f in facts],
+            "sessions": sessions,
+        }
+
+
+async def _export_sessions(s: Scope, store: str, actor_id: str) -> list[dict[str, JSON]]:
+    """The sessions of ``actor_id`` in one session store, each with its items in order."""
+    page = s.limits.max_page_size
+    found: list[dict[str, JSON]] = []
+    cursor: list[Any] | None = None
+    while True:
+        try:
+            records, cursor = await s.backend.list_sessions(
+                s.tenant, store, actor_id=actor_id, metadata={}, order="create_time",
+                descending=False, limit=page, after=cursor)
+        except NotFound:  # the store was deleted meanwhile
+            return found
+        for record in records:
+            entry = _record_json(record)
+            del entry["tenant"]
+            items: list[JSON] = []
+            after_seq: int | None = None
+            try:
+                while True:
+                    batch = await s.backend.list_items(
+                        s.tenant, store, record.session_id, descending=False, limit=page,
+                        after_seq=after_seq)
+                    items += [_record_json(i) for i in batch]
+                    if len(batch) < page:
+                        break
+                    after_seq = batch[-1].seq
+            except NotFound:  # the session was deleted meanwhile
+                continue
+            entry["items"] = items
+            found.append(entry)
+        if cursor is None:
+            return found

@@ -1,7 +1,7 @@
 """The facts port: memory stores and the bitemporal facts they hold.
 
-Time model (documented for users in ``docs/memory.md``). Each fact claims that ``key`` had
-``value`` from ``valid_from``. While it is current (``superseded_at`` is ``None``) the
+Time model (documented for users in ``docs/memory.md``). Each fact claims that ``key`` has
+``value`` from ``valid_from`` on. While it is current (``superseded_at`` is ``None``) the
 claim is open-ended. When a later ``remember`` supersedes it at record time S, the fact
 gets ``superseded_at = S`` and ``valid_to = max(new.valid_from, old.valid_from)``; from S
 on we believe it held during ``[valid_from, valid_to)`` (an empty interval means it was
@@ -10,20 +10,65 @@ retracted). ``forget`` at time F closes the current fact the same way with
 
 So a fact is believed at record time R when ``recorded_at <= R``, and at R it covers valid
 time T when ``valid_from <= T`` and (``superseded_at`` is ``None`` or ``> R``, or
-``valid_to > T``). ``recall(valid_at=T, known_at=R)`` returns, per key, the covering fact
-with the greatest ``valid_from`` (ties: the latest ``recorded_at``).
+``valid_to > T``). ``recall(valid_at=T, known_at=R)`` returns, per key, of the facts that
+cover T at R the one recorded last. A fact recorded later speaks for every valid time from
+its ``valid_from`` on, so a backdated correction overrides what was believed before for
+that whole span, including closed facts whose intervals it overlaps.
+
+Record times never go backwards for one (subject, key): a write's record time S is the
+later of the clock and the last record or close time of that (subject, key), so that
+``recorded_at <= superseded_at`` always holds and "recorded last" agrees with the clock
+even when clocks of several writers disagree.
+
+Search matches whole words. :func:`search_words` is the one definition of a word that
+every backend uses: a maximal run of letters and digits (Unicode categories L and N),
+lowercased. A fact's words (:func:`fact_words`) are those of its key and of the text of its
+value: object keys, strings, and numbers, ``true``, ``false`` and ``null`` as JSON spells
+them.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from ...model import Fact, FactExplanation, MemoryStoreRecord
+from ...model import JSON, Fact, FactExplanation, MemoryStoreRecord
 
-__all__ = ["FactPort", "NewFact"]
+__all__ = ["FactPort", "NewFact", "fact_words", "search_words"]
+
+_WORD_RE = re.compile(r"[^\W_]+")
+
+
+def search_words(text: str) -> list[str]:
+    """The words of ``text`` in order: maximal runs of letters and digits, lowercased."""
+    return _WORD_RE.findall(text.lower())
+
+
+def _value_texts(value: JSON) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield str(key)
+            yield from _value_texts(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _value_texts(item)
+    else:
+        yield json.dumps(value)
+
+
+def fact_words(key: str, value: JSON) -> list[str]:
+    """The distinct words a fact can be found by, in first-seen order."""
+    seen: dict[str, None] = {}
+    for text in (key, *_value_texts(value)):
+        for word in search_words(text):
+            seen.setdefault(word, None)
+    return list(seen)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +81,10 @@ class NewFact:
     value_json: str
     confidence: float | None
     source_type: str
-    #: ``(store, session_id, item_id)`` of the conversation item it came from, if any
-    source: tuple[str, str, str] | None
+    #: ``(store, session_id, item_id)`` of the conversation item it came from, if any;
+    #: a store of ``None`` means "find the item by its id in the tenant" (its session
+    #: must then be ``session_id``)
+    source: tuple[str | None, str, str] | None
     valid_from: datetime | None
 
 
@@ -66,12 +113,14 @@ class FactPort(ABC):
         """
 
     @abstractmethod
-    async def remember(self, tenant: str, store: str, fact: NewFact, now: datetime) -> Fact:
-        """Record ``fact`` as the current one for (subject, key), superseding the current one
-        in the same transaction. ``valid_from`` ``None`` means ``now``; ``recorded_at`` is
-        ``now``. The source item, when given, must exist in the tenant.
+    async def remember(self, tenant: str, store: str, facts: Sequence[NewFact],
+                       now: datetime) -> list[Fact]:
+        """Record each fact, in order, as the current one for its (subject, key), superseding
+        the current one; all in one transaction, all or none. ``valid_from`` ``None`` means
+        the record time. Every source item must exist in the tenant.
 
-        Raises StoreNotFound, ItemNotFound (unknown source item), SessionNotFound.
+        Raises StoreNotFound, ItemNotFound (a source item that does not exist, or is not in
+        the session named).
         """
 
     @abstractmethod
@@ -82,10 +131,14 @@ class FactPort(ABC):
 
     @abstractmethod
     async def history(self, tenant: str, store: str, subject: str, key: str) -> list[Fact]:
-        """Every fact ever recorded for (subject, key), oldest record first.
+        """Every fact ever recorded for (subject, key), in record order.
 
         Raises StoreNotFound.
         """
+
+    @abstractmethod
+    async def get_fact(self, tenant: str, store: str, fact_id: str) -> Fact:
+        """One fact, current or not. Raises StoreNotFound, FactNotFound."""
 
     @abstractmethod
     async def explain(self, tenant: str, store: str, fact_id: str) -> FactExplanation:
@@ -95,23 +148,26 @@ class FactPort(ABC):
     @abstractmethod
     async def forget(self, tenant: str, store: str, subject: str, key: str, reason: str,
                      now: datetime) -> Fact | None:
-        """Close the current fact for (subject, key) (never delete it); returns the closed
-        fact, or ``None`` if there was no current fact. Raises StoreNotFound."""
+        """Close the current fact for (subject, key) with ``closed_reason`` ``reason`` (never
+        delete it); returns the closed fact, or ``None`` if there was no current fact.
+        Raises StoreNotFound."""
 
     @abstractmethod
-    async def search(self, tenant: str, store: str, terms: Sequence[str], subject: str | None,
+    async def search(self, tenant: str, store: str, words: Sequence[str], subject: str | None,
                      limit: int) -> list[Fact]:
-        """Current facts whose key or value text contains every term (whole words,
-        case-insensitive), best match first. Raises StoreNotFound."""
+        """Current facts whose :func:`fact_words` include every one of ``words`` (each
+        already a single word as :func:`search_words` makes them), the last recorded first
+        (the order writes were committed in), at most ``limit``. Raises StoreNotFound."""
 
     @abstractmethod
     async def subject_facts(self, tenant: str, subject: str) -> list[Fact]:
         """Every fact (history included) about ``subject`` in every memory store of the
-        tenant, ordered by store, key and record time."""
+        tenant, ordered by store, key and record order."""
 
     @abstractmethod
     async def erase_subject(self, tenant: str, subject: str,
                             include_sessions: bool) -> dict[str, int]:
         """Hard-delete every fact about ``subject`` in every memory store of the tenant, and
-        with ``include_sessions`` every session whose actor_id is ``subject`` (with their
-        items, runs, checkpoints and assets). Returns counts: ``facts``, ``sessions``."""
+        with ``include_sessions`` every session (in every session store of the tenant) whose
+        actor_id is ``subject``, with their items, runs, checkpoints and assets; all in one
+        transaction. Returns counts: ``facts``, ``sessions``."""

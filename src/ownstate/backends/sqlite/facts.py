@@ -1,52 +1,413 @@
-"""Memory stores and facts in SQLite."""
+"""Memory stores and facts in SQLite.
+
+``facts`` holds every fact ever recorded, current or closed; a fact's row is written once
+and later only closed (``superseded_at``, ``valid_to``, ``closed_reason`` set together).
+The partial unique index ``facts_current`` lets at most one fact per (subject, key) be
+current, so the rule holds even against writers that bypass ownstate.
+
+``fact_search`` is an FTS5 index of current facts only, keyed by the fact's ``fid``. Each
+word of :func:`~ownstate.backends.ports.facts.fact_words` is indexed twice, behind two
+fixed-length opaque prefixes (hashes): one naming the tenant and memory store, one naming the
+tenant, store and subject. A search for a word in a store (or of one subject) is then a
+lookup of one token whose postings hold only that store's (or subject's) facts, so other
+tenants' and stores' facts cost nothing, and FTS5 hands the postings over newest first so
+a limited search stops early. The ``ascii`` tokenizer keeps each prefixed word one token
+(a word holds no ASCII punctuation or space), so the index agrees exactly with the shared
+definition of a word. Searches ask only "which facts have all these tokens", so the index
+keeps no positions or sizes (``detail = none``, ``columnsize = 0``), which halves what a
+write adds to it. Rows enter in the same transaction as their fact, and triggers remove
+them when the fact is closed or deleted.
+"""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
-from ._core import SqliteCore
+from ..._ids import format_time, parse_time
+from ...errors import AlreadyExists, FactNotFound, ItemNotFound, StoreNotFound
+from ...model import Fact, FactExplanation, Item, MemoryStoreRecord
+from ..ports.facts import NewFact, fact_words
+from ._core import ITEM_COLUMNS, SqliteCore, to_items, write
 
 __all__ = ["SCHEMA", "FactsInSqlite"]
 
 #: This part's tables and indexes, applied by migration 2 (see schema.py).
-SCHEMA: tuple[str, ...] = ()
+SCHEMA: tuple[str, ...] = (
+    """
+    CREATE TABLE memory_stores (
+        tenant      TEXT NOT NULL,
+        name        TEXT NOT NULL,
+        create_time TEXT NOT NULL,
+        PRIMARY KEY (tenant, name)
+    )
+    """,
+    """
+    CREATE TABLE facts (
+        fid               INTEGER PRIMARY KEY,
+        tenant            TEXT NOT NULL,
+        memory_store      TEXT NOT NULL,
+        fact_id           TEXT NOT NULL,
+        subject           TEXT NOT NULL,
+        key               TEXT NOT NULL,
+        value             TEXT NOT NULL,
+        confidence        REAL CHECK (confidence BETWEEN 0 AND 1),
+        source_type       TEXT NOT NULL
+                          CHECK (source_type IN ('agent', 'pipeline', 'user', 'import')),
+        source_store      TEXT,
+        source_session_id TEXT,
+        source_item_id    TEXT,
+        valid_from        TEXT NOT NULL,
+        valid_to          TEXT,
+        recorded_at       TEXT NOT NULL,
+        superseded_at     TEXT,
+        supersedes        TEXT,
+        closed_reason     TEXT,
+        CHECK ((superseded_at IS NULL) = (valid_to IS NULL)
+               AND (superseded_at IS NULL) = (closed_reason IS NULL)),
+        FOREIGN KEY (tenant, memory_store) REFERENCES memory_stores (tenant, name)
+    )
+    """,
+    "CREATE UNIQUE INDEX facts_by_id ON facts (tenant, fact_id)",
+    """CREATE UNIQUE INDEX facts_current ON facts (tenant, memory_store, subject, key)
+       WHERE superseded_at IS NULL""",
+    "CREATE INDEX facts_by_subject ON facts (tenant, subject, memory_store, key)",
+    """CREATE VIRTUAL TABLE fact_search USING fts5 (
+           words, tokenize = 'ascii', detail = none, columnsize = 0)""",
+    """
+    CREATE TRIGGER facts_closed_leave_search AFTER UPDATE OF superseded_at ON facts
+    WHEN old.superseded_at IS NULL AND new.superseded_at IS NOT NULL
+    BEGIN
+        DELETE FROM fact_search WHERE rowid = old.fid;
+    END
+    """,
+    """
+    CREATE TRIGGER facts_deleted_leave_search AFTER DELETE ON facts
+    WHEN old.superseded_at IS NULL
+    BEGIN
+        DELETE FROM fact_search WHERE rowid = old.fid;
+    END
+    """,
+)
+
+_FACT_COLUMNS = (
+    "fact_id, memory_store, subject, key, value, confidence, source_type, source_session_id, "
+    "source_item_id, valid_from, valid_to, recorded_at, superseded_at, supersedes, "
+    "closed_reason, source_store"
+)
+
+
+def _fact(row: Sequence[Any]) -> Fact:
+    return Fact(
+        row[0], row[1], row[2], row[3], json.loads(row[4]), row[5], row[6], row[7], row[8],
+        parse_time(row[9]), parse_time(row[10]) if row[10] is not None else None,
+        parse_time(row[11]), parse_time(row[12]) if row[12] is not None else None,
+        row[13], row[14], row[15],
+    )
+
+
+def _prefix(*parts: str) -> str:
+    """An opaque, fixed-length token prefix for a scope: 10 chars of ``[a-z2-7]``.
+
+    The prefix only narrows what FTS5 reads; every search also checks tenant, store and
+    subject on the fact itself, so two scopes that shared a prefix would cost time, never
+    correctness.
+    """
+    digest = hashlib.blake2b("\x00".join(parts).encode(), digest_size=8).digest()
+    return base64.b32encode(digest).decode()[:10].lower()
+
+
+def _store_prefix(tenant: str, store: str) -> str:
+    return _prefix(tenant, store)
+
+
+def _subject_prefix(tenant: str, store: str, subject: str) -> str:
+    return _prefix(tenant, store, subject)
 
 
 class FactsInSqlite(SqliteCore):
-    """Memory stores and facts: not yet implemented."""
+    """Memory stores and facts in the ``memory_stores``, ``facts`` and ``fact_search`` tables."""
 
-    async def create_memory_store(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    @staticmethod
+    def _require_memory_store(conn: sqlite3.Connection, tenant: str,
+                              name: str) -> MemoryStoreRecord:
+        row = conn.execute(
+            "SELECT create_time FROM memory_stores WHERE tenant = ? AND name = ?",
+            (tenant, name)).fetchone()
+        if row is None:
+            raise StoreNotFound(f"no memory store {name!r}", store=name)
+        return MemoryStoreRecord(tenant=tenant, name=name, create_time=parse_time(row[0]))
 
-    async def get_memory_store(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    # memory stores ---------------------------------------------------------------------
 
-    async def list_memory_stores(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    async def create_memory_store(self, tenant: str, name: str,
+                                  now: datetime) -> MemoryStoreRecord:
+        def run(conn: sqlite3.Connection) -> MemoryStoreRecord:
+            with write(conn):
+                inserted = conn.execute(
+                    "INSERT INTO memory_stores (tenant, name, create_time) VALUES (?, ?, ?) "
+                    "ON CONFLICT DO NOTHING", (tenant, name, format_time(now)))
+                if inserted.rowcount == 0:
+                    raise AlreadyExists(f"memory store {name!r} already exists", store=name)
+            return MemoryStoreRecord(tenant=tenant, name=name, create_time=now)
 
-    async def delete_memory_store(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+        return await self._run(run)
 
-    async def remember(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    async def get_memory_store(self, tenant: str, name: str) -> MemoryStoreRecord:
+        return await self._run(lambda conn: self._require_memory_store(conn, tenant, name))
 
-    async def recall(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    async def list_memory_stores(self, tenant: str, limit: int,
+                                 after: str | None) -> list[MemoryStoreRecord]:
+        def run(conn: sqlite3.Connection) -> list[MemoryStoreRecord]:
+            rows = conn.execute(
+                "SELECT name, create_time FROM memory_stores WHERE tenant = ? AND name > ? "
+                "ORDER BY name LIMIT ?", (tenant, after or "", limit))
+            return [MemoryStoreRecord(tenant=tenant, name=r[0], create_time=parse_time(r[1]))
+                    for r in rows]
 
-    async def history(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+        return await self._run(run)
 
-    async def explain(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    async def delete_memory_store(self, tenant: str, name: str) -> int:
+        def run(conn: sqlite3.Connection) -> int:
+            with write(conn):
+                self._require_memory_store(conn, tenant, name)
+                deleted = conn.execute(
+                    "DELETE FROM facts WHERE tenant = ? AND memory_store = ?", (tenant, name))
+                conn.execute("DELETE FROM memory_stores WHERE tenant = ? AND name = ?",
+                             (tenant, name))
+                return int(deleted.rowcount)
 
-    async def forget(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+        return await self._run(run)
 
-    async def search(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    # facts -----------------------------------------------------------------------------
 
-    async def subject_facts(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    @staticmethod
+    def _source_store(conn: sqlite3.Connection, tenant: str,
+                      source: tuple[str | None, str, str]) -> str:
+        store, session_id, item_id = source
+        row = conn.execute(
+            "SELECT s.store FROM items i JOIN sessions s ON s.sid = i.sid "
+            "WHERE i.tenant = ? AND i.item_id = ? AND s.tenant = ? AND s.session_id = ? "
+            "AND (? IS NULL OR s.store = ?)",
+            (tenant, item_id, tenant, session_id, store, store)).fetchone()
+        if row is None:
+            raise ItemNotFound(f"no item {item_id!r} in session {session_id!r}",
+                               session_id=session_id, item_id=item_id)
+        return str(row[0])
 
-    async def erase_subject(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    async def remember(self, tenant: str, store: str, facts: Sequence[NewFact],
+                       now: datetime) -> list[Fact]:
+        stamp = format_time(now)
+        store_prefix = _store_prefix(tenant, store)
+
+        def run(conn: sqlite3.Connection) -> list[Fact]:
+            made: list[Fact] = []
+            with write(conn):
+                self._require_memory_store(conn, tenant, store)
+                for new in facts:
+                    made.append(self._remember_one(conn, tenant, store, new, stamp,
+                                                   store_prefix))
+            return made
+
+        return await self._run(run)
+
+    def _remember_one(self, conn: sqlite3.Connection, tenant: str, store: str, new: NewFact,
+                      stamp: str, store_prefix: str) -> Fact:
+        source_store = self._source_store(conn, tenant, new.source) if new.source else None
+        last = conn.execute(
+            "SELECT fid, fact_id, valid_from, recorded_at, superseded_at FROM facts "
+            "WHERE tenant = ? AND subject = ? AND memory_store = ? AND key = ? "
+            "ORDER BY fid DESC LIMIT 1", (tenant, new.subject, store, new.key)).fetchone()
+        moment = stamp if last is None else max(stamp, last[4] or last[3])
+        valid_from = format_time(new.valid_from) if new.valid_from is not None else moment
+        supersedes = None
+        if last is not None and last[4] is None:
+            supersedes = last[1]
+            conn.execute(
+                "UPDATE facts SET superseded_at = ?, valid_to = ?, closed_reason = 'superseded' "
+                "WHERE fid = ?", (moment, max(valid_from, last[2]), last[0]))
+        session_id = new.source[1] if new.source else None
+        item_id = new.source[2] if new.source else None
+        inserted = conn.execute(
+            "INSERT INTO facts (tenant, memory_store, fact_id, subject, key, value, confidence, "
+            "source_type, source_store, source_session_id, source_item_id, valid_from, "
+            "recorded_at, supersedes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (tenant, store, new.fact_id, new.subject, new.key, new.value_json, new.confidence,
+             new.source_type, source_store, session_id, item_id, valid_from, moment,
+             supersedes))
+        value = json.loads(new.value_json)
+        words = fact_words(new.key, value)
+        subject_prefix = _subject_prefix(tenant, store, new.subject)
+        conn.execute(
+            "INSERT INTO fact_search (rowid, words) VALUES (?, ?)",
+            (inserted.lastrowid, " ".join([*(store_prefix + w for w in words),
+                                           *(subject_prefix + w for w in words)])))
+        return Fact(
+            fact_id=new.fact_id, memory_store=store, subject=new.subject, key=new.key,
+            value=value, confidence=new.confidence, source_type=new.source_type,
+            source_session_id=session_id, source_item_id=item_id,
+            valid_from=parse_time(valid_from), valid_to=None, recorded_at=parse_time(moment),
+            superseded_at=None, supersedes=supersedes, source_store=source_store,
+        )
+
+    async def recall(self, tenant: str, store: str, subject: str, keys: Sequence[str] | None,
+                     valid_at: datetime, known_at: datetime) -> list[Fact]:
+        # SQLite returns the bare columns of the row that holds max(fid) in each group:
+        # per key, the covering fact recorded last.
+        key_filter = "" if keys is None else "AND key IN (SELECT value FROM json_each(?)) "
+        sql = (
+            f"SELECT {_FACT_COLUMNS}, max(fid) FROM facts "
+            "WHERE tenant = ? AND subject = ? AND memory_store = ? " + key_filter +
+            "AND recorded_at <= ? AND valid_from <= ? "
+            "AND (superseded_at IS NULL OR superseded_at > ? OR valid_to > ?) "
+            "GROUP BY key ORDER BY key"
+        )
+        valid, known = format_time(valid_at), format_time(known_at)
+        params: list[Any] = [tenant, subject, store]
+        if keys is not None:
+            params.append(json.dumps(list(keys)))
+        params += [known, valid, known, valid]
+
+        def run(conn: sqlite3.Connection) -> list[Fact]:
+            found = [_fact(r) for r in conn.execute(sql, params)]
+            if not found:  # the store is only looked up when it might be missing
+                self._require_memory_store(conn, tenant, store)
+            return found
+
+        return await self._run(run)
+
+    async def history(self, tenant: str, store: str, subject: str, key: str) -> list[Fact]:
+        def run(conn: sqlite3.Connection) -> list[Fact]:
+            self._require_memory_store(conn, tenant, store)
+            rows = conn.execute(
+                f"SELECT {_FACT_COLUMNS} FROM facts WHERE tenant = ? AND subject = ? "
+                "AND memory_store = ? AND key = ? ORDER BY fid", (tenant, subject, store, key))
+            return [_fact(r) for r in rows]
+
+        return await self._run(run)
+
+    @staticmethod
+    def _fact_row(conn: sqlite3.Connection, tenant: str, store: str, fact_id: str) -> Fact:
+        row = conn.execute(
+            f"SELECT {_FACT_COLUMNS} FROM facts WHERE tenant = ? AND fact_id = ? "
+            "AND memory_store = ?", (tenant, fact_id, store)).fetchone()
+        if row is None:
+            raise FactNotFound(f"no fact {fact_id!r} in memory store {store!r}",
+                               store=store, fact_id=fact_id)
+        return _fact(row)
+
+    async def get_fact(self, tenant: str, store: str, fact_id: str) -> Fact:
+        def run(conn: sqlite3.Connection) -> Fact:
+            self._require_memory_store(conn, tenant, store)
+            return self._fact_row(conn, tenant, store, fact_id)
+
+        return await self._run(run)
+
+    async def explain(self, tenant: str, store: str, fact_id: str) -> FactExplanation:
+        def run(conn: sqlite3.Connection) -> FactExplanation:
+            conn.execute("BEGIN")  # one snapshot for the four reads
+            try:
+                self._require_memory_store(conn, tenant, store)
+                fact = self._fact_row(conn, tenant, store, fact_id)
+                superseded = None
+                if fact.supersedes is not None:
+                    superseded = self._fact_row(conn, tenant, store, fact.supersedes)
+                row = conn.execute(
+                    f"SELECT {_FACT_COLUMNS} FROM facts WHERE tenant = ? AND subject = ? "
+                    "AND memory_store = ? AND key = ? AND supersedes = ?",
+                    (tenant, fact.subject, store, fact.key, fact_id)).fetchone()
+                source = self._source_item(conn, tenant, fact)
+            finally:
+                conn.execute("COMMIT")
+            return FactExplanation(fact, superseded, _fact(row) if row else None, source)
+
+        return await self._run(run)
+
+    @staticmethod
+    def _source_item(conn: sqlite3.Connection, tenant: str, fact: Fact) -> Item | None:
+        if fact.source_store is None or fact.source_item_id is None:
+            return None
+        session_id = fact.source_session_id or ""
+        found = to_items(conn.execute(
+            f"SELECT {', '.join('i.' + c for c in ITEM_COLUMNS.split(', '))} "
+            "FROM items i JOIN sessions s ON s.sid = i.sid "
+            "WHERE i.tenant = ? AND i.item_id = ? AND s.tenant = ? AND s.store = ? "
+            "AND s.session_id = ?",
+            (tenant, fact.source_item_id, tenant, fact.source_store, session_id)), session_id)
+        return found[0] if found else None
+
+    async def forget(self, tenant: str, store: str, subject: str, key: str, reason: str,
+                     now: datetime) -> Fact | None:
+        stamp = format_time(now)
+
+        def run(conn: sqlite3.Connection) -> Fact | None:
+            with write(conn):
+                self._require_memory_store(conn, tenant, store)
+                row = conn.execute(
+                    f"SELECT {_FACT_COLUMNS}, fid FROM facts WHERE tenant = ? AND subject = ? "
+                    "AND memory_store = ? AND key = ? AND superseded_at IS NULL",
+                    (tenant, subject, store, key)).fetchone()
+                if row is None:
+                    return None
+                moment = max(stamp, row[11])
+                valid_to = max(moment, row[9])
+                conn.execute(
+                    "UPDATE facts SET superseded_at = ?, valid_to = ?, closed_reason = ? "
+                    "WHERE fid = ?", (moment, valid_to, reason, row[16]))
+                closed = list(row[:16])
+                closed[10], closed[12], closed[14] = valid_to, moment, reason
+                return _fact(closed)
+
+        return await self._run(run)
+
+    async def search(self, tenant: str, store: str, words: Sequence[str], subject: str | None,
+                     limit: int) -> list[Fact]:
+        prefix = (_store_prefix(tenant, store) if subject is None
+                  else _subject_prefix(tenant, store, subject))
+        match = " AND ".join(f'"{prefix}{w}"' for w in words)
+        columns = ", ".join("f." + c for c in _FACT_COLUMNS.split(", "))
+        sql = (
+            f"SELECT {columns} FROM fact_search JOIN facts f ON f.fid = fact_search.rowid "
+            "WHERE fact_search MATCH ? AND f.tenant = ? AND f.memory_store = ? "
+            "AND f.superseded_at IS NULL AND (? IS NULL OR f.subject = ?) "
+            "ORDER BY fact_search.rowid DESC LIMIT ?"
+        )
+
+        def run(conn: sqlite3.Connection) -> list[Fact]:
+            self._require_memory_store(conn, tenant, store)
+            rows = conn.execute(sql, (match, tenant, store, subject, subject, limit))
+            return [_fact(r) for r in rows]
+
+        return await self._run(run)
+
+    async def subject_facts(self, tenant: str, subject: str) -> list[Fact]:
+        def run(conn: sqlite3.Connection) -> list[Fact]:
+            rows = conn.execute(
+                f"SELECT {_FACT_COLUMNS} FROM facts WHERE tenant = ? AND subject = ? "
+                "ORDER BY memory_store, key, fid", (tenant, subject))
+            return [_fact(r) for r in rows]
+
+        return await self._run(run)
+
+    async def erase_subject(self, tenant: str, subject: str,
+                            include_sessions: bool) -> dict[str, int]:
+        def run(conn: sqlite3.Connection) -> dict[str, int]:
+            with write(conn):
+                facts = conn.execute("DELETE FROM facts WHERE tenant = ? AND subject = ?",
+                                     (tenant, subject)).rowcount
+                sessions = 0
+                if include_sessions:
+                    # items, idempotency keys and everything else a session owns go with it
+                    # through foreign-key cascades
+                    sessions = conn.execute(
+                        "DELETE FROM sessions WHERE tenant = ? AND store IN "
+                        "(SELECT name FROM session_stores WHERE tenant = ?) AND actor_id = ?",
+                        (tenant, tenant, subject)).rowcount
+                return {"facts": int(facts), "sessions": int(sessions)}
+
+        return await self._run(run)
