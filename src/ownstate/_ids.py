@@ -19,7 +19,8 @@ def now() -> datetime:
 
 def format_time(moment: datetime) -> str:
     """Fixed-width UTC ISO 8601 text, so stored times sort as strings."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    utc = moment.astimezone(UTC)
+    return f"{utc.year:04d}-{utc:%m-%dT%H:%M:%S.%f}Z"
 
 
 def parse_time(text: str) -> datetime:

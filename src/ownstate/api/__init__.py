@@ -14,15 +14,39 @@ from .aio import (
     connect_async,
     start_client,
 )
-from .sync import Client, Session, SessionStore, SessionStores
+from .assets import AsyncAssets
+from .checkpoints import AsyncCheckpoints
+from .memory import AsyncMemoryStore, AsyncMemoryStores
+from .runs import AsyncRuns
+from .sync import (
+    Assets,
+    Checkpoints,
+    Client,
+    MemoryStore,
+    MemoryStores,
+    Runs,
+    Session,
+    SessionStore,
+    SessionStores,
+)
 
 __all__ = [
+    "Assets",
+    "AsyncAssets",
+    "AsyncCheckpoints",
     "AsyncClient",
+    "AsyncMemoryStore",
+    "AsyncMemoryStores",
     "AsyncPager",
+    "AsyncRuns",
     "AsyncSession",
     "AsyncSessionStore",
     "AsyncSessionStores",
+    "Checkpoints",
     "Client",
+    "MemoryStore",
+    "MemoryStores",
+    "Runs",
     "Session",
     "SessionStore",
     "SessionStores",
@@ -41,8 +65,9 @@ def connect(
     """Open a sync client on ``url``.
 
     The URL is the argument, else ``OWNSTATE_URL``, else ``sqlite:///ownstate.db``:
-    ``memory://``, ``sqlite:///path.db``. ``tenant`` scopes everything the client reads and
-    writes. With ``migrate=False`` the schema is only verified, never changed.
+    ``memory://``, ``sqlite:///path.db``, ``postgresql://...``, ``redis://...``. ``tenant``
+    scopes everything the client reads and writes. With ``migrate=False`` the schema is
+    only verified, never changed.
 
     Raises :class:`~ownstate.errors.InvalidInput` (unknown scheme, bad tenant),
     :class:`~ownstate.errors.SchemaVersion`, :class:`~ownstate.errors.BackendUnavailable`.
