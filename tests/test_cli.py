@@ -350,3 +350,32 @@ def test_gc_applies_retention_and_leaves_the_rest(paused: str) -> None:
         assert [c.checkpoint_id for c in kept] == ["cp-4", "cp-3"]
         assert [r.run_id for r in client.runs.outstanding()] == ["run-9"]
     assert run(paused, "gc", "--drop-ended").stdout == "deleted 0 checkpoints, freed 0 bytes\n"
+
+
+# memory -------------------------------------------------------------------------------
+
+
+def test_memory_show_lists_current_facts_with_provenance(url: str) -> None:
+    with ownstate.connect(url) as client:
+        session = client.session_stores.create("support").add(actor_id="user:8814",
+                                                              session_id="chat-1")
+        (said,) = session.append_items([{"role": "user", "content": "email me please"}])
+        mem = client.memory_stores.create("support-memory")
+        mem.remember("user:8814", "preferred_channel", "sms", source_type="import")
+        mem.remember("user:8814", "preferred_channel", "email", confidence=0.9, source=said)
+        mem.remember("user:8814", "timezone", "Europe/Lisbon")
+        mem.forget("user:8814", "timezone", reason="user asked")
+        mem.remember("user:9", "preferred_channel", "fax")
+    result = run(url, "memory", "show", "user:8814")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2
+    assert lines[1].split()[:5] == ["support-memory", "preferred_channel", '"email"', "0.9",
+                                    "agent"]
+    assert f"support/chat-1#{said.item_id}" in lines[1]
+    history = run(url, "memory", "show", "user:8814", "--history")
+    assert [line.split()[2] for line in history.stdout.splitlines()[1:]] == ['"sms"',
+                                                                             '"email"']
+    assert "superseded" in history.stdout
+    assert run(url, "memory", "show", "user:0").stderr == "no facts about 'user:0'\n"
+    assert run(url, "memory", "show", "user:8814", "--store", "nope").exit_code == 1

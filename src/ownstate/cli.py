@@ -193,6 +193,53 @@ def _find_session(client: ownstate.Client, session_id: str,
     return matches[0]
 
 
+# memory --------------------------------------------------------------------------------
+
+
+@cli.group()
+def memory() -> None:
+    """Durable facts about subjects, with their provenance."""
+
+
+@memory.command("show")
+@click.argument("subject")
+@click.option("--store", help="Only this memory store (default: every memory store).")
+@click.option("--history", "with_history", is_flag=True,
+              help="Also list every earlier value of each key.")
+@pass_options
+def show_memory(options: _Options, subject: str, store: str | None,
+                with_history: bool) -> None:
+    """The current facts about SUBJECT (e.g. user:8814), with where each came from."""
+    with options.connect(migrate=False) as client:
+        stores = ([client.memory_stores.get(store)] if store is not None
+                  else list(client.memory_stores.list()))
+        rows = []
+        for mem in stores:
+            for fact in mem.recall(subject):
+                facts = mem.history(subject, fact.key) if with_history else [fact]
+                rows.extend(_fact_row(mem.name, f) for f in facts)
+    if not rows:
+        click.echo(f"no facts about {subject!r}", err=True)
+        return
+    headers = ["STORE", "KEY", "VALUE", "CONFIDENCE", "SOURCE", "VALID FROM (UTC)",
+               "RECORDED (UTC)"]
+    if with_history:
+        headers.append("CLOSED")
+    click.echo(_table(headers, [row if with_history else row[:-1] for row in rows]))
+
+
+def _fact_row(store: str, fact: ownstate.Fact) -> list[str]:
+    source = fact.source_type
+    if fact.source_item_id is not None:
+        where = "/".join(p for p in (fact.source_store, fact.source_session_id) if p)
+        source += f" {where}#{fact.source_item_id}"
+    value = _compact(fact.value)
+    return [store, fact.key, value if len(value) <= 60 else value[:59] + "…",
+            "-" if fact.confidence is None else f"{fact.confidence:g}", source,
+            _when(fact.valid_from), _when(fact.recorded_at),
+            fact.closed_reason or ("current" if fact.superseded_at is None else "closed")]
+
+
 # runs ----------------------------------------------------------------------------------
 
 
