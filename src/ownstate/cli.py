@@ -213,7 +213,7 @@ def show_memory(options: _Options, subject: str, store: str | None,
     with options.connect(migrate=False) as client:
         stores = ([client.memory_stores.get(store)] if store is not None
                   else list(client.memory_stores.list()))
-        rows = []
+        rows: list[list[str]] = []
         for mem in stores:
             for fact in mem.recall(subject):
                 facts = mem.history(subject, fact.key) if with_history else [fact]
