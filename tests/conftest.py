@@ -32,7 +32,7 @@ REQUIRED = {b.strip() for b in os.environ.get("OWNSTATE_REQUIRE_BACKENDS", "").s
             if b.strip()}
 #: Backends whose every port is built; the others can be run by naming them in
 #: OWNSTATE_TEST_BACKENDS while they are being completed.
-COMPLETE = ("memory", "sqlite")
+COMPLETE = ("memory", "sqlite", "redis")
 
 
 @cache

@@ -37,6 +37,9 @@ def open_backend(url: str, *, inline: bool = False) -> Backend:
       ``?busy_timeout=SECONDS&synchronous=normal|full``
     - ``postgresql://user@host:5432/db``; options ``?schema=NAME`` (default ``ownstate``),
       ``pool_min``, ``pool_max``, ``pool_timeout``; other options go to libpq
+    - ``redis://host:6379/0``, ``rediss://...`` (TLS), ``redis+cluster://host:7000`` and
+      ``rediss+cluster://...`` (Redis Cluster); options ``?prefix=NAME`` (default
+      ``ownstate``) and ``checkpoint_ttl=SECONDS``; other options go to redis-py
 
     Raises :class:`~ownstate.errors.InvalidInput` for an unknown scheme or a malformed URL.
     """
@@ -78,5 +81,9 @@ def open_backend(url: str, *, inline: bool = False) -> Backend:
             max_size=int(_float_option(options, "pool_max", 10)),
             timeout=_float_option(options, "pool_timeout", 10.0),
         )
+    if scheme in ("redis", "rediss", "redis+cluster", "rediss+cluster"):
+        from .redis import RedisBackend
+
+        return RedisBackend.from_url(url)
     raise InvalidInput(f"no backend for URL scheme {parts.scheme!r} (try memory:// or "
                        "sqlite:///path.db)", field="url")

@@ -16,6 +16,7 @@ valid and record times sampled around every recorded time must agree with the mo
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -142,7 +143,8 @@ class FactsMachine(RuleBasedStateMachine):
         self.now = START
         self._real_now = _ids.now
         _ids.now = lambda: self.now
-        self.client = ownstate.connect(type(self).new_database())
+        self.client = ownstate.connect(type(self).new_database(),
+                                       tenant=f"facts-{uuid.uuid4().hex}")
         self.memory = self.client.memory_stores.create("machine-memory")
         self.log: list[Remembered | Forgotten] = []
 
