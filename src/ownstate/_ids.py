@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-import uuid
+import os
+import time
 from datetime import UTC, datetime
 
 __all__ = ["format_time", "new_id", "now", "parse_time"]
 
 
 def new_id(prefix: str) -> str:
-    """A random id with a readable prefix, e.g. ``itm_3f2a...``."""
-    return f"{prefix}_{uuid.uuid4().hex}"
+    """A unique id with a readable prefix, e.g. ``itm_01a228beb803afe83fc68cee5d23f96a``.
+
+    32 hex digits, like a UUID: 48 bits of milliseconds since the epoch, then 80 random
+    bits (the UUIDv7 layout). Ids made one after another sort one after another, so each
+    insert lands at the end of a B-tree index instead of on a random page of it.
+    """
+    return f"{prefix}_{time.time_ns() // 1_000_000:012x}{os.urandom(10).hex()}"
 
 
 def now() -> datetime:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -178,16 +178,31 @@ def _refuse(value: object) -> object:
     raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
 
 
-def _string_keys(value: object, depth: int = 0) -> bool:
-    """Whether every object key in ``value`` is a string (JSON would rewrite other keys)."""
-    if depth > 200:
-        return True  # json.dumps reports runaway nesting itself
-    if isinstance(value, dict):
-        return all(isinstance(k, str) for k in value) and all(
-            _string_keys(v, depth + 1) for v in value.values()
-            if isinstance(v, (dict, list, tuple)))
-    if isinstance(value, (list, tuple)):
-        return all(_string_keys(v, depth + 1) for v in value if isinstance(v, (dict, list, tuple)))
+_CONTAINERS = (dict, list, tuple)
+_encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"),
+                           default=_refuse).encode
+
+
+def _string_keys(value: object) -> bool:
+    """Whether every object key in ``value`` is a string (JSON would rewrite other keys).
+
+    Only called once ``value`` has been encoded, so it holds no cycle.
+    """
+    if not isinstance(value, _CONTAINERS):
+        return True
+    stack: list[dict[Any, Any] | list[Any] | tuple[Any, ...]] = [value]
+    push, pop = stack.append, stack.pop
+    while stack:
+        node = pop()
+        children: Iterable[Any] = node
+        if isinstance(node, dict):
+            for key in node:
+                if not isinstance(key, str):
+                    return False
+            children = node.values()
+        for child in children:
+            if isinstance(child, _CONTAINERS):
+                push(child)
     return True
 
 
@@ -197,17 +212,17 @@ def encode_json(value: object, *, field: str, index: int | None = None) -> str:
     Object keys must be strings: JSON would silently turn ``{1: "a"}`` into ``{"1": "a"}``,
     and what is stored must read back exactly as given.
     """
-    if not _string_keys(value):
-        where = f" (item {index})" if index is not None else ""
-        raise InvalidInput(f"{field}{where} has an object key that is not a string",
-                           field=field, index=index)
     try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False,
-                          separators=(",", ":"), default=_refuse)
+        text = _encode(value)
     except (TypeError, ValueError, RecursionError) as exc:
         where = f" (item {index})" if index is not None else ""
         raise InvalidInput(f"{field}{where} is not JSON-serialisable: {exc}",
                            field=field, index=index) from exc
+    if not _string_keys(value):
+        where = f" (item {index})" if index is not None else ""
+        raise InvalidInput(f"{field}{where} has an object key that is not a string",
+                           field=field, index=index)
+    return text
 
 
 def store_name(name: str) -> str:

@@ -334,6 +334,17 @@ def test_bad_items_are_refused_and_nothing_changes(client: Client, session: owns
     assert snapshot(client) == before
 
 
+def test_cyclic_data_is_refused(client: Client, session: ownstate.Session) -> None:
+    loop: list[Any] = []
+    loop.append(loop)
+    looped: dict[str, Any] = {"role": "user"}
+    looped["self"] = looped
+    for bad in ({"content": loop}, looped):
+        with pytest.raises(InvalidInput):
+            session.append_items([bad])
+    assert list(session.list_items()) == []
+
+
 def test_a_batch_with_one_bad_item_stores_none(client: Client, session: ownstate.Session) -> None:
     with pytest.raises(InvalidInput) as err:
         session.append_items([*_messages("fine", "also fine"), {"content": float("inf")}])

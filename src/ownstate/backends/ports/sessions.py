@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from ...model import Item, SessionRecord, SessionStoreRecord
 
@@ -15,8 +14,7 @@ __all__ = ["NewItem", "SessionOrder", "SessionPort"]
 SessionOrder = Literal["create_time", "last_activity_time"]
 
 
-@dataclass(frozen=True, slots=True)
-class NewItem:
+class NewItem(NamedTuple):
     """An item ready to store: validated, encoded and with its columns derived."""
 
     item_id: str

@@ -20,7 +20,15 @@ from ...errors import (
 )
 from ...model import Item, SessionRecord, SessionStoreRecord
 from ..ports.sessions import NewItem, SessionOrder
-from ._core import ITEM_COLUMNS, SESSION_COLUMNS, SqliteCore, session_record, to_items, write
+from ._core import (
+    ITEM_COLUMNS,
+    SESSION_COLUMNS,
+    SqliteCore,
+    decode_json,
+    session_record,
+    to_items,
+    write,
+)
 
 __all__ = ["SessionsInSqlite"]
 
@@ -278,7 +286,7 @@ class SessionsInSqlite(SqliteCore):
                         "create_time) VALUES (?, ?, ?, ?, ?, ?)",
                         (sid, idempotency[0], tenant, idempotency[1],
                          json.dumps([it.item_id for it in items]), stamp))
-            loads = json.loads
+            loads = decode_json
             return [
                 Item(it.item_id, session_id, count + n, now, loads(it.data_json), it.format,
                      it.role, it.type, it.tool_name, it.model, it.in_tokens, it.out_tokens)
