@@ -1,0 +1,500 @@
+"""Benchmarks of ownstate's SQLite sessions against what an application would use instead.
+
+Three workloads, each a subcommand; every run measures the competitor and ownstate in the
+same process, on files in one temporary directory (one disk), and prints medians and
+ratios as a Markdown table:
+
+- ``turns``:  an agent conversation. Each turn loads the whole history in replay order,
+  then appends one user and one assistant message (~400 bytes of varied text each).
+  Competitor: the OpenAI Agents SDK's ``SQLiteSession`` on a file (``get_items()`` then
+  ``add_items([user, assistant])``). ownstate: the sync and the async client.
+- ``append``: 20,000 items appended in batches of 100 with ``append_items``, against raw
+  ``sqlite3`` ``executemany`` into a plain (session_id, seq, data) table, one transaction
+  per batch, WAL and ``synchronous=NORMAL`` as ownstate uses.
+- ``read``:   reading a 1,000-item session in replay order, against a raw
+  ``SELECT data ... ORDER BY seq`` with ``json.loads`` of each row.
+
+Run by hand (not in CI); ``all`` runs the three with their defaults::
+
+    /work/venv/bin/python bench/sessions_sqlite.py turns --turns 200 500
+    /work/venv/bin/python bench/sessions_sqlite.py append
+    /work/venv/bin/python bench/sessions_sqlite.py read
+
+The machine is assumed noisy: variants run in rotating order, several rounds each, and only
+medians are reported. ``turns`` needs the ``bench`` extra (``openai-agents``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import json
+import os
+import platform
+import random
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from datetime import date
+from pathlib import Path
+from typing import Any, TypeVar
+
+import ownstate
+
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+clock = CLOCKS["wall"]
+T = TypeVar("T")
+
+# --------------------------------------------------------------------------------------
+# deterministic, varied message text
+
+_WORD_TEXT = """
+the a an and or but if then when while because although order refund account invoice
+payment card shipping delivery package tracking number address customer support agent
+ticket issue problem error message screen button settings profile password email phone
+please thanks sorry happy help need want would could should will can may might must
+check look find open close update change cancel confirm verify review send receive return
+today tomorrow yesterday week month year morning evening hour minute day time date
+first second third last next previous new old same different other another every each
+price cost total amount discount coupon code plan subscription upgrade downgrade trial
+product item size color model version store online app website browser device laptop
+order-4471 SKU-99812 v2.3.1 14:30 2024-11-02 $49.99 12% #A1B2 user@example.com
+large small quick slow early late easy hard simple clear exact similar possible likely
+about above across after against along among around before behind below between beyond
+during except inside into near outside over since through toward under until upon within
+"""
+_WORDS = _WORD_TEXT.split()
+
+
+def make_text(rng: random.Random, size: int) -> str:
+    """Roughly ``size`` bytes of sentence-like text drawn from a fixed word list."""
+    sentences: list[str] = []
+    length = 0
+    while length < size:
+        words = rng.choices(_WORDS, k=rng.randint(6, 16))
+        sentence = " ".join(words)
+        sentence = sentence[0].upper() + sentence[1:] + rng.choice(".?!.")
+        sentences.append(sentence)
+        length += len(sentence) + 1
+    return " ".join(sentences)[:size].rstrip()
+
+
+def conversation(turns: int, *, seed: int = 1234, size: int = 400) -> list[tuple[dict[str, Any],
+                                                                                   dict[str, Any]]]:
+    """``turns`` pairs of OpenAI Responses-shaped (user, assistant) message items."""
+    rng = random.Random(seed)
+    pairs = []
+    for turn in range(turns):
+        user = {"role": "user", "content": make_text(rng, size)}
+        assistant = {
+            "id": f"msg_{turn:06d}{rng.getrandbits(64):016x}",
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": make_text(rng, size),
+                         "annotations": []}],
+        }
+        pairs.append((user, assistant))
+    return pairs
+
+
+def flat_items(count: int, *, seed: int = 99) -> list[dict[str, Any]]:
+    return [item for pair in conversation((count + 1) // 2, seed=seed) for item in pair][:count]
+
+
+# --------------------------------------------------------------------------------------
+# helpers
+
+
+def median_ms(samples: Sequence[float]) -> float:
+    return statistics.median(samples) * 1000
+
+
+@contextlib.contextmanager
+def scratch_dir(base: str | None) -> Iterator[Path]:
+    """A fresh directory for this run's database files (all on one filesystem)."""
+    path = Path(tempfile.mkdtemp(prefix="ownstate-bench-", dir=base))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_db(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{path}{suffix}")
+
+
+def ownstate_url(path: Path) -> str:
+    return f"sqlite:///{path.resolve()}"
+
+
+def rotate(names: Sequence[T], r: int) -> list[T]:
+    """Run order number ``r``: rotated by ``r``, and reversed every other cycle."""
+    order = list(names[r % len(names):]) + list(names[: r % len(names)])
+    return order[::-1] if (r // len(names)) % 2 else order
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    line = "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |"
+    print(line)
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for row in rows:
+        cells = [c.rjust(w) if c[:1].isdigit() else c.ljust(w)
+                 for c, w in zip(row, widths, strict=True)]
+        print("| " + " | ".join(cells) + " |")
+    print()
+
+
+def environment() -> str:
+    load = ", load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()) if hasattr(
+        os, "getloadavg") else ""
+    return (f"{date.today().isoformat()}, Python {platform.python_version()}, SQLite "
+            f"{sqlite3.sqlite_version}, {os.cpu_count()} CPUs, {platform.machine()}"
+            f"{load}, ownstate from {Path(ownstate.__file__).parent}")
+
+
+# --------------------------------------------------------------------------------------
+# (a) conversation turns
+
+Pair = tuple[dict[str, Any], dict[str, Any]]
+
+
+class AgentsTurns:
+    """The OpenAI Agents SDK's SQLiteSession on a file: get_items(), then add_items()."""
+
+    name = "agents.SQLiteSession"
+
+    async def open(self, path: Path) -> None:
+        from agents import SQLiteSession
+
+        self.session = SQLiteSession("bench-session", str(path))
+
+    async def turn(self, user: dict[str, Any], assistant: dict[str, Any]) -> list[Any]:
+        history = await self.session.get_items()
+        await self.session.add_items([user, assistant])
+        return history
+
+    async def close(self) -> None:
+        self.session.close()
+
+
+class OwnstateSyncTurns:
+    """ownstate's sync client (called from the benchmark's loop thread, which it blocks)."""
+
+    name = "ownstate sync"
+
+    async def open(self, path: Path) -> None:
+        self.client = ownstate.connect(ownstate_url(path))
+        store = self.client.session_stores.create("bench-sessions")
+        self.session = store.add(actor_id="bench-user", session_id="bench-session")
+
+    async def turn(self, user: dict[str, Any], assistant: dict[str, Any]) -> list[Any]:
+        history = [item.data for item in self.session.list_items(order_by="create_time asc")]
+        self.session.append_items([user, assistant])
+        return history
+
+    async def close(self) -> None:
+        self.client.close()
+
+
+class OwnstateAsyncTurns:
+    """ownstate's async client."""
+
+    name = "ownstate async"
+
+    async def open(self, path: Path) -> None:
+        self.client = await ownstate.connect_async(ownstate_url(path))
+        store = await self.client.session_stores.create("bench-sessions")
+        self.session = await store.add(actor_id="bench-user", session_id="bench-session")
+
+    async def turn(self, user: dict[str, Any], assistant: dict[str, Any]) -> list[Any]:
+        history = [item.data async for item in
+                   self.session.list_items(order_by="create_time asc")]
+        await self.session.append_items([user, assistant])
+        return history
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+TURN_VARIANTS = (AgentsTurns, OwnstateSyncTurns, OwnstateAsyncTurns)
+TURN_BASELINE = AgentsTurns.name
+
+
+async def turns_round(tmp: Path, pairs: list[Pair], r: int) -> dict[str, list[float]]:
+    """One conversation per implementation, advanced in lockstep: turn n of every
+    implementation runs back to back (in an order that rotates), so a burst of machine
+    noise hits them alike. Returns each implementation's per-turn seconds."""
+    variants = [cls() for cls in TURN_VARIANTS]
+    for v in variants:
+        await v.open(tmp / f"turns-{len(pairs)}-{r}-{v.name.replace(' ', '_')}.db")
+    times: dict[str, list[float]] = {v.name: [] for v in variants}
+    history: dict[str, list[Any]] = {}
+    try:
+        for n, (user, assistant) in enumerate(pairs):
+            for v in rotate(variants, r + n):
+                start = clock()
+                history[v.name] = await v.turn(user, assistant)
+                times[v.name].append(clock() - start)
+    finally:
+        for v in variants:
+            await v.close()
+    expected = [item for pair in pairs[:-1] for item in pair]
+    for name, replayed in history.items():
+        if replayed != expected:
+            raise SystemExit(f"{name} replayed a different history")
+    return times
+
+
+def bench_turns(args: argparse.Namespace) -> None:
+    window = args.window
+    names = [cls.name for cls in TURN_VARIANTS]
+    print(f"## turns: load the whole history, append a user and an assistant message "
+          f"({args.rounds} rounds; median ms per turn over the first and last {window} "
+          f"turns)\n")
+    rows = []
+    with scratch_dir(args.dir) as tmp:
+        asyncio.run(turns_round(tmp, conversation(10, seed=7), 0))  # warm-up
+        for turns in args.turns:
+            pairs = conversation(turns)
+            first: dict[str, list[float]] = {n: [] for n in names}
+            last: dict[str, list[float]] = {n: [] for n in names}
+            total: dict[str, list[float]] = {n: [] for n in names}
+            for r in range(args.rounds):
+                gc.collect()
+                for name, times in asyncio.run(turns_round(tmp, pairs, r)).items():
+                    first[name] += times[:window]
+                    last[name] += times[-window:]
+                    total[name].append(sum(times))
+            base = statistics.median(last[TURN_BASELINE])
+            for name in names:
+                ratio = statistics.median(last[name]) / base
+                rows.append([str(turns), name, f"{median_ms(first[name]):.2f}",
+                             f"{median_ms(last[name]):.2f}",
+                             f"{statistics.median(total[name]):.2f}",
+                             "1.00 (baseline)" if name == TURN_BASELINE else f"{ratio:.2f}"])
+    print_table(["T", "implementation", f"first {window} turns, ms", f"last {window} turns, ms",
+                 "whole conversation, s", f"ratio to SQLiteSession, last {window}"], rows)
+
+
+# --------------------------------------------------------------------------------------
+# (b) bulk append
+
+
+RAW_SCHEMA = ("CREATE TABLE items (session_id TEXT NOT NULL, seq INTEGER NOT NULL, "
+              "data TEXT NOT NULL, PRIMARY KEY (session_id, seq))")
+
+
+def raw_connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    return conn
+
+
+def append_raw(path: Path, batches: list[list[dict[str, Any]]]) -> float:
+    conn = raw_connect(path)
+    try:
+        conn.execute(RAW_SCHEMA)
+        seq = 0
+        dumps = json.dumps
+        start = clock()
+        for batch in batches:
+            conn.execute("BEGIN IMMEDIATE")
+            rows = []
+            for item in batch:
+                seq += 1
+                rows.append(("bench-session", seq, dumps(item)))
+            conn.executemany("INSERT INTO items (session_id, seq, data) VALUES (?, ?, ?)", rows)
+            conn.execute("COMMIT")
+        return clock() - start
+    finally:
+        conn.close()
+
+
+def append_ownstate_sync(path: Path, batches: list[list[dict[str, Any]]]) -> float:
+    with ownstate.connect(ownstate_url(path)) as client:
+        session = client.session_stores.create("bench-sessions").add(
+            actor_id="bench-user", session_id="bench-session")
+        start = clock()
+        for batch in batches:
+            session.append_items(batch)
+        return clock() - start
+
+
+def append_ownstate_async(path: Path, batches: list[list[dict[str, Any]]]) -> float:
+    async def run() -> float:
+        async with await ownstate.connect_async(ownstate_url(path)) as client:
+            store = await client.session_stores.create("bench-sessions")
+            session = await store.add(actor_id="bench-user", session_id="bench-session")
+            start = clock()
+            for batch in batches:
+                await session.append_items(batch)
+            return clock() - start
+
+    return asyncio.run(run())
+
+
+APPEND_VARIANTS: dict[str, Callable[[Path, list[list[dict[str, Any]]]], float]] = {
+    "raw sqlite3 executemany": append_raw,
+    "ownstate sync": append_ownstate_sync,
+    "ownstate async": append_ownstate_async,
+}
+APPEND_BASELINE = "raw sqlite3 executemany"
+
+
+def bench_append(args: argparse.Namespace) -> None:
+    items = flat_items(args.items)
+    batches = [items[i:i + args.batch] for i in range(0, len(items), args.batch)]
+    print(f"## append: {args.items} items in batches of {args.batch} ({args.rounds} rounds, "
+          f"median)\n")
+    seconds: dict[str, list[float]] = {n: [] for n in APPEND_VARIANTS}
+    with scratch_dir(args.dir) as tmp:
+        for name, fn in APPEND_VARIANTS.items():  # warm-up
+            fn(tmp / f"warm-{name.replace(' ', '_')}.db", batches[:5])
+        for r in range(args.rounds):
+            for name in rotate(list(APPEND_VARIANTS), r):
+                db = tmp / f"append-{r}-{name.replace(' ', '_')}.db"
+                gc.collect()
+                seconds[name].append(APPEND_VARIANTS[name](db, batches))
+                remove_db(db)
+    base = len(items) / statistics.median(seconds[APPEND_BASELINE])
+    rows = []
+    for name, samples in seconds.items():
+        rate = len(items) / statistics.median(samples)
+        rows.append([name, f"{statistics.median(samples) * 1000:.0f}", f"{rate:,.0f}",
+                     "100% (baseline)" if name == APPEND_BASELINE else f"{rate / base:.0%}"])
+    print_table(["implementation", "total ms", "items/s", "share of raw"], rows)
+
+
+# --------------------------------------------------------------------------------------
+# (c) reading a session in replay order
+
+
+def bench_read(args: argparse.Namespace) -> None:
+    items = flat_items(args.items)
+    print(f"## read: a {args.items}-item session in replay order ({args.reps} repetitions, "
+          f"interleaved, median)\n")
+    with scratch_dir(args.dir) as tmp:
+        raw = raw_connect(tmp / "raw.db")
+        raw.execute(RAW_SCHEMA)
+        raw.execute("BEGIN")
+        raw.executemany("INSERT INTO items VALUES (?, ?, ?)",
+                        [("bench-session", n, json.dumps(it)) for n, it in enumerate(items, 1)])
+        raw.execute("COMMIT")
+
+        client = ownstate.connect(ownstate_url(tmp / "ownstate.db"))
+        session = client.session_stores.create("bench-sessions").add(
+            actor_id="bench-user", session_id="bench-session")
+        for i in range(0, len(items), 500):
+            session.append_items(items[i:i + 500])
+
+        loop = asyncio.new_event_loop()
+        aclient = loop.run_until_complete(
+            ownstate.connect_async(ownstate_url(tmp / "ownstate.db")))
+        asession = loop.run_until_complete(
+            loop.run_until_complete(aclient.session_stores.get("bench-sessions"))
+            .get("bench-session"))
+
+        def read_raw() -> list[Any]:
+            loads = json.loads
+            return [loads(row[0]) for row in raw.execute(
+                "SELECT data FROM items WHERE session_id = ? ORDER BY seq", ("bench-session",))]
+
+        def read_sync() -> list[Any]:
+            return list(session.list_items(order_by="create_time asc"))
+
+        async def read_async_coro() -> list[Any]:
+            return [item async for item in asession.list_items(order_by="create_time asc")]
+
+        def read_async() -> list[Any]:
+            return loop.run_until_complete(read_async_coro())
+
+        variants: dict[str, Callable[[], list[Any]]] = {
+            "raw SELECT + json.loads": read_raw,
+            "ownstate sync": read_sync,
+            "ownstate async": read_async,
+        }
+        try:
+            if [i.data for i in read_sync()] != read_raw() or len(read_async()) != len(items):
+                raise SystemExit("ownstate read a different history")
+            for fn in variants.values():  # warm-up
+                for _ in range(3):
+                    fn()
+            samples: dict[str, list[float]] = {n: [] for n in variants}
+            for r in range(args.reps):
+                for name in rotate(list(variants), r):
+                    fn = variants[name]
+                    start = clock()
+                    fn()
+                    samples[name].append(clock() - start)
+        finally:
+            loop.run_until_complete(aclient.close())
+            loop.close()
+            client.close()
+            raw.close()
+    base = statistics.median(samples["raw SELECT + json.loads"])
+    rows = []
+    for name, values in samples.items():
+        rows.append([name, f"{median_ms(values):.2f}",
+                     "1.00 (baseline)" if values is samples["raw SELECT + json.loads"]
+                     else f"{statistics.median(values) / base:.2f}"])
+    print_table(["implementation", "median ms", "ratio vs raw"], rows)
+
+
+# --------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                        help="wall: time.perf_counter (the default, and what docs/benchmarks.md "
+                             "reports); cpu: time.process_time, this process's CPU time on "
+                             "all its threads, steadier on a busy machine but blind to I/O "
+                             "waits")
+    parser.add_argument("--dir", default=None,
+                        help="parent directory for the scratch databases (default: the "
+                             "system temp dir); every variant uses the same one")
+    sub = parser.add_subparsers(dest="bench", required=True)
+
+    turns = sub.add_parser("turns", help="(a) load history + append a turn, vs SQLiteSession")
+    turns.add_argument("--turns", type=int, nargs="+", default=[200, 500])
+    turns.add_argument("--rounds", type=int, default=3)
+    turns.add_argument("--window", type=int, default=20,
+                       help="how many first and last turns the medians cover")
+
+    append = sub.add_parser("append", help="(b) bulk append, vs raw sqlite3 executemany")
+    append.add_argument("--items", type=int, default=20_000)
+    append.add_argument("--batch", type=int, default=100)
+    append.add_argument("--rounds", type=int, default=5)
+
+    read = sub.add_parser("read", help="(c) read a session in replay order, vs raw SELECT")
+    read.add_argument("--items", type=int, default=1000)
+    read.add_argument("--reps", type=int, default=100)
+
+    sub.add_parser("all", help="turns, append and read, each with its defaults")
+
+    args = parser.parse_args(argv)
+    global clock
+    clock = CLOCKS[args.clock]
+    print(f"{environment()}, clock {args.clock}\n$ {Path(sys.executable)} {' '.join(sys.argv)}\n")
+    runs = {"turns": bench_turns, "append": bench_append, "read": bench_read}
+    if args.bench in runs:
+        runs[args.bench](args)
+        return
+    for name, run in runs.items():
+        run(parser.parse_args([*(["--dir", args.dir] if args.dir else []), "--clock",
+                               args.clock, name]))
+
+
+if __name__ == "__main__":
+    main()
