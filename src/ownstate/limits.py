@@ -91,8 +91,9 @@ class Limits:
                     f"metadata label {key!r} must be 1-64 chars of [A-Za-z0-9_.:/-]",
                     field="metadata",
                 )
-            if not isinstance(value, str):
-                raise InvalidInput(f"metadata label {key!r} must be a string", field="metadata")
+            if not isinstance(value, str) or not _encodable(value):
+                raise InvalidInput(f"metadata label {key!r} must be UTF-8 text",
+                                   field="metadata")
             if len(value) > self.max_label_value_chars:
                 raise LimitExceeded(
                     f"metadata label {key!r} is longer than {self.max_label_value_chars} chars",
@@ -111,23 +112,20 @@ class Limits:
             raise LimitExceeded(f"actor_id is longer than {self.max_actor_id_chars} chars",
                                 field="actor_id", limit=self.max_actor_id_chars,
                                 actual=len(actor_id))
-        if _CONTROL_RE.search(actor_id):
-            raise InvalidInput("actor_id must not contain control characters", field="actor_id")
+        if _CONTROL_RE.search(actor_id) or not _encodable(actor_id):
+            raise InvalidInput("actor_id must be printable UTF-8 text", field="actor_id")
         return actor_id
 
     def idempotency_key(self, key: str | None) -> str | None:
         if key is None:
             return None
-        if (
-            not isinstance(key, str)
-            or not key
-            or len(key) > self.max_idempotency_key_chars
-            or _CONTROL_RE.search(key)
-        ):
-            raise InvalidInput(
-                f"idempotency_key must be 1-{self.max_idempotency_key_chars} printable chars",
-                field="idempotency_key",
-            )
+        if not isinstance(key, str) or not key or _CONTROL_RE.search(key) or not _encodable(key):
+            raise InvalidInput("idempotency_key must be non-empty printable UTF-8 text",
+                               field="idempotency_key")
+        if len(key) > self.max_idempotency_key_chars:
+            raise LimitExceeded(
+                f"idempotency_key is longer than {self.max_idempotency_key_chars} chars",
+                field="idempotency_key", limit=self.max_idempotency_key_chars, actual=len(key))
         return key
 
     def encode_items(self, items: Sequence[Any]) -> list[str]:
@@ -153,7 +151,15 @@ class Limits:
                     index=index,
                 )
             text = encode_json(item, field="items", index=index)
-            size = len(text.encode()) if not text.isascii() else len(text)
+            if text.isascii():
+                size = len(text)
+            else:
+                try:
+                    size = len(text.encode())
+                except UnicodeEncodeError as exc:
+                    raise InvalidInput(
+                        f"item {index} holds text that is not valid Unicode (a lone surrogate)",
+                        field="items", index=index) from exc
             if size > self.max_item_bytes:
                 raise LimitExceeded(
                     f"item {index} is {size} bytes; the limit is {self.max_item_bytes}",
@@ -172,6 +178,15 @@ class Limits:
                 actual=total,
             )
         return encoded
+
+
+def _encodable(text: str) -> bool:
+    """Whether ``text`` is valid Unicode (no lone surrogates), so every datastore takes it."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _refuse(value: object) -> object:

@@ -136,7 +136,9 @@ class AsyncSession:
         if not isinstance(labels, Mapping):
             raise InvalidInput("labels must be a mapping", field="metadata")
         to_set = s.limits.metadata({k: v for k, v in labels.items() if v is not None})
-        changes: dict[str, str | None] = {k: None for k, v in labels.items() if v is None}
+        to_remove = [k for k, v in labels.items() if v is None]
+        s.limits.metadata(dict.fromkeys(to_remove, ""))  # the same rules for every key named
+        changes: dict[str, str | None] = dict.fromkeys(to_remove)
         changes.update(to_set)
         self._record = await s.backend.update_metadata(
             s.tenant, self.store, self.session_id, changes, s.limits.max_metadata_labels)
@@ -153,8 +155,9 @@ class AsyncSession:
 
         Each item is a JSON object stored exactly as given. ``format`` names its shape
         (``openai.responses``, ``langchain``, ...); by default it is inferred per item.
-        With ``idempotency_key``, a retry of the same call returns the first call's items
-        and writes nothing.
+        With ``idempotency_key``, a retry of the same call writes nothing and returns the
+        first call's items (those of them still stored: items popped or cleared since then
+        are not returned).
 
         Raises :class:`~ownstate.errors.InvalidInput` (not a list of JSON objects, not
         JSON-serialisable), :class:`~ownstate.errors.LimitExceeded` (item or batch too

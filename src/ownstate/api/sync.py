@@ -131,8 +131,9 @@ class Session:
 
         Each item is a JSON object stored exactly as given. ``format`` names its shape
         (``openai.responses``, ``langchain``, ...); by default it is inferred per item.
-        With ``idempotency_key``, a retry of the same call returns the first call's items
-        and writes nothing.
+        With ``idempotency_key``, a retry of the same call writes nothing and returns the
+        first call's items (those of them still stored: items popped or cleared since then
+        are not returned).
 
         Raises :class:`~ownstate.errors.InvalidInput` (not a list of JSON objects, not
         JSON-serialisable), :class:`~ownstate.errors.LimitExceeded` (item or batch too

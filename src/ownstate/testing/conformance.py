@@ -154,7 +154,7 @@ def test_duplicate_session_is_refused(client: Client, session: ownstate.Session)
     assert snapshot(client) == before
 
 
-@pytest.mark.parametrize("actor_id", ["", "   ", None, 7, "bad\nline", "x" * 257])
+@pytest.mark.parametrize("actor_id", ["", "   ", None, 7, "bad\nline", "x" * 257, "\udc00"])
 def test_actor_id_is_required_and_bounded(client: Client, store: ownstate.SessionStore,
                                           actor_id: Any) -> None:
     with pytest.raises(InvalidInput) as err:
@@ -172,7 +172,8 @@ def test_bad_session_ids_are_refused(store: ownstate.SessionStore, session_id: s
 
 @pytest.mark.parametrize(
     "metadata",
-    [{"k": 1}, {"bad key": "v"}, {"k": "v" * 257}, {f"k{n}": "v" for n in range(33)}, ["k"]],
+    [{"k": 1}, {"bad key": "v"}, {"k": "\udc00"}, {"k": "v" * 257},
+     {f"k{n}": "v" for n in range(33)}, ["k"]],
 )
 def test_bad_metadata_is_refused(store: ownstate.SessionStore, metadata: Any) -> None:
     with pytest.raises(InvalidInput):
@@ -204,6 +205,12 @@ def test_metadata_update_past_the_bound_changes_nothing(client: Client,
         session.update_metadata({"one-more": "v", "and-another": "v"})
     with pytest.raises(InvalidInput):
         session.update_metadata({"k0": 5})  # type: ignore[dict-item]
+    with pytest.raises(InvalidInput):
+        session.update_metadata({"bad key!": None})
+    with pytest.raises(InvalidInput):
+        session.append_items([{"a": 1}], idempotency_key="k\ud800")
+    with pytest.raises(LimitExceeded):
+        session.append_items([{"a": 1}], idempotency_key="k" * 257)
     assert snapshot(client) == before
 
 
@@ -315,6 +322,7 @@ def test_stored_data_is_immutable(session: ownstate.Session) -> None:
         [{"role": "user", "content": object()}],
         [{"role": "user", "content": b"bytes"}],
         [{1: "integer key"}],
+        [{"content": "lone \ud800 surrogate"}],
         [{"nested": [{"ok": 1}, {2.5: "float key"}]}],
         ["a string item"],
         [["a", "list"]],

@@ -12,8 +12,7 @@ __all__ = ["Target"]
 class Target:
     """A backend under test: its name, a URL for a fresh empty database, its capabilities.
 
-    ``fresh_url`` (when given) makes another URL for a second, independent database, for
-    tests that need one. ``cleanup`` runs after the test.
+    ``cleanup`` (when given) runs after the test.
     """
 
     name: str
