@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from urllib.parse import parse_qs, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit, urlunsplit
 
 from ..errors import InvalidInput
 from .base import Backend, Capability, NewItem
@@ -36,7 +36,8 @@ def open_backend(url: str, *, inline: bool = False) -> Backend:
     - ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``; options
       ``?busy_timeout=SECONDS&synchronous=normal|full``
     - ``postgresql://user@host:5432/db``; options ``?schema=NAME`` (default ``ownstate``),
-      ``pool_min``, ``pool_max``, ``pool_timeout``; other options go to libpq
+      ``pool_min``, ``pool_max``, ``pool_timeout``, ``replay_cache``; other options go to
+      libpq
     - ``redis://host:6379/0``, ``rediss://...`` (TLS), ``redis+cluster://host:7000`` and
       ``rediss+cluster://...`` (Redis Cluster); options ``?prefix=NAME`` (default
       ``ownstate``) and ``checkpoint_ttl=SECONDS``; other options go to redis-py
@@ -67,9 +68,9 @@ def open_backend(url: str, *, inline: bool = False) -> Backend:
     if scheme in ("postgresql", "postgres"):
         from .postgres import PostgresBackend
 
-        own = {"schema", "pool_min", "pool_max", "pool_timeout"}
+        own = {"schema", "pool_min", "pool_max", "pool_timeout", "replay_cache"}
         libpq_query = urlencode([(k, v) for k, vs in options.items() if k not in own
-                                 for v in vs])
+                                 for v in vs], quote_via=quote)
         conninfo = urlunsplit(("postgresql", parts.netloc, parts.path, libpq_query, ""))
         schema = options.get("schema", ["ownstate"])[-1]
         if not _SCHEMA_RE.fullmatch(schema):
@@ -80,6 +81,7 @@ def open_backend(url: str, *, inline: bool = False) -> Backend:
             min_size=int(_float_option(options, "pool_min", 1)),
             max_size=int(_float_option(options, "pool_max", 10)),
             timeout=_float_option(options, "pool_timeout", 10.0),
+            replay_cache=int(_float_option(options, "replay_cache", 20_000)),
         )
     if scheme in ("redis", "rediss", "redis+cluster", "rediss+cluster"):
         from .redis import RedisBackend

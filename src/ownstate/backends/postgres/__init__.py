@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from psycopg import sql
+from psycopg import errors, sql
 
-from ...errors import SchemaVersion
+from ...errors import BackendUnavailable, SchemaVersion
 from ..base import Backend, Capability
 from ._core import Cursor
+from .assets import AssetsInPostgres
+from .checkpoints import CheckpointsInPostgres
+from .facts import FactsInPostgres
+from .runs import RunsInPostgres
 from .schema import MIGRATIONS, SCHEMA_VERSION
 from .sessions import SessionsInPostgres
-from .stubs import AssetsInPostgres, CheckpointsInPostgres, FactsInPostgres, RunsInPostgres
 
 __all__ = ["PostgresBackend"]
 
@@ -63,7 +66,11 @@ class PostgresBackend(SessionsInPostgres, FactsInPostgres, RunsInPostgres,
         async def run(cur: Cursor) -> None:
             await cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
                               (f"ownstate-migrate:{self.schema}",))
-            await cur.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
+            # a schema created beforehand (by a DBA, for the owner role) is used as it is:
+            # creating one needs CREATE on the database, even with IF NOT EXISTS
+            await cur.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,))
+            if await cur.fetchone() is None:
+                await cur.execute(sql.SQL("CREATE SCHEMA {}").format(schema))
             await cur.execute(sql.SQL(
                 "CREATE TABLE IF NOT EXISTS {}.ownstate_schema (version integer PRIMARY KEY, "
                 "description text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
@@ -73,10 +80,19 @@ class PostgresBackend(SessionsInPostgres, FactsInPostgres, RunsInPostgres,
             for migration in MIGRATIONS:
                 if migration.version <= current:
                     continue  # another process applied it first
-                for statement in migration.statements:
-                    await cur.execute(statement)
+                # one round trip per migration: its statements run as one script
+                await cur.execute(";\n".join(migration.statements))
                 await cur.execute(
                     "INSERT INTO ownstate_schema (version, description) VALUES (%s, %s)",
                     (migration.version, migration.description))
 
-        await self._write(None, run)
+        try:
+            await self._write(None, run)
+        except BackendUnavailable as exc:
+            if isinstance(exc.__cause__, errors.InsufficientPrivilege):
+                raise SchemaVersion(
+                    f"the database schema {self.schema!r} is version {found}, expected "
+                    f"{SCHEMA_VERSION}, and this role may not change it; run `ownstate "
+                    f"migrate` as the schema's owner ({exc.__cause__})",
+                    found=found, expected=SCHEMA_VERSION) from exc
+            raise

@@ -1,25 +1,40 @@
 """What every part of the PostgreSQL backend shares: the pool, transactions, error mapping.
 
-Every operation is one transaction on a pooled connection. The transaction begins by
-setting ``ownstate.tenant`` with ``set_config(..., true)`` (the ``SET LOCAL`` form), which
-the row-level security policies on every tenant-scoped table compare against: a query that
-forgot its tenant predicate still sees only the caller's tenant.
+Every operation is one transaction on a pooled connection (a read of one statement is a
+transaction of its own). A transaction opens with its first statement, in the same round
+trip, pipelined: ``BEGIN``, then ``set_config(..., true)`` (the ``SET LOCAL`` form, which
+lasts until the transaction ends) of the schema search path, the time zone and
+``ownstate.tenant``, then the statement. The row-level security policies on every
+tenant-scoped table compare rows against ``ownstate.tenant``: a query that forgot its
+tenant predicate still sees only the caller's tenant, and a connection back in the pool
+carries no tenant. A transaction of one statement (a read of one statement, or a write
+whose single statement is its last, ``execute(..., last=True)``) needs neither ``BEGIN``
+nor ``COMMIT``: what a pipeline sends before its Sync runs as one implicit transaction,
+committed at the Sync. So the common operations cost one round trip.
 
-Reads are retried once on a fresh connection when the connection was lost; a write whose
-connection was lost raises :class:`~ownstate.errors.BackendUnavailable`, because whether it
-committed is unknown.
+A connection found dead before use (the server restarted, a proxy dropped it) is replaced
+without a word. A connection lost during an operation is retried on a fresh one whenever
+that is safe: always for reads, and for writes whose commit had not been sent (PostgreSQL
+applies nothing of a transaction it never saw committed). A write whose connection was
+lost once its commit was on the wire raises :class:`~ownstate.errors.BackendUnavailable`
+saying it may or may not have been applied.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import contextlib
+import select
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from ...errors import BackendUnavailable, Conflict, InvalidInput, OwnstateError
+from ._replay import ReplayCache
 
 try:
     import psycopg
-    from psycopg import AsyncConnection, AsyncCursor, sql
+    from psycopg import AsyncConnection, AsyncCursor, AsyncPipeline, sql
+    from psycopg.abc import Params
+    from psycopg.pq import TransactionStatus
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
@@ -29,31 +44,161 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 __all__ = ["Cursor", "PostgresCore", "translate"]
 
 T = TypeVar("T")
-Cursor = AsyncCursor[Any]
+Row = tuple[Any, ...]
+Query = str | bytes | sql.SQL | sql.Composed
+
+#: How many times an operation is retried after losing its connection midway. A connection
+#: lost on its first round trip (left in the pool by a server restart, say) is replaced,
+#: up to the pool's size, without counting against this.
+_RETRIES_AFTER_LOSS = 2
+#: How many times a transaction the server rolled back (deadlock, serialisation) is rerun.
+_RETRIES_AFTER_ROLLBACK = 3
+_PIPELINES = AsyncPipeline.is_supported()
+_SETTINGS = ("SELECT set_config('search_path', %s, true), set_config('TimeZone', 'UTC', true)")
+_SETTINGS_FOR_TENANT = _SETTINGS + ", set_config('ownstate.tenant', %s, true)"
 
 
 def translate(exc: psycopg.Error) -> OwnstateError:
     """The ownstate error for a driver error that escaped an operation."""
     if isinstance(exc, psycopg.errors.IntegrityError):
         return Conflict(f"the database refused the write: {exc}")
-    if isinstance(exc, (psycopg.errors.DataError, psycopg.errors.ProgrammingError)) and not (
-        isinstance(exc, psycopg.errors.UndefinedTable)
-    ):
+    if isinstance(exc, psycopg.errors.DataError):
         return InvalidInput(f"the database refused the input: {exc}")
     return BackendUnavailable(f"PostgreSQL failed: {exc}")
 
 
-def _connection_lost(exc: BaseException) -> bool:
-    return isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))
+class _Attempt:
+    """How far one try of an operation got, so a failure can be judged safe to retry."""
+
+    __slots__ = ("committing", "conn", "round_trips")
+
+    def __init__(self) -> None:
+        self.conn: AsyncConnection[Any] | None = None
+        self.round_trips = 0
+        self.committing = False
+
+    def lost(self, exc: BaseException) -> bool:
+        """Whether ``exc`` means the connection is gone (not a refusal on a live one)."""
+        if isinstance(exc, psycopg.errors.AdminShutdown):
+            return True
+        conn = self.conn
+        return isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)) and (
+            conn is None or conn.broken or conn.closed)
+
+
+def _looks_dead(conn: AsyncConnection[Any]) -> bool:
+    """Whether an idle pooled connection has been closed by the server, without a round
+    trip: an idle connection has nothing to read unless the server said goodbye."""
+    if conn.closed or conn.broken:
+        return True
+    try:
+        fd = conn.fileno()
+        if hasattr(select, "poll"):
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            return bool(poller.poll(0))
+        readable, _, _ = select.select([fd], [], [], 0)  # pragma: no cover - no poll()
+    except (OSError, ValueError, psycopg.Error):
+        return True
+    return bool(readable)  # pragma: no cover - no poll()
+
+
+class Cursor:
+    """The cursor an operation runs its statements on, within its transaction.
+
+    The transaction begins with the first statement, in the same round trip. In a read
+    (``snapshot=False``) every statement is a transaction of its own, committed in that
+    same round trip: under READ COMMITTED each statement reads a fresh snapshot anyway.
+    In a write, ``last=True`` commits with the statement; a statement after that starts a
+    new transaction.
+    """
+
+    __slots__ = ("_attempt", "_conn", "_cur", "_open", "_read", "_settings", "_snapshot")
+
+    def __init__(self, conn: AsyncConnection[Any], settings: tuple[str, tuple[str, ...]],
+                 attempt: _Attempt, *, read: bool, snapshot: bool) -> None:
+        self._conn = conn
+        self._cur: AsyncCursor[Any] = conn.cursor()
+        self._settings = settings
+        self._attempt = attempt
+        self._read = read and not snapshot
+        self._snapshot = snapshot
+        self._open = False
+
+    @property
+    def rowcount(self) -> int:
+        return self._cur.rowcount
+
+    async def fetchone(self) -> Row | None:
+        row: Row | None = await self._cur.fetchone()
+        return row
+
+    async def fetchall(self) -> list[Row]:
+        rows: list[Row] = await self._cur.fetchall()
+        return rows
+
+    async def execute(self, query: Query, params: Params | None = None, *,
+                      last: bool = False, binary: bool = False) -> None:
+        """Run one statement; with ``last``, commit with it (a write's final statement);
+        with ``binary``, rows arrive in binary (faster to decode numbers and times)."""
+        await self._send(lambda: self._cur.execute(query, params, binary=binary or None),
+                         commit=self._read or last)
+
+    async def executemany(self, query: Query, params_seq: Iterable[Params]) -> None:
+        await self._send(lambda: self._cur.executemany(query, params_seq),
+                         commit=self._read)
+
+    async def _send(self, statement: Callable[[], Awaitable[Any]], *, commit: bool) -> None:
+        opening = not self._open
+        if commit and not self._read:
+            self._attempt.committing = True
+        self._attempt.round_trips += 1
+        if not _PIPELINES:  # pragma: no cover - libpq older than 14
+            if opening:
+                await self._begin()
+            await statement()
+            if commit:
+                await self._conn.execute("COMMIT")
+        elif opening and commit:
+            # A transaction of one statement: what a pipeline sends before its Sync runs
+            # as one implicit transaction, committed at the Sync (or rolled back whole).
+            async with self._conn.pipeline():
+                await self._conn.execute(*self._settings)
+                await statement()
+        elif opening or commit:
+            async with self._conn.pipeline():
+                if opening:
+                    await self._begin()
+                await statement()
+                if commit:
+                    await self._conn.execute("COMMIT")
+        else:
+            await statement()
+        self._open = not commit
+
+    async def _begin(self) -> None:
+        await self._conn.execute(
+            "BEGIN ISOLATION LEVEL REPEATABLE READ" if self._snapshot else "BEGIN")
+        await self._conn.execute(*self._settings)
+
+    async def _finish(self) -> None:
+        """Commit what is still open."""
+        if self._open:
+            if not self._read:
+                self._attempt.committing = True
+            self._attempt.round_trips += 1
+            await self._conn.execute("COMMIT")
+            self._open = False
 
 
 class PostgresCore:
     """A PostgreSQL database reached through a pool, tables in one schema.
 
     Give it a libpq connection string (it then opens and closes its own pool) or a ready
-    ``psycopg_pool.AsyncConnectionPool`` (which it uses and never closes). ``schema`` is the
-    PostgreSQL schema that holds ownstate's tables, so several applications can share one
-    database.
+    ``psycopg_pool.AsyncConnectionPool`` (which it uses and never closes; its connections
+    must be in autocommit mode). ``schema`` is the PostgreSQL schema that holds ownstate's
+    tables, so several applications can share one database. ``replay_cache`` is how many
+    items the replay cache may hold (see ``_replay``; 0 turns it off).
     """
 
     def __init__(
@@ -65,6 +210,7 @@ class PostgresCore:
         min_size: int = 1,
         max_size: int = 10,
         timeout: float = 10.0,
+        replay_cache: int = 20_000,
     ) -> None:
         if (conninfo is None) == (pool is None):
             raise InvalidInput("give the PostgreSQL backend a conninfo or a pool, not both")
@@ -72,18 +218,15 @@ class PostgresCore:
         self._owns_pool = pool is None
         self._pool: AsyncConnectionPool[Any] = pool or AsyncConnectionPool(
             conninfo or "", min_size=min_size, max_size=max_size, open=False, timeout=timeout,
-            configure=self._configure, check=AsyncConnectionPool.check_connection,
             kwargs={"autocommit": True},
         )
         self._opened = False
+        self._search_path = '"' + schema.replace('"', '""') + '", public'
+        self._replay = ReplayCache(replay_cache)
 
     @property
     def schema(self) -> str:
         return self._schema
-
-    async def _configure(self, conn: AsyncConnection[Any]) -> None:
-        await conn.execute(sql.SQL("SET search_path TO {}, public").format(
-            sql.Identifier(self._schema)))
 
     async def _open(self) -> None:
         if not self._opened:
@@ -99,35 +242,70 @@ class PostgresCore:
             await self._pool.close()
         self._opened = False
 
-    async def _transaction(self, tenant: str | None, fn: Callable[[Cursor], Awaitable[T]]) -> T:
-        await self._open()
-        async with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            if tenant is not None:
-                await cur.execute("SELECT set_config('ownstate.tenant', %s, true)", (tenant,))
-            return await fn(cur)
-
-    async def _read(self, tenant: str | None, fn: Callable[[Cursor], Awaitable[T]]) -> T:
-        """Run a read-only transaction, retried once on a new connection if one was lost."""
-        for attempt in (1, 2):
+    async def _transaction(self, tenant: str | None, fn: Callable[[Cursor], Awaitable[T]],
+                           attempt: _Attempt, read: bool, snapshot: bool) -> T:
+        async with self._pool.connection() as conn:
+            attempt.conn = conn
+            if _looks_dead(conn):
+                await conn.close()
+                raise psycopg.OperationalError("the pooled connection was closed by the server")
+            settings: tuple[str, tuple[str, ...]] = (
+                (_SETTINGS, (self._search_path,)) if tenant is None
+                else (_SETTINGS_FOR_TENANT, (self._search_path, tenant)))
+            cur = Cursor(conn, settings, attempt, read=read, snapshot=snapshot)
             try:
-                return await self._transaction(tenant, fn)
+                result = await fn(cur)
+                await cur._finish()
+            except BaseException:
+                if not conn.broken and conn.info.transaction_status in (
+                        TransactionStatus.INTRANS, TransactionStatus.INERROR):
+                    # the pool discards a connection it cannot reset
+                    with contextlib.suppress(psycopg.Error):
+                        await conn.execute("ROLLBACK")
+                raise
+            return result
+
+    async def _run(self, tenant: str | None, fn: Callable[[Cursor], Awaitable[T]], *,
+                   read: bool, snapshot: bool = False) -> T:
+        await self._open()
+        dead = lost_midway = rolled_back = 0
+        while True:
+            attempt = _Attempt()
+            try:
+                return await self._transaction(tenant, fn, attempt, read, snapshot)
+            except psycopg.errors.TransactionRollback as exc:
+                # A deadlock or serialisation failure: the server rolled the transaction
+                # back and said so, so running it again is safe.
+                rolled_back += 1
+                if rolled_back > _RETRIES_AFTER_ROLLBACK or (attempt.committing and not read):
+                    raise translate(exc) from exc
             except psycopg.Error as exc:
-                if attempt == 1 and _connection_lost(exc):
-                    continue
-                raise translate(exc) from exc
+                if not attempt.lost(exc):
+                    raise translate(exc) from exc
+                if attempt.committing and not read:
+                    raise BackendUnavailable(
+                        f"the PostgreSQL connection was lost while committing a write; it "
+                        f"may or may not have been applied: {exc}") from exc
+                if attempt.round_trips > 1:
+                    lost_midway += 1
+                else:
+                    dead += 1
+                if lost_midway > _RETRIES_AFTER_LOSS or dead > self._pool.max_size:
+                    raise BackendUnavailable(
+                        f"the PostgreSQL connection was lost; nothing was applied: {exc}"
+                    ) from exc
             except PoolTimeout as exc:
                 raise BackendUnavailable(f"no PostgreSQL connection: {exc}") from exc
-        raise AssertionError("unreachable")  # pragma: no cover
+            except UnicodeEncodeError as exc:
+                raise InvalidInput(f"text the database cannot store: {exc}") from exc
+
+    async def _read(self, tenant: str | None, fn: Callable[[Cursor], Awaitable[T]], *,
+                    snapshot: bool = False) -> T:
+        """Run reads, retried on a new connection if one was lost; with ``snapshot``, all
+        of them in one transaction that reads one snapshot (REPEATABLE READ)."""
+        return await self._run(tenant, fn, read=True, snapshot=snapshot)
 
     async def _write(self, tenant: str | None, fn: Callable[[Cursor], Awaitable[T]]) -> T:
-        """Run a write transaction; a lost connection is BackendUnavailable, not retried."""
-        try:
-            return await self._transaction(tenant, fn)
-        except psycopg.Error as exc:
-            if _connection_lost(exc):
-                raise BackendUnavailable(
-                    f"the PostgreSQL connection was lost during a write; it may or may not "
-                    f"have been applied: {exc}") from exc
-            raise translate(exc) from exc
-        except PoolTimeout as exc:
-            raise BackendUnavailable(f"no PostgreSQL connection: {exc}") from exc
+        """Run a write transaction, retried if its connection was lost before it was
+        committed; lost while committing, it raises BackendUnavailable."""
+        return await self._run(tenant, fn, read=False)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import sessions
+from . import assets, checkpoints, facts, runs, sessions
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration", "row_level_security"]
 
@@ -47,6 +47,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         1,
         "session stores, sessions, items and idempotency keys",
         sessions.SCHEMA + row_level_security(*sessions.TENANT_TABLES),
+    ),
+    Migration(
+        2,
+        "memory facts, runs, checkpoints and assets",
+        facts.SCHEMA + runs.SCHEMA + checkpoints.SCHEMA + assets.SCHEMA
+        + row_level_security(*facts.TENANT_TABLES, *runs.TENANT_TABLES,
+                             *checkpoints.TENANT_TABLES, *assets.TENANT_TABLES),
     ),
 )
 

@@ -20,6 +20,7 @@ from ...errors import (
 from ...model import Item, SessionRecord, SessionStoreRecord
 from ..ports.sessions import NewItem, SessionOrder
 from ._core import Cursor, PostgresCore
+from ._replay import Meta, Replay
 
 __all__ = ["SCHEMA", "SessionsInPostgres"]
 
@@ -41,7 +42,7 @@ SCHEMA: tuple[str, ...] = (
         actor_id           text NOT NULL,
         parent_session_id  text,
         root_session_id    text NOT NULL,
-        metadata           jsonb NOT NULL DEFAULT '{}',
+        metadata           json NOT NULL DEFAULT '{}',
         create_time        timestamptz NOT NULL,
         last_activity_time timestamptz NOT NULL,
         item_count         bigint NOT NULL DEFAULT 0,
@@ -86,7 +87,7 @@ SCHEMA: tuple[str, ...] = (
     )
     """,
     """
-    CREATE VIEW session_items WITH (security_barrier) AS
+    CREATE VIEW session_items WITH (security_barrier, security_invoker) AS
     SELECT s.tenant, s.store, s.session_id, s.actor_id, i.seq, i.item_id,
            i.create_time, i.format, i.role, i.type, i.tool_name, i.model,
            i.in_tokens, i.out_tokens, i.data
@@ -102,9 +103,50 @@ _SESSION_COLUMNS = (
     "last_activity_time, sid, store, tenant"
 )
 _ITEM_COLUMNS = (
-    "item_id, seq, create_time, data, format, role, type, tool_name, model, in_tokens, "
-    "out_tokens"
+    "item_id, seq, create_time, data::text, format, role, type, tool_name, model, "
+    "in_tokens, out_tokens"
 )
+
+#: Appends a batch in one statement: the update of the session's row takes its lock (so
+#: appends to one session queue up and seq stays gapless) and yields the seq to number
+#: from; the batch arrives as one array per column, sent in binary (no quoting to do).
+_APPEND_TEMPLATE = (
+    "WITH s AS (UPDATE sessions SET item_count = item_count + %(n)s, "
+    "last_activity_time = %(now)s WHERE tenant = %(tenant)s AND store = %(store)s "
+    "AND session_id = %(session_id)s RETURNING sid, item_count - %(n)s AS base), "
+    "added AS (INSERT INTO items (sid, seq, tenant, item_id, create_time, format, data, role, "
+    "type, tool_name, model, in_tokens, out_tokens) SELECT s.sid, s.base + u.ord, "
+    "%(tenant)s, u.item_id, %(now)s, u.format, u.data::json, u.role, u.type, u.tool_name, "
+    "u.model, u.in_tokens, u.out_tokens FROM s, unnest(%(ids)b::text[], "
+    "%(formats)b::text[], %(data)b::text[], %(roles)b::text[], %(types)b::text[], "
+    "%(tools)b::text[], %(models)b::text[], %(ins)b::bigint[], %(outs)b::bigint[]) "
+    "WITH ORDINALITY AS u (item_id, format, data, role, type, tool_name, model, in_tokens, "
+    "out_tokens, ord)){key} SELECT base FROM s"
+)
+_APPEND_WITH_KEY = _APPEND_TEMPLATE.format(key=(
+    ", k AS (INSERT INTO idempotency_keys (sid, key, tenant, request_hash, item_ids, "
+    "create_time) SELECT s.sid, %(key)s, %(tenant)s, %(hash)s, %(item_ids)s::jsonb, %(now)s "
+    "FROM s)"))
+_APPEND = _APPEND_TEMPLATE.format(key="")
+
+def _labels_json(labels: Mapping[str, str]) -> str:
+    """How session labels are stored: ``json`` text as ``json.dumps`` writes it (``json``
+    keeps escapes such as ``\\u0000``, which ``jsonb`` and ``text`` cannot hold)."""
+    return json.dumps(dict(labels), ensure_ascii=False)
+
+
+def _label_text(label: str, value: str) -> str:
+    """The text of one label as it appears in ``_labels_json``: ``"label": "value"``.
+
+    It occurs in stored labels exactly when they hold that label with that value: a quote
+    that is not escaped only ever opens or closes a key or a value, and after a key comes
+    ``": "``, after a value ``,`` or ``}``.
+    """
+    return json.dumps({label: value}, ensure_ascii=False)[1:-1]
+
+
+#: The internal id of a session named by (tenant, store, session_id), as a subquery.
+_SID_OF = "(SELECT sid FROM sessions WHERE tenant = %s AND store = %s AND session_id = %s)"
 
 
 def _session_record(row: Sequence[Any]) -> SessionRecord:
@@ -116,8 +158,17 @@ def _session_record(row: Sequence[Any]) -> SessionRecord:
 
 
 def _items(rows: Sequence[Sequence[Any]], session_id: str) -> list[Item]:
-    return [Item(r[0], session_id, r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10])
+    """Items of rows selected as ``_ITEM_COLUMNS`` (``data`` as text, parsed here: faster
+    than the driver's json loader)."""
+    loads = json.loads
+    return [Item(r[0], session_id, r[1], r[2], loads(r[3]), r[4], r[5], r[6], r[7], r[8],
+                 r[9], r[10])
             for r in rows]
+
+
+def _meta(row: Sequence[Any]) -> Meta:
+    """A row selected as ``_ITEM_COLUMNS``, without its data."""
+    return (row[0], row[1], row[2], row[4], row[5], row[6], row[7], row[8], row[9], row[10])
 
 
 def _not_found(store: str, session_id: str) -> SessionNotFound:
@@ -154,10 +205,13 @@ class SessionsInPostgres(PostgresCore):
 
     @staticmethod
     async def _require_store(cur: Cursor, tenant: str, name: str,
-                             lock: bool = False) -> SessionStoreRecord:
+                             lock: str = "") -> SessionStoreRecord:
+        """The store, optionally locked: ``"FOR UPDATE"`` to delete it, ``"FOR KEY SHARE"``
+        to add a session to it (taken before any session lock, so that adding and deleting
+        wait for each other instead of deadlocking)."""
         await cur.execute(
-            "SELECT create_time FROM session_stores WHERE tenant = %s AND name = %s"
-            + (" FOR UPDATE" if lock else ""), (tenant, name))
+            "SELECT create_time FROM session_stores WHERE tenant = %s AND name = %s " + lock,
+            (tenant, name))
         row = await cur.fetchone()
         if row is None:
             raise StoreNotFound(f"no session store {name!r}", store=name)
@@ -193,7 +247,7 @@ class SessionsInPostgres(PostgresCore):
 
     async def delete_store(self, tenant: str, name: str, force: bool) -> int:
         async def run(cur: Cursor) -> int:
-            await self._require_store(cur, tenant, name, lock=True)
+            await self._require_store(cur, tenant, name, lock="FOR UPDATE")
             await cur.execute("SELECT count(*) FROM sessions WHERE tenant = %s AND store = %s",
                               (tenant, name))
             row = await cur.fetchone()
@@ -219,10 +273,10 @@ class SessionsInPostgres(PostgresCore):
         await cur.execute(
             "INSERT INTO sessions (tenant, store, session_id, actor_id, parent_session_id, "
             "root_session_id, metadata, create_time, last_activity_time) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s) ON CONFLICT DO NOTHING "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s::json, %s, %s) ON CONFLICT DO NOTHING "
             "RETURNING sid",
-            (tenant, store, session_id, actor_id, parent, root,
-             json.dumps(dict(metadata), ensure_ascii=False), now, now))
+            (tenant, store, session_id, actor_id, parent, root, _labels_json(metadata), now,
+             now))
         row = await cur.fetchone()
         if row is None:
             raise AlreadyExists(f"session {session_id!r} already exists in store {store!r}",
@@ -234,7 +288,7 @@ class SessionsInPostgres(PostgresCore):
         metadata: Mapping[str, str], now: datetime,
     ) -> SessionRecord:
         async def run(cur: Cursor) -> SessionRecord:
-            await self._require_store(cur, tenant, store)
+            await self._require_store(cur, tenant, store, lock="FOR KEY SHARE")
             await self._insert_session(cur, tenant, store, session_id, actor_id, metadata,
                                        None, session_id, now)
             return SessionRecord(
@@ -260,9 +314,9 @@ class SessionsInPostgres(PostgresCore):
         if actor_id is not None:
             where.append("actor_id = %s")
             params.append(actor_id)
-        if metadata:
-            where.append("metadata @> %s::jsonb")
-            params.append(json.dumps(dict(metadata)))
+        for label, value in metadata.items():
+            where.append("strpos(metadata::text, %s) > 0")
+            params.append(_label_text(label, value))
         compare = "<" if descending else ">"
         direction = "DESC" if descending else "ASC"
         if order == "create_time":
@@ -309,8 +363,8 @@ class SessionsInPostgres(PostgresCore):
                 raise LimitExceeded(f"at most {max_labels} metadata labels",
                                     field="metadata", limit=max_labels, actual=len(labels))
             row[4] = labels
-            await cur.execute("UPDATE sessions SET metadata = %s::jsonb WHERE sid = %s",
-                              (json.dumps(labels, ensure_ascii=False), row[7]))
+            await cur.execute("UPDATE sessions SET metadata = %s::json WHERE sid = %s",
+                              (_labels_json(labels), row[7]))
             return _session_record(row)
 
         return await self._write(tenant, run)
@@ -343,6 +397,7 @@ class SessionsInPostgres(PostgresCore):
         up_to_item_id: str | None, now: datetime,
     ) -> SessionRecord:
         async def run(cur: Cursor) -> SessionRecord:
+            await self._require_store(cur, tenant, store, lock="FOR KEY SHARE")
             parent_row = await self._session_row(cur, tenant, store, session_id, lock=True)
             parent, parent_sid = _session_record(parent_row), parent_row[7]
             last_seq = 2**62
@@ -382,40 +437,39 @@ class SessionsInPostgres(PostgresCore):
         self, tenant: str, store: str, session_id: str, items: Sequence[NewItem],
         idempotency: tuple[str, str] | None, now: datetime,
     ) -> list[Item]:
+        params: dict[str, Any] = {
+            "tenant": tenant, "store": store, "session_id": session_id, "n": len(items),
+            "now": now, "ids": [it.item_id for it in items],
+            "formats": [it.format for it in items], "data": [it.data_json for it in items],
+            "roles": [it.role for it in items], "types": [it.type for it in items],
+            "tools": [it.tool_name for it in items], "models": [it.model for it in items],
+            "ins": [it.in_tokens for it in items], "outs": [it.out_tokens for it in items],
+        }
+        if idempotency is not None:
+            params.update(key=idempotency[0], hash=idempotency[1],
+                          item_ids=json.dumps(params["ids"]))
+
         async def run(cur: Cursor) -> list[Item]:
-            # The row lock on the session serialises appends, so seq stays gapless.
-            await cur.execute(
-                "SELECT sid, item_count FROM sessions "
-                "WHERE tenant = %s AND store = %s AND session_id = %s FOR UPDATE",
-                (tenant, store, session_id))
+            if idempotency is not None:
+                # the row lock makes a retry wait for the first use of its key
+                await cur.execute(
+                    "SELECT k.request_hash, k.item_ids, s.sid FROM sessions s "
+                    "LEFT JOIN idempotency_keys k ON k.sid = s.sid AND k.key = %s "
+                    "WHERE s.tenant = %s AND s.store = %s AND s.session_id = %s "
+                    "FOR UPDATE OF s", (idempotency[0], tenant, store, session_id))
+                seen = await cur.fetchone()
+                if seen is None:
+                    raise _not_found(store, session_id)
+                if seen[0] is not None:
+                    return await self._replayed(cur, seen, session_id, idempotency)
+            await cur.execute(_APPEND_WITH_KEY if idempotency else _APPEND, params, last=True)
             row = await cur.fetchone()
             if row is None:
                 raise _not_found(store, session_id)
-            sid, count = int(row[0]), int(row[1])
-            if idempotency is not None:
-                earlier = await self._replayed(cur, sid, session_id, idempotency)
-                if earlier is not None:
-                    return earlier
-            await cur.executemany(
-                "INSERT INTO items (sid, seq, tenant, item_id, create_time, format, data, "
-                "role, type, tool_name, model, in_tokens, out_tokens) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s::json, %s, %s, %s, %s, %s, %s)",
-                [(sid, count + n, tenant, it.item_id, now, it.format, it.data_json,
-                  it.role, it.type, it.tool_name, it.model, it.in_tokens, it.out_tokens)
-                 for n, it in enumerate(items, start=1)],
-            )
-            await cur.execute(
-                "UPDATE sessions SET item_count = %s, last_activity_time = %s WHERE sid = %s",
-                (count + len(items), now, sid))
-            if idempotency is not None:
-                await cur.execute(
-                    "INSERT INTO idempotency_keys (sid, key, tenant, request_hash, item_ids, "
-                    "create_time) VALUES (%s, %s, %s, %s, %s::jsonb, %s)",
-                    (sid, idempotency[0], tenant, idempotency[1],
-                     json.dumps([it.item_id for it in items]), now))
+            base = int(row[0])
             loads = json.loads
             return [
-                Item(it.item_id, session_id, count + n, now, loads(it.data_json), it.format,
+                Item(it.item_id, session_id, base + n, now, loads(it.data_json), it.format,
                      it.role, it.type, it.tool_name, it.model, it.in_tokens, it.out_tokens)
                 for n, it in enumerate(items, start=1)
             ]
@@ -423,52 +477,101 @@ class SessionsInPostgres(PostgresCore):
         return await self._write(tenant, run)
 
     @staticmethod
-    async def _replayed(cur: Cursor, sid: int, session_id: str,
-                        idempotency: tuple[str, str]) -> list[Item] | None:
+    async def _replayed(cur: Cursor, seen: Sequence[Any], session_id: str,
+                        idempotency: tuple[str, str]) -> list[Item]:
+        """The items a key's first use appended, or IdempotencyKeyReused."""
         key, request_hash = idempotency
-        await cur.execute(
-            "SELECT request_hash, item_ids FROM idempotency_keys WHERE sid = %s AND key = %s",
-            (sid, key))
-        seen = await cur.fetchone()
-        if seen is None:
-            return None
         if seen[0] != request_hash:
             raise IdempotencyKeyReused(
                 f"idempotency key {key!r} was used with a different request",
                 session_id=session_id, idempotency_key=key)
         await cur.execute(
             f"SELECT {_ITEM_COLUMNS} FROM items WHERE sid = %s AND item_id = ANY(%s) "
-            "ORDER BY seq", (sid, list(seen[1])))
+            "ORDER BY seq", (seen[2], list(seen[1])))
         return _items(await cur.fetchall(), session_id)
 
     async def list_items(
         self, tenant: str, store: str, session_id: str, *, descending: bool, limit: int,
         after_seq: int | None,
     ) -> list[Item]:
+        if not descending and self._replay.max_items > 0:
+            return await self._replay_items(tenant, store, session_id, limit, after_seq or 0)
         if descending:
-            query = (f"SELECT {_ITEM_COLUMNS} FROM items WHERE sid = %s AND seq < %s "
+            query = (f"SELECT {_ITEM_COLUMNS} FROM items WHERE sid = {_SID_OF} AND seq < %s "
                      "ORDER BY seq DESC LIMIT %s")
             bound = after_seq if after_seq is not None else 2**62
         else:
-            query = (f"SELECT {_ITEM_COLUMNS} FROM items WHERE sid = %s AND seq > %s "
+            query = (f"SELECT {_ITEM_COLUMNS} FROM items WHERE sid = {_SID_OF} AND seq > %s "
                      "ORDER BY seq LIMIT %s")
             bound = after_seq if after_seq is not None else 0
 
         async def run(cur: Cursor) -> list[Item]:
-            sid = await self._sid(cur, tenant, store, session_id)
-            await cur.execute(query, (sid, bound, limit))
-            return _items(await cur.fetchall(), session_id)
+            await cur.execute(query, (tenant, store, session_id, bound, limit), binary=True)
+            found = _items(await cur.fetchall(), session_id)
+            if not found:
+                await self._sid(cur, tenant, store, session_id)  # an empty page, or none?
+            return found
+
+        return await self._read(tenant, run)
+
+    async def _replay_items(self, tenant: str, store: str, session_id: str, limit: int,
+                            after: int) -> list[Item]:
+        """Items in replay order after seq ``after``, served from the replay cache as far
+        as it holds them and is still right (see ``_replay``)."""
+        key = (tenant, store, session_id)
+
+        async def cached(cur: Cursor, entry: Replay) -> list[Item] | None:
+            metas, data = entry.slice(after, after + limit)
+            anchor = after + len(metas)  # the last seq served, checked to be unchanged
+            await cur.execute(
+                f"SELECT {_ITEM_COLUMNS} FROM items WHERE sid = %s AND sid = {_SID_OF} "
+                "AND seq >= %s ORDER BY seq LIMIT %s",
+                (entry.sid, tenant, store, session_id, anchor, limit - len(metas) + 1),
+                binary=True)
+            rows = await cur.fetchall()
+            if not rows or rows[0][1] != anchor or rows[0][0] != entry.item_id(anchor):
+                return None
+            found = [Item(m[0], session_id, m[1], m[2], d, m[3], m[4], m[5], m[6], m[7], m[8],
+                          m[9]) for m, d in zip(metas, data, strict=True)]
+            if len(rows) > 1:
+                added = _items(rows[1:], session_id)
+                self._replay.extend(key, entry, [_meta(r) for r in rows[1:]],
+                                    [i.data for i in added])
+                found += added
+            return found
+
+        async def run(cur: Cursor) -> list[Item]:
+            entry = self._replay.get(key)
+            if entry is not None and 0 <= after <= entry.last_seq:
+                found = await cached(cur, entry)
+                if found is not None:
+                    return found
+                self._replay.drop(key)
+            await cur.execute(
+                f"SELECT {_ITEM_COLUMNS}, sid FROM items WHERE sid = {_SID_OF} AND seq > %s "
+                "ORDER BY seq LIMIT %s", (tenant, store, session_id, after, limit),
+                binary=True)
+            rows = await cur.fetchall()
+            if not rows:
+                await self._sid(cur, tenant, store, session_id)  # an empty page, or none?
+                return []
+            found = _items(rows, session_id)
+            if after == 0:
+                self._replay.put(key, Replay(int(rows[0][11]), [_meta(r) for r in rows],
+                                             [i.data for i in found]))
+            return found
 
         return await self._read(tenant, run)
 
     async def get_item(self, tenant: str, store: str, session_id: str, item_id: str) -> Item:
         async def run(cur: Cursor) -> Item:
-            sid = await self._sid(cur, tenant, store, session_id)
             await cur.execute(
                 f"SELECT {_ITEM_COLUMNS} FROM items "
-                "WHERE tenant = %s AND item_id = %s AND sid = %s", (tenant, item_id, sid))
+                f"WHERE tenant = %s AND item_id = %s AND sid = {_SID_OF}",
+                (tenant, item_id, tenant, store, session_id))
             found = _items(await cur.fetchall(), session_id)
             if not found:
+                await self._sid(cur, tenant, store, session_id)
                 raise ItemNotFound(f"no item {item_id!r} in session {session_id!r}",
                                    session_id=session_id, item_id=item_id)
             return found[0]

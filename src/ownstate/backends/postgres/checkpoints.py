@@ -1,0 +1,390 @@
+"""Checkpoints and pending writes in PostgreSQL.
+
+``cid`` orders a run's checkpoints by when each was first stored (an upsert keeps it);
+``wid`` does the same for pending writes. ``size`` is the payload's length. Payloads are
+``bytea``, sent in binary. Metadata is ``json`` (its text kept as given: compact and
+key-sorted), so a filter compares the stored text of a key's value, and ``1``, ``1.0``
+and ``true`` stay different values.
+
+A put is one ``INSERT ... SELECT ... ON CONFLICT DO UPDATE`` whose ``SELECT`` checks the
+whole scope; a retention pass is one statement.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from ...errors import CheckpointNotFound, RunNotFound, SessionNotFound
+from ...model import (
+    CLOSED_RUN_STATUSES,
+    JSON,
+    CheckpointRecord,
+    CheckpointScope,
+    PendingWrite,
+    RetentionPolicy,
+    RetentionReport,
+    RunUsage,
+)
+from ..ports.checkpoints import NewCheckpoint
+from ._core import Cursor, PostgresCore
+
+__all__ = ["SCHEMA", "TENANT_TABLES", "CheckpointsInPostgres"]
+
+#: This part's tables and indexes, applied by migration 2 (see schema.py).
+SCHEMA: tuple[str, ...] = (
+    """
+    CREATE TABLE checkpoints (
+        cid                  bigserial PRIMARY KEY,
+        rid                  bigint NOT NULL REFERENCES runs (rid) ON DELETE CASCADE,
+        tenant               text NOT NULL,
+        namespace            text NOT NULL,
+        checkpoint_id        text NOT NULL,
+        parent_checkpoint_id text,
+        type_tag             text NOT NULL,
+        metadata             json NOT NULL DEFAULT '{}',
+        create_time          timestamptz NOT NULL,
+        size                 bigint NOT NULL,
+        payload              bytea NOT NULL,
+        UNIQUE (rid, namespace, checkpoint_id)
+    )
+    """,
+    "CREATE INDEX checkpoints_by_run ON checkpoints (rid, namespace, cid) "
+    "INCLUDE (create_time, size)",
+    """
+    CREATE TABLE checkpoint_writes (
+        wid       bigserial PRIMARY KEY,
+        cid       bigint NOT NULL REFERENCES checkpoints (cid) ON DELETE CASCADE,
+        tenant    text NOT NULL,
+        task_id   text NOT NULL,
+        idx       bigint NOT NULL,
+        channel   text NOT NULL,
+        type_tag  text NOT NULL,
+        task_path text NOT NULL DEFAULT '',
+        size      bigint NOT NULL,
+        payload   bytea NOT NULL,
+        UNIQUE (cid, task_id, idx)
+    )
+    """,
+)
+
+#: Tables whose rows carry a tenant and get the row-level security policy.
+TENANT_TABLES = ("checkpoints", "checkpoint_writes")
+
+#: a checkpoint ``c`` and whether it has pending writes
+_COLUMNS = ("c.cid, c.namespace, c.checkpoint_id, c.parent_checkpoint_id, c.type_tag, "
+            "c.metadata, c.create_time, c.payload, "
+            "EXISTS (SELECT 1 FROM checkpoint_writes w WHERE w.cid = c.cid)")
+_WRITE_COLUMNS = "task_id, idx, channel, type_tag, payload, task_path"
+#: the row id of the run named by a whole scope (NULL when there is none); takes
+#: ``_scope_params``
+_SCOPED_RUN = ("(SELECT rid FROM runs WHERE tenant = %s AND run_id = %s AND store = %s "
+               "AND session_id = %s AND actor_id = %s)")
+_ENDED = ", ".join(f"'{status}'" for status in CLOSED_RUN_STATUSES)
+
+
+def _not_in_scope(run_id: str) -> RunNotFound:
+    """The one error for a run that is missing and for a run outside the caller's scope."""
+    return RunNotFound(f"no run {run_id!r} in this scope", run_id=run_id)
+
+
+def _scope_params(tenant: str, scope: CheckpointScope) -> tuple[str, ...]:
+    return (tenant, scope.run_id, scope.store, scope.session_id, scope.actor_id)
+
+
+def _write(row: Sequence[Any]) -> PendingWrite:
+    return PendingWrite(row[0], int(row[1]), row[2], row[3], bytes(row[4]), row[5])
+
+
+def _canonical(value: JSON) -> str:
+    """Compact, key-sorted JSON text: how stored metadata values are written."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+class CheckpointsInPostgres(PostgresCore):
+    """The checkpoints port on PostgreSQL."""
+
+    # helpers ---------------------------------------------------------------------------
+
+    @staticmethod
+    async def _rid(cur: Cursor, tenant: str, scope: CheckpointScope, lock: str = "") -> int:
+        """The run's row id, when the run exists and lies inside every part of ``scope``."""
+        await cur.execute(
+            "SELECT rid FROM runs WHERE tenant = %s AND run_id = %s AND store = %s "
+            "AND session_id = %s AND actor_id = %s " + lock, _scope_params(tenant, scope))
+        row = await cur.fetchone()
+        if row is None:
+            raise _not_in_scope(scope.run_id)
+        return int(row[0])
+
+    @staticmethod
+    async def _records(cur: Cursor, rows: list[Any], run_id: str) -> list[CheckpointRecord]:
+        """Checkpoint records of ``rows`` (selected as ``_COLUMNS``), with pending writes."""
+        writes: dict[int, list[PendingWrite]] = {}
+        holders = [r[0] for r in rows if r[8]]
+        if holders:
+            await cur.execute(
+                f"SELECT {_WRITE_COLUMNS}, cid FROM checkpoint_writes WHERE cid = ANY(%s) "
+                "ORDER BY wid", (holders,))
+            for w in await cur.fetchall():
+                writes.setdefault(w[6], []).append(_write(w))
+        return [
+            CheckpointRecord(
+                run_id=run_id, namespace=r[1], checkpoint_id=r[2], parent_checkpoint_id=r[3],
+                type_tag=r[4], payload=bytes(r[7]), metadata=r[5], create_time=r[6],
+                pending_writes=tuple(writes.get(r[0], ())),
+            )
+            for r in rows
+        ]
+
+    # writes ----------------------------------------------------------------------------
+
+    async def put_checkpoint(self, tenant: str, scope: CheckpointScope,
+                             checkpoint: NewCheckpoint, now: datetime) -> CheckpointRecord:
+        c = checkpoint
+
+        async def run(cur: Cursor) -> CheckpointRecord:
+            # A replaced checkpoint keeps its cid (its place), create_time and writes.
+            await cur.execute(
+                "INSERT INTO checkpoints (rid, tenant, namespace, checkpoint_id, "
+                "parent_checkpoint_id, type_tag, metadata, create_time, size, payload) "
+                "SELECT rid, tenant, %s, %s, %s, %s, %s::json, %s, %s, %b FROM runs "
+                "WHERE tenant = %s AND run_id = %s AND store = %s AND session_id = %s "
+                "AND actor_id = %s FOR KEY SHARE "
+                "ON CONFLICT (rid, namespace, checkpoint_id) DO UPDATE SET "
+                "parent_checkpoint_id = excluded.parent_checkpoint_id, "
+                "type_tag = excluded.type_tag, metadata = excluded.metadata, "
+                "size = excluded.size, payload = excluded.payload "
+                "RETURNING cid, create_time, xmax = 0",
+                (c.namespace, c.checkpoint_id, c.parent_checkpoint_id, c.type_tag,
+                 c.metadata_json, now, len(c.payload), c.payload,
+                 *_scope_params(tenant, scope)))
+            row = await cur.fetchone()
+            if row is None:
+                raise _not_in_scope(scope.run_id)
+            cid, created, inserted = row
+            pending: tuple[PendingWrite, ...] = ()
+            if not inserted:
+                await cur.execute(f"SELECT {_WRITE_COLUMNS} FROM checkpoint_writes "
+                                  "WHERE cid = %s ORDER BY wid", (cid,))
+                pending = tuple(_write(w) for w in await cur.fetchall())
+            return CheckpointRecord(
+                run_id=scope.run_id, namespace=c.namespace, checkpoint_id=c.checkpoint_id,
+                parent_checkpoint_id=c.parent_checkpoint_id, type_tag=c.type_tag,
+                payload=c.payload, metadata=json.loads(c.metadata_json), create_time=created,
+                pending_writes=pending,
+            )
+
+        return await self._write(tenant, run)
+
+    async def put_writes(self, tenant: str, scope: CheckpointScope, namespace: str,
+                         checkpoint_id: str, writes: Sequence[PendingWrite],
+                         now: datetime) -> None:
+        async def run(cur: Cursor) -> None:
+            await cur.execute(
+                f"SELECT cid FROM checkpoints WHERE rid = {_SCOPED_RUN} AND namespace = %s "
+                "AND checkpoint_id = %s AND tenant = %s FOR KEY SHARE",
+                (*_scope_params(tenant, scope), namespace, checkpoint_id, tenant))
+            row = await cur.fetchone()
+            if row is None:
+                await self._rid(cur, tenant, scope)
+                raise CheckpointNotFound(
+                    f"no checkpoint {checkpoint_id!r} in namespace {namespace!r} of run "
+                    f"{scope.run_id!r}", run_id=scope.run_id, checkpoint_id=checkpoint_id,
+                    namespace=namespace)
+            await cur.executemany(
+                "INSERT INTO checkpoint_writes (cid, tenant, task_id, idx, channel, "
+                "type_tag, task_path, size, payload) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %b) "
+                "ON CONFLICT (cid, task_id, idx) DO UPDATE SET channel = excluded.channel, "
+                "type_tag = excluded.type_tag, task_path = excluded.task_path, "
+                "size = excluded.size, payload = excluded.payload",
+                [(row[0], tenant, w.task_id, w.index, w.channel, w.type_tag, w.task_path,
+                  len(w.payload), w.payload) for w in writes])
+
+        await self._write(tenant, run)
+
+    # reads -----------------------------------------------------------------------------
+
+    async def get_checkpoint(self, tenant: str, scope: CheckpointScope, namespace: str,
+                             checkpoint_id: str | None) -> CheckpointRecord | None:
+        query = (f"SELECT {_COLUMNS} FROM checkpoints c WHERE c.rid = {_SCOPED_RUN} "
+                 "AND c.namespace = %s AND c.tenant = %s")
+        params: tuple[Any, ...] = (*_scope_params(tenant, scope), namespace, tenant)
+        if checkpoint_id is None:
+            query += " ORDER BY c.cid DESC LIMIT 1"
+        else:
+            query += " AND c.checkpoint_id = %s"
+            params += (checkpoint_id,)
+
+        async def run(cur: Cursor) -> CheckpointRecord | None:
+            await cur.execute(query, params)
+            rows = await cur.fetchall()
+            if not rows:
+                await self._rid(cur, tenant, scope)  # out of scope is RunNotFound, not None
+                return None
+            return (await self._records(cur, rows, scope.run_id))[0]
+
+        # one snapshot for the checkpoint and its pending writes
+        return await self._read(tenant, run, snapshot=True)
+
+    async def list_checkpoints(self, tenant: str, scope: CheckpointScope,
+                               namespace: str | None, metadata: Mapping[str, JSON],
+                               before: str | None, limit: int | None) -> list[CheckpointRecord]:
+        where = ["c.rid = %s", "c.tenant = %s"]
+        params: list[Any] = [tenant]
+        if namespace is not None:
+            where.append("c.namespace = %s")
+            params.append(namespace)
+        for key, value in metadata.items():
+            where.append("(c.metadata -> %s)::text = %s")
+            params.extend((key, _canonical(value)))
+        mark_sql = "SELECT max(cid) FROM checkpoints WHERE rid = %s AND checkpoint_id = %s"
+        if namespace is not None:
+            mark_sql += " AND namespace = %s"
+
+        async def run(cur: Cursor) -> list[CheckpointRecord]:
+            rid = await self._rid(cur, tenant, scope)
+            conditions, values = list(where), [rid, *params]
+            if before is not None:
+                marks: list[Any] = [rid, before]
+                if namespace is not None:
+                    marks.append(namespace)
+                await cur.execute(mark_sql, marks)
+                found = await cur.fetchone()
+                mark = found[0] if found else None
+                if mark is None:
+                    raise CheckpointNotFound(
+                        f"no checkpoint {before!r} in run {scope.run_id!r}",
+                        run_id=scope.run_id, checkpoint_id=before)
+                conditions.append("c.cid < %s")
+                values.append(mark)
+            query = (f"SELECT {_COLUMNS} FROM checkpoints c WHERE {' AND '.join(conditions)} "
+                     "ORDER BY c.cid DESC LIMIT %s")
+            values.append(limit)
+            await cur.execute(query, values)
+            return await self._records(cur, await cur.fetchall(), scope.run_id)
+
+        return await self._read(tenant, run, snapshot=True)
+
+    # deletes and copies ----------------------------------------------------------------
+
+    async def delete_run_checkpoints(self, tenant: str, scope: CheckpointScope) -> int:
+        async def run(cur: Cursor) -> int:
+            rid = await self._rid(cur, tenant, scope)
+            await cur.execute("DELETE FROM checkpoints WHERE rid = %s AND tenant = %s",
+                              (rid, tenant))
+            return int(cur.rowcount)
+
+        return await self._write(tenant, run)
+
+    async def delete_session_checkpoints(self, tenant: str, actor_id: str, store: str,
+                                         session_id: str) -> int:
+        async def run(cur: Cursor) -> int:
+            await cur.execute(
+                "SELECT sid FROM sessions WHERE tenant = %s AND store = %s "
+                "AND session_id = %s AND actor_id = %s",
+                (tenant, store, session_id, actor_id))
+            row = await cur.fetchone()
+            if row is None:
+                raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
+                                      store=store, session_id=session_id)
+            await cur.execute(
+                "DELETE FROM checkpoints WHERE tenant = %s AND rid IN "
+                "(SELECT rid FROM runs WHERE tenant = %s AND sid = %s)",
+                (tenant, tenant, row[0]))
+            return int(cur.rowcount)
+
+        return await self._write(tenant, run)
+
+    async def copy_checkpoints(self, tenant: str, source: CheckpointScope,
+                               target: CheckpointScope) -> int:
+        async def run(cur: Cursor) -> int:
+            origin = await self._rid(cur, tenant, source, "FOR KEY SHARE")
+            destination = await self._rid(cur, tenant, target, "FOR KEY SHARE")
+            if origin == destination:
+                await cur.execute("SELECT count(*) FROM checkpoints WHERE rid = %s",
+                                  (origin,))
+                found = await cur.fetchone()
+                return int(found[0]) if found else 0
+            await cur.execute("DELETE FROM checkpoints WHERE rid = %s AND tenant = %s",
+                              (destination, tenant))
+            await cur.execute(
+                "INSERT INTO checkpoints (rid, tenant, namespace, checkpoint_id, "
+                "parent_checkpoint_id, type_tag, metadata, create_time, size, payload) "
+                "SELECT %s, tenant, namespace, checkpoint_id, parent_checkpoint_id, "
+                "type_tag, metadata, create_time, size, payload FROM checkpoints "
+                "WHERE rid = %s AND tenant = %s ORDER BY cid",
+                (destination, origin, tenant))
+            copied = int(cur.rowcount)
+            await cur.execute(
+                "INSERT INTO checkpoint_writes (cid, tenant, task_id, idx, channel, "
+                "type_tag, task_path, size, payload) "
+                "SELECT t.cid, w.tenant, w.task_id, w.idx, w.channel, w.type_tag, "
+                "w.task_path, w.size, w.payload FROM checkpoint_writes w "
+                "JOIN checkpoints s ON s.cid = w.cid "
+                "JOIN checkpoints t ON t.rid = %s AND t.namespace = s.namespace "
+                "AND t.checkpoint_id = s.checkpoint_id "
+                "WHERE s.rid = %s AND w.tenant = %s ORDER BY w.wid",
+                (destination, origin, tenant))
+            return copied
+
+        return await self._write(tenant, run)
+
+    # housekeeping ----------------------------------------------------------------------
+
+    async def apply_retention(self, tenant: str, policy: RetentionPolicy,
+                              now: datetime) -> RetentionReport:
+        reasons: list[str] = []
+        params: list[Any] = [tenant]
+        if policy.drop_when_run_ends:
+            reasons.append(f"status IN ({_ENDED})")
+        if policy.max_age_seconds is not None:
+            reasons.append("create_time < %s")
+            params.append(now - timedelta(seconds=policy.max_age_seconds))
+        if policy.keep_last is not None:
+            reasons.append("newer >= %s")
+            params.append(policy.keep_last)
+        if not reasons:
+            return RetentionReport(checkpoints_deleted=0, bytes_freed=0)
+        params.append(tenant)
+        # Every part of one statement reads the same snapshot: the writes are counted
+        # before the delete removes them.
+        query = (
+            "WITH doomed AS (SELECT cid, size FROM (SELECT c.cid, c.size, c.create_time, "
+            "r.status, row_number() OVER (PARTITION BY c.rid, c.namespace "
+            "ORDER BY c.cid DESC) - 1 AS newer FROM runs r JOIN checkpoints c "
+            f"ON c.rid = r.rid WHERE r.tenant = %s) ranked WHERE {' OR '.join(reasons)}), "
+            "deleted AS (DELETE FROM checkpoints WHERE tenant = %s "
+            "AND cid IN (SELECT cid FROM doomed) RETURNING size) "
+            "SELECT (SELECT count(*) FROM deleted), "
+            "(SELECT coalesce(sum(size), 0) FROM deleted) + "
+            "(SELECT coalesce(sum(w.size), 0) FROM checkpoint_writes w "
+            " WHERE w.cid IN (SELECT cid FROM doomed))")
+
+        async def run(cur: Cursor) -> RetentionReport:
+            await cur.execute(query, params)
+            row = await cur.fetchone()
+            assert row is not None
+            return RetentionReport(checkpoints_deleted=int(row[0]), bytes_freed=int(row[1]))
+
+        return await self._write(tenant, run)
+
+    async def checkpoint_usage(self, tenant: str, run_id: str | None) -> list[RunUsage]:
+        query = ("SELECT r.run_id, count(*), sum(c.size) + coalesce(sum("
+                 "(SELECT sum(w.size) FROM checkpoint_writes w WHERE w.cid = c.cid)), 0) "
+                 "FROM runs r JOIN checkpoints c ON c.rid = r.rid WHERE r.tenant = %s")
+        params: list[Any] = [tenant]
+        if run_id is not None:
+            query += " AND r.run_id = %s"
+            params.append(run_id)
+        query += ' GROUP BY r.rid, r.run_id ORDER BY 3 DESC, r.run_id COLLATE "C"'
+
+        async def run(cur: Cursor) -> list[RunUsage]:
+            await cur.execute(query, params)
+            return [RunUsage(run_id=r[0], checkpoints=int(r[1]), stored_bytes=int(r[2]))
+                    for r in await cur.fetchall()]
+
+        return await self._read(tenant, run)

@@ -1,0 +1,417 @@
+"""Memory stores and facts in PostgreSQL.
+
+``facts`` holds every fact ever recorded, current or closed; a fact's row is written once
+and later only closed (``superseded_at``, ``valid_to``, ``closed_reason`` set together).
+The partial unique index ``facts_current`` lets at most one fact per (subject, key) be
+current, so the rule holds even against writers that bypass ownstate. Writers of one
+(subject, key) take a transaction-scoped advisory lock on it first, in a fixed order, so
+each reads the fact the previous one wrote, and record times never go backwards.
+
+Search uses a ``tsvector`` per current fact (``search``, cleared when the fact closes) and
+a GIN index over current facts. Its lexemes are the words of
+:func:`~ownstate.backends.ports.facts.fact_words` (the one definition of a word every
+backend shares, computed here in Python, never by a text-search parser: no stemming, no
+stop words), each behind two fixed-length opaque prefixes: one naming the tenant and
+memory store, one naming the tenant, store and subject. A search is a ``tsquery`` that
+ANDs the prefixed words, so it matches whole words, case-insensitively, and a word's
+postings hold only that store's (or subject's) facts. Words too long for a lexeme are
+indexed by their hash.
+
+Text columns that listings order by use the ``C`` collation, so every backend orders names
+and keys the same way (by code point).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from ...errors import AlreadyExists, FactNotFound, ItemNotFound, StoreNotFound
+from ...model import Fact, FactExplanation, Item, MemoryStoreRecord
+from ..ports.facts import NewFact, fact_words
+from ._core import Cursor, PostgresCore
+
+__all__ = ["SCHEMA", "TENANT_TABLES", "FactsInPostgres"]
+
+#: This part's tables and indexes, applied by migration 2 (see schema.py).
+SCHEMA: tuple[str, ...] = (
+    """
+    CREATE TABLE memory_stores (
+        tenant      text NOT NULL,
+        name        text COLLATE "C" NOT NULL,
+        create_time timestamptz NOT NULL,
+        PRIMARY KEY (tenant, name)
+    )
+    """,
+    """
+    CREATE TABLE facts (
+        fid               bigserial PRIMARY KEY,
+        tenant            text NOT NULL,
+        memory_store      text COLLATE "C" NOT NULL,
+        fact_id           text NOT NULL,
+        subject           text COLLATE "C" NOT NULL,
+        key               text COLLATE "C" NOT NULL,
+        value             json NOT NULL,
+        confidence        double precision CHECK (confidence BETWEEN 0 AND 1),
+        source_type       text NOT NULL
+                          CHECK (source_type IN ('agent', 'pipeline', 'user', 'import')),
+        source_store      text,
+        source_session_id text,
+        source_item_id    text,
+        valid_from        timestamptz NOT NULL,
+        valid_to          timestamptz,
+        recorded_at       timestamptz NOT NULL,
+        superseded_at     timestamptz,
+        supersedes        text,
+        closed_reason     text,
+        search            tsvector,
+        CHECK ((superseded_at IS NULL) = (valid_to IS NULL)
+               AND (superseded_at IS NULL) = (closed_reason IS NULL)),
+        FOREIGN KEY (tenant, memory_store) REFERENCES memory_stores (tenant, name)
+    )
+    """,
+    "CREATE UNIQUE INDEX facts_by_id ON facts (tenant, fact_id)",
+    """CREATE UNIQUE INDEX facts_current ON facts (tenant, memory_store, subject, key)
+       WHERE superseded_at IS NULL""",
+    "CREATE INDEX facts_by_subject ON facts (tenant, subject, memory_store, key, fid)",
+    "CREATE INDEX facts_search ON facts USING gin (search) WHERE superseded_at IS NULL",
+)
+
+#: Tables whose rows carry a tenant and get the row-level security policy.
+TENANT_TABLES = ("memory_stores", "facts")
+
+_FACT_COLUMNS = (
+    "fact_id, memory_store, subject, key, value, confidence, source_type, source_session_id, "
+    "source_item_id, valid_from, valid_to, recorded_at, superseded_at, supersedes, "
+    "closed_reason, source_store"
+)
+_ITEM_COLUMNS = ("i.item_id, i.seq, i.create_time, i.data, i.format, i.role, i.type, "
+                 "i.tool_name, i.model, i.in_tokens, i.out_tokens")
+#: Longest word (in UTF-8 bytes) indexed as itself; longer ones are indexed by their hash.
+_LONGEST_LEXEME = 200
+
+
+def _fact(row: Sequence[Any]) -> Fact:
+    return Fact(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
+                row[9], row[10], row[11], row[12], row[13], row[14], row[15])
+
+
+def _prefix(*parts: str) -> str:
+    """An opaque, fixed-length lexeme prefix for a scope: 24 hex digits."""
+    return hashlib.blake2b("\x00".join(parts).encode(), digest_size=12).hexdigest()
+
+
+def _lexeme(prefix: str, word: str) -> str:
+    if len(word.encode()) > _LONGEST_LEXEME:
+        word = "#" + hashlib.blake2b(word.encode(), digest_size=16).hexdigest()
+    return prefix + word
+
+
+def _query(prefix: str, words: Sequence[str]) -> str:
+    """A ``tsquery`` that holds when every word is present (quoted, so taken verbatim)."""
+    quoted = ("'" + _lexeme(prefix, w).replace("\\", "\\\\").replace("'", "''") + "'"
+              for w in words)
+    return " & ".join(quoted)
+
+
+def _lock_key(tenant: str, store: str, subject: str, key: str) -> int:
+    """The advisory lock that serialises writers of one (subject, key)."""
+    digest = hashlib.blake2b("\x00".join(("ownstate.fact", tenant, store, subject, key))
+                             .encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def _store_not_found(name: str) -> StoreNotFound:
+    return StoreNotFound(f"no memory store {name!r}", store=name)
+
+
+class FactsInPostgres(PostgresCore):
+    """The facts port on PostgreSQL."""
+
+    @staticmethod
+    async def _require_memory_store(cur: Cursor, tenant: str, name: str,
+                                    lock: str = "") -> MemoryStoreRecord:
+        """The store, optionally locked (``FOR UPDATE`` to delete it, ``FOR KEY SHARE`` to
+        add facts to it, so the two wait for each other)."""
+        await cur.execute(
+            "SELECT create_time FROM memory_stores WHERE tenant = %s AND name = %s " + lock,
+            (tenant, name))
+        row = await cur.fetchone()
+        if row is None:
+            raise _store_not_found(name)
+        return MemoryStoreRecord(tenant=tenant, name=name, create_time=row[0])
+
+    # memory stores ---------------------------------------------------------------------
+
+    async def create_memory_store(self, tenant: str, name: str,
+                                  now: datetime) -> MemoryStoreRecord:
+        async def run(cur: Cursor) -> MemoryStoreRecord:
+            await cur.execute(
+                "INSERT INTO memory_stores (tenant, name, create_time) VALUES (%s, %s, %s) "
+                "ON CONFLICT DO NOTHING", (tenant, name, now))
+            if cur.rowcount == 0:
+                raise AlreadyExists(f"memory store {name!r} already exists", store=name)
+            return MemoryStoreRecord(tenant=tenant, name=name, create_time=now)
+
+        return await self._write(tenant, run)
+
+    async def get_memory_store(self, tenant: str, name: str) -> MemoryStoreRecord:
+        return await self._read(tenant,
+                                lambda cur: self._require_memory_store(cur, tenant, name))
+
+    async def list_memory_stores(self, tenant: str, limit: int,
+                                 after: str | None) -> list[MemoryStoreRecord]:
+        async def run(cur: Cursor) -> list[MemoryStoreRecord]:
+            await cur.execute(
+                "SELECT name, create_time FROM memory_stores WHERE tenant = %s AND name > %s "
+                "ORDER BY name LIMIT %s", (tenant, after or "", limit))
+            return [MemoryStoreRecord(tenant=tenant, name=r[0], create_time=r[1])
+                    for r in await cur.fetchall()]
+
+        return await self._read(tenant, run)
+
+    async def delete_memory_store(self, tenant: str, name: str) -> int:
+        async def run(cur: Cursor) -> int:
+            await self._require_memory_store(cur, tenant, name, "FOR UPDATE")
+            await cur.execute("DELETE FROM facts WHERE tenant = %s AND memory_store = %s",
+                              (tenant, name))
+            deleted = int(cur.rowcount)
+            await cur.execute("DELETE FROM memory_stores WHERE tenant = %s AND name = %s",
+                              (tenant, name))
+            return deleted
+
+        return await self._write(tenant, run)
+
+    # facts -----------------------------------------------------------------------------
+
+    @staticmethod
+    async def _source_store(cur: Cursor, tenant: str,
+                            source: tuple[str | None, str, str]) -> str:
+        store, session_id, item_id = source
+        await cur.execute(
+            "SELECT s.store FROM items i JOIN sessions s ON s.sid = i.sid "
+            "WHERE i.tenant = %s AND i.item_id = %s AND s.tenant = %s AND s.session_id = %s "
+            "AND (%s::text IS NULL OR s.store = %s)",
+            (tenant, item_id, tenant, session_id, store, store))
+        row = await cur.fetchone()
+        if row is None:
+            raise ItemNotFound(f"no item {item_id!r} in session {session_id!r}",
+                               session_id=session_id, item_id=item_id)
+        return str(row[0])
+
+    async def remember(self, tenant: str, store: str, facts: Sequence[NewFact],
+                       now: datetime) -> list[Fact]:
+        store_prefix = _prefix(tenant, store)
+        locks = sorted({_lock_key(tenant, store, f.subject, f.key) for f in facts})
+
+        async def run(cur: Cursor) -> list[Fact]:
+            await self._require_memory_store(cur, tenant, store, "FOR KEY SHARE")
+            await cur.execute("SELECT pg_advisory_xact_lock(k) FROM unnest(%s::bigint[]) k",
+                              (locks,))
+            return [await self._remember_one(cur, tenant, store, new, now, store_prefix)
+                    for new in facts]
+
+        return await self._write(tenant, run)
+
+    async def _remember_one(self, cur: Cursor, tenant: str, store: str, new: NewFact,
+                            now: datetime, store_prefix: str) -> Fact:
+        source_store = await self._source_store(cur, tenant, new.source) if new.source else None
+        await cur.execute(
+            "SELECT fid, fact_id, valid_from, recorded_at, superseded_at FROM facts "
+            "WHERE tenant = %s AND subject = %s AND memory_store = %s AND key = %s "
+            "ORDER BY fid DESC LIMIT 1", (tenant, new.subject, store, new.key))
+        last = await cur.fetchone()
+        moment = now if last is None else max(now, last[4] or last[3])
+        valid_from = new.valid_from if new.valid_from is not None else moment
+        supersedes = None
+        if last is not None and last[4] is None:
+            supersedes = last[1]
+            await cur.execute(
+                "UPDATE facts SET superseded_at = %s, valid_to = %s, "
+                "closed_reason = 'superseded', search = NULL WHERE fid = %s",
+                (moment, max(valid_from, last[2]), last[0]))
+        value = json.loads(new.value_json)
+        words = fact_words(new.key, value)
+        subject_prefix = _prefix(tenant, store, new.subject)
+        lexemes = [*(_lexeme(store_prefix, w) for w in words),
+                   *(_lexeme(subject_prefix, w) for w in words)]
+        session_id = new.source[1] if new.source else None
+        item_id = new.source[2] if new.source else None
+        await cur.execute(
+            "INSERT INTO facts (tenant, memory_store, fact_id, subject, key, value, "
+            "confidence, source_type, source_store, source_session_id, source_item_id, "
+            "valid_from, recorded_at, supersedes, search) VALUES (%s, %s, %s, %s, %s, "
+            "%s::json, %s, %s, %s, %s, %s, %s, %s, %s, array_to_tsvector(%s::text[]))",
+            (tenant, store, new.fact_id, new.subject, new.key, new.value_json, new.confidence,
+             new.source_type, source_store, session_id, item_id, valid_from, moment,
+             supersedes, lexemes))
+        return Fact(
+            fact_id=new.fact_id, memory_store=store, subject=new.subject, key=new.key,
+            value=value, confidence=new.confidence, source_type=new.source_type,
+            source_session_id=session_id, source_item_id=item_id, valid_from=valid_from,
+            valid_to=None, recorded_at=moment, superseded_at=None, supersedes=supersedes,
+            source_store=source_store,
+        )
+
+    async def recall(self, tenant: str, store: str, subject: str, keys: Sequence[str] | None,
+                     valid_at: datetime, known_at: datetime) -> list[Fact]:
+        # per key, of the facts that cover valid_at as believed at known_at, the one
+        # recorded last
+        key_filter = "" if keys is None else "AND key = ANY(%s) "
+        query = (
+            f"SELECT DISTINCT ON (key) {_FACT_COLUMNS} FROM facts "
+            "WHERE tenant = %s AND subject = %s AND memory_store = %s " + key_filter +
+            "AND recorded_at <= %s AND valid_from <= %s "
+            "AND (superseded_at IS NULL OR superseded_at > %s OR valid_to > %s) "
+            "ORDER BY key, fid DESC"
+        )
+        params: list[Any] = [tenant, subject, store]
+        if keys is not None:
+            params.append(list(keys))
+        params += [known_at, valid_at, known_at, valid_at]
+
+        async def run(cur: Cursor) -> list[Fact]:
+            await cur.execute(query, params)
+            found = [_fact(r) for r in await cur.fetchall()]
+            if not found:  # the store is only looked up when it might be missing
+                await self._require_memory_store(cur, tenant, store)
+            return found
+
+        return await self._read(tenant, run)
+
+    async def history(self, tenant: str, store: str, subject: str, key: str) -> list[Fact]:
+        async def run(cur: Cursor) -> list[Fact]:
+            await cur.execute(
+                f"SELECT {_FACT_COLUMNS} FROM facts WHERE tenant = %s AND subject = %s "
+                "AND memory_store = %s AND key = %s ORDER BY fid",
+                (tenant, subject, store, key))
+            found = [_fact(r) for r in await cur.fetchall()]
+            if not found:
+                await self._require_memory_store(cur, tenant, store)
+            return found
+
+        return await self._read(tenant, run)
+
+    @staticmethod
+    async def _fact_row(cur: Cursor, tenant: str, store: str, fact_id: str) -> Fact:
+        await cur.execute(
+            f"SELECT {_FACT_COLUMNS} FROM facts WHERE tenant = %s AND fact_id = %s "
+            "AND memory_store = %s", (tenant, fact_id, store))
+        row = await cur.fetchone()
+        if row is None:
+            raise FactNotFound(f"no fact {fact_id!r} in memory store {store!r}",
+                               store=store, fact_id=fact_id)
+        return _fact(row)
+
+    async def get_fact(self, tenant: str, store: str, fact_id: str) -> Fact:
+        async def run(cur: Cursor) -> Fact:
+            await self._require_memory_store(cur, tenant, store)
+            return await self._fact_row(cur, tenant, store, fact_id)
+
+        return await self._read(tenant, run)
+
+    async def explain(self, tenant: str, store: str, fact_id: str) -> FactExplanation:
+        async def run(cur: Cursor) -> FactExplanation:
+            await self._require_memory_store(cur, tenant, store)
+            fact = await self._fact_row(cur, tenant, store, fact_id)
+            superseded = None
+            if fact.supersedes is not None:
+                superseded = await self._fact_row(cur, tenant, store, fact.supersedes)
+            await cur.execute(
+                f"SELECT {_FACT_COLUMNS} FROM facts WHERE tenant = %s AND subject = %s "
+                "AND memory_store = %s AND key = %s AND supersedes = %s",
+                (tenant, fact.subject, store, fact.key, fact_id))
+            row = await cur.fetchone()
+            source = await self._source_item(cur, tenant, fact)
+            return FactExplanation(fact, superseded, _fact(row) if row else None, source)
+
+        return await self._read(tenant, run, snapshot=True)  # one snapshot for every read
+
+    @staticmethod
+    async def _source_item(cur: Cursor, tenant: str, fact: Fact) -> Item | None:
+        if fact.source_store is None or fact.source_item_id is None:
+            return None
+        session_id = fact.source_session_id or ""
+        await cur.execute(
+            f"SELECT {_ITEM_COLUMNS} FROM items i JOIN sessions s ON s.sid = i.sid "
+            "WHERE i.tenant = %s AND i.item_id = %s AND s.tenant = %s AND s.store = %s "
+            "AND s.session_id = %s",
+            (tenant, fact.source_item_id, tenant, fact.source_store, session_id))
+        row = await cur.fetchone()
+        if row is None:
+            return None
+        return Item(row[0], session_id, row[1], row[2], row[3], row[4], row[5], row[6],
+                    row[7], row[8], row[9], row[10])
+
+    async def forget(self, tenant: str, store: str, subject: str, key: str, reason: str,
+                     now: datetime) -> Fact | None:
+        lock = _lock_key(tenant, store, subject, key)
+
+        async def run(cur: Cursor) -> Fact | None:
+            await self._require_memory_store(cur, tenant, store, "FOR KEY SHARE")
+            await cur.execute("SELECT pg_advisory_xact_lock(%s)", (lock,))
+            await cur.execute(
+                f"SELECT {_FACT_COLUMNS}, fid FROM facts WHERE tenant = %s AND subject = %s "
+                "AND memory_store = %s AND key = %s AND superseded_at IS NULL",
+                (tenant, subject, store, key))
+            row = await cur.fetchone()
+            if row is None:
+                return None
+            moment = max(now, row[11])
+            valid_to = max(moment, row[9])
+            await cur.execute(
+                "UPDATE facts SET superseded_at = %s, valid_to = %s, closed_reason = %s, "
+                "search = NULL WHERE fid = %s", (moment, valid_to, reason, row[16]))
+            closed = list(row[:16])
+            closed[10], closed[12], closed[14] = valid_to, moment, reason
+            return _fact(closed)
+
+        return await self._write(tenant, run)
+
+    async def search(self, tenant: str, store: str, words: Sequence[str], subject: str | None,
+                     limit: int) -> list[Fact]:
+        prefix = _prefix(tenant, store) if subject is None else _prefix(tenant, store, subject)
+        query = (
+            f"SELECT {_FACT_COLUMNS} FROM facts WHERE search @@ %s::tsquery "
+            "AND tenant = %s AND memory_store = %s AND superseded_at IS NULL "
+            "AND (%s::text IS NULL OR subject = %s) ORDER BY fid DESC LIMIT %s"
+        )
+
+        async def run(cur: Cursor) -> list[Fact]:
+            await self._require_memory_store(cur, tenant, store)
+            await cur.execute(query, (_query(prefix, words), tenant, store, subject, subject,
+                                      limit))
+            return [_fact(r) for r in await cur.fetchall()]
+
+        return await self._read(tenant, run)
+
+    async def subject_facts(self, tenant: str, subject: str) -> list[Fact]:
+        async def run(cur: Cursor) -> list[Fact]:
+            await cur.execute(
+                f"SELECT {_FACT_COLUMNS} FROM facts WHERE tenant = %s AND subject = %s "
+                "ORDER BY memory_store, key, fid", (tenant, subject))
+            return [_fact(r) for r in await cur.fetchall()]
+
+        return await self._read(tenant, run)
+
+    async def erase_subject(self, tenant: str, subject: str,
+                            include_sessions: bool) -> dict[str, int]:
+        async def run(cur: Cursor) -> dict[str, int]:
+            await cur.execute("DELETE FROM facts WHERE tenant = %s AND subject = %s",
+                              (tenant, subject))
+            facts = int(cur.rowcount)
+            sessions = 0
+            if include_sessions:
+                # items, idempotency keys, runs, checkpoints and assets go with each
+                # session through foreign-key cascades
+                await cur.execute(
+                    "DELETE FROM sessions WHERE tenant = %s AND store IN "
+                    "(SELECT name FROM session_stores WHERE tenant = %s) AND actor_id = %s",
+                    (tenant, tenant, subject))
+                sessions = int(cur.rowcount)
+            return {"facts": facts, "sessions": sessions}
+
+        return await self._write(tenant, run)
