@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import ownstate
 from ownstate.api import sync
 
@@ -68,3 +70,19 @@ def test_errors_form_one_tree() -> None:
     assert issubclass(ownstate.StoreNotFound, ownstate.NotFound)
     assert issubclass(ownstate.AlreadyExists, ownstate.Conflict)
     assert issubclass(ownstate.LimitExceeded, ownstate.InvalidInput)
+
+
+def test_build_item_makes_the_same_frozen_item() -> None:
+    import dataclasses
+    from datetime import UTC, datetime
+
+    from ownstate.model import Item, build_item
+
+    fields = ("itm_1", "ses_1", 3, datetime.now(UTC), {"role": "user"}, "openai.responses",
+              "user", "message", None, "gpt-x", 12, 3)
+    built, constructed = build_item(*fields), Item(*fields)
+    assert built == constructed
+    assert repr(built) == repr(constructed)
+    assert dataclasses.astuple(built) == fields
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.seq = 4  # type: ignore[misc]

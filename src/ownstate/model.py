@@ -96,6 +96,36 @@ class Item:
     out_tokens: int | None = None
 
 
+_item_slots = vars(Item)
+_set_item_fields = tuple(_item_slots[f].__set__ for f in (
+    "item_id", "session_id", "seq", "create_time", "data", "format", "role", "type",
+    "tool_name", "model", "in_tokens", "out_tokens"))
+
+
+def build_item(item_id: str, session_id: str, seq: int, create_time: datetime, data: JSON,
+               format: str, role: str | None, type: str | None, tool_name: str | None,
+               model: str | None, in_tokens: int | None, out_tokens: int | None) -> Item:
+    """``Item(...)`` for backends that build thousands per replay: the same frozen object,
+    with its slots set through their descriptors instead of the frozen dataclass's twelve
+    ``object.__setattr__`` calls, in about half the time. Arguments are not checked."""
+    item: Item = object.__new__(Item)
+    (s_id, s_session, s_seq, s_time, s_data, s_format, s_role, s_type, s_tool, s_model,
+     s_in, s_out) = _set_item_fields
+    s_id(item, item_id)
+    s_session(item, session_id)
+    s_seq(item, seq)
+    s_time(item, create_time)
+    s_data(item, data)
+    s_format(item, format)
+    s_role(item, role)
+    s_type(item, type)
+    s_tool(item, tool_name)
+    s_model(item, model)
+    s_in(item, in_tokens)
+    s_out(item, out_tokens)
+    return item
+
+
 @dataclass(frozen=True, slots=True)
 class Page(Generic[T]):
     """One page of a listing. ``next_page_token`` is ``None`` on the last page."""

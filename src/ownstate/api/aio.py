@@ -137,7 +137,10 @@ class AsyncSession:
             raise InvalidInput("labels must be a mapping", field="metadata")
         to_set = s.limits.metadata({k: v for k, v in labels.items() if v is not None})
         to_remove = [k for k, v in labels.items() if v is None]
-        s.limits.metadata(dict.fromkeys(to_remove, ""))  # the same rules for every key named
+        for key in to_remove:  # a key named for removal obeys the same naming rules
+            if not isinstance(key, str) or not _validate.LABEL_KEY_RE.fullmatch(key):
+                raise InvalidInput(f"metadata label {key!r} must be 1-64 chars of "
+                                   "[A-Za-z0-9_.:/-]", field="metadata")
         changes: dict[str, str | None] = dict.fromkeys(to_remove)
         changes.update(to_set)
         self._record = await s.backend.update_metadata(

@@ -252,7 +252,8 @@ def invalid_appends(draw: st.DrawFn) -> InvalidAppend:
     if kind == "bad-format":
         return InvalidAppend(batch, "Not A Format", None, InvalidInput)
     bad_key = draw(st.sampled_from(["", "line\nbreak", "x" * 257]))
-    return InvalidAppend(batch, None, bad_key, InvalidInput)
+    return InvalidAppend(batch, None, bad_key,
+                         LimitExceeded if len(bad_key) > 256 else InvalidInput)
 
 
 # -- the machine --------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from ...errors import (
     StoreNotEmpty,
     StoreNotFound,
 )
-from ...model import Item, SessionRecord, SessionStoreRecord
+from ...model import Item, SessionRecord, SessionStoreRecord, build_item
 from ..ports.sessions import NewItem, SessionOrder
 from ._core import Cursor, PostgresCore
 from ._replay import Meta, Replay
@@ -161,7 +161,8 @@ def _items(rows: Sequence[Sequence[Any]], session_id: str) -> list[Item]:
     """Items of rows selected as ``_ITEM_COLUMNS`` (``data`` as text, parsed here: faster
     than the driver's json loader)."""
     loads = json.loads
-    return [Item(r[0], session_id, r[1], r[2], loads(r[3]), r[4], r[5], r[6], r[7], r[8],
+    make = build_item
+    return [make(r[0], session_id, r[1], r[2], loads(r[3]), r[4], r[5], r[6], r[7], r[8],
                  r[9], r[10])
             for r in rows]
 
@@ -531,8 +532,8 @@ class SessionsInPostgres(PostgresCore):
             rows = await cur.fetchall()
             if not rows or rows[0][1] != anchor or rows[0][0] != entry.item_id(anchor):
                 return None
-            found = [Item(m[0], session_id, m[1], m[2], d, m[3], m[4], m[5], m[6], m[7], m[8],
-                          m[9]) for m, d in zip(metas, data, strict=True)]
+            found = [build_item(m[0], session_id, m[1], m[2], d, m[3], m[4], m[5], m[6], m[7],
+                                m[8], m[9]) for m, d in zip(metas, data, strict=True)]
             if len(rows) > 1:
                 added = _items(rows[1:], session_id)
                 self._replay.extend(key, entry, [_meta(r) for r in rows[1:]],

@@ -47,7 +47,7 @@ from ...errors import (
     InvalidInput,
     SessionNotFound,
 )
-from ...model import Item, SessionRecord
+from ...model import Item, SessionRecord, build_item
 
 try:
     from redis import exceptions as redis_errors
@@ -292,8 +292,8 @@ def _items(rows: Iterable[Sequence[Any]], first_seq: int, session_id: str) -> li
         created = times.get(stamp)
         if created is None:
             created = times[stamp] = parse_time(stamp)
-        found.append(Item(f[0], session_id, seq, created, f[9], f[2], f[3], f[4], f[5], f[6],
-                          f[7], f[8]))
+        found.append(build_item(f[0], session_id, seq, created, f[9], f[2], f[3], f[4], f[5],
+                                f[6], f[7], f[8]))
     return found
 
 

@@ -33,7 +33,7 @@ from ...errors import (
     SessionNotFound,
     StoreNotFound,
 )
-from ...model import Item, SessionRecord, SessionStoreRecord
+from ...model import Item, SessionRecord, SessionStoreRecord, build_item
 
 __all__ = [
     "ITEM_COLUMNS", "SESSION_COLUMNS", "SqliteCore", "decode_json", "session_record", "to_items",
@@ -77,47 +77,16 @@ def decode_json(text: str) -> Any:
     return value
 
 
-_slot = vars(Item)
-_new_object = object.__new__
-
-
-def _item(
-    r: Sequence[Any], session_id: str, create_time: datetime, data: Any,
-    _item_id: Any = _slot["item_id"].__set__, _session_id: Any = _slot["session_id"].__set__,
-    _seq: Any = _slot["seq"].__set__, _create_time: Any = _slot["create_time"].__set__,
-    _data: Any = _slot["data"].__set__, _format: Any = _slot["format"].__set__,
-    _role: Any = _slot["role"].__set__, _type: Any = _slot["type"].__set__,
-    _tool_name: Any = _slot["tool_name"].__set__, _model: Any = _slot["model"].__set__,
-    _in_tokens: Any = _slot["in_tokens"].__set__, _out_tokens: Any = _slot["out_tokens"].__set__,
-) -> Item:
-    """``Item(...)`` from an ITEM_COLUMNS row, setting the slots through their descriptors
-    rather than through the frozen dataclass's twelve ``object.__setattr__`` calls: the
-    same frozen object, built in half the time."""
-    item: Item = _new_object(Item)
-    _item_id(item, r[0])
-    _session_id(item, session_id)
-    _seq(item, r[1])
-    _create_time(item, create_time)
-    _data(item, data)
-    _format(item, r[4])
-    _role(item, r[5])
-    _type(item, r[6])
-    _tool_name(item, r[7])
-    _model(item, r[8])
-    _in_tokens(item, r[9])
-    _out_tokens(item, r[10])
-    return item
-
-
 def to_items(rows: Iterator[Sequence[Any]] | list[Any], session_id: str) -> list[Item]:
-    decode, make = decode_json, _item
+    decode, make = decode_json, build_item
     times: dict[str, datetime] = {}  # items appended together share one stamp
     items = []
     for r in rows:
         moment = times.get(r[2])
         if moment is None:
             moment = times[r[2]] = parse_time(r[2])
-        items.append(make(r, session_id, moment, decode(r[3])))
+        items.append(make(r[0], session_id, r[1], moment, decode(r[3]), r[4], r[5], r[6],
+                          r[7], r[8], r[9], r[10]))
     return items
 
 
