@@ -23,10 +23,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from ownstate.backends.memory import MemoryBackend
 from ownstate.backends.sqlite import SqliteBackend
 from ownstate.testing import Target
+
+# CI replays the same property-test examples every run, so a red run always means a change
+# broke something; elsewhere every run explores new examples.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 POSTGRES_URL = os.environ.get("OWNSTATE_TEST_POSTGRES_URL",
                               "postgresql://postgres@127.0.0.1:5432/test")
