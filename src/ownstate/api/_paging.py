@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
+from .._tokens import decode_token, encode_token
+from ..errors import InvalidInput
+from ..limits import Limits
 from ..model import Page
 
-__all__ = ["AsyncPager"]
+__all__ = ["AsyncPager", "page_by_name"]
 
 T = TypeVar("T")
 
@@ -35,3 +38,38 @@ class AsyncPager(Generic[T]):
 
     def __aiter__(self) -> AsyncIterator[T]:
         return self._iterate()
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+N = TypeVar("N", bound=_Named)
+
+
+async def page_by_name(
+    limits: Limits,
+    listing: str,
+    page_size: int | None,
+    page_token: str | None,
+    fetch: Callable[[int, str | None], Awaitable[list[N]]],
+) -> tuple[list[N], str | None]:
+    """One page of named records in name order, and the token of the next page.
+
+    ``listing`` names what is listed (and for whom), so a token from another listing is
+    refused. ``fetch(limit, after)`` returns up to ``limit`` records named after ``after``.
+    Raises :class:`~ownstate.errors.InvalidInput` (bad token) and
+    :class:`~ownstate.errors.LimitExceeded` (page size out of range).
+    """
+    size = limits.page_size(page_size)
+    after = None
+    if page_token is not None:
+        position = decode_token(page_token, listing)
+        if len(position) != 1 or not isinstance(position[0], str):
+            raise InvalidInput("page_token is malformed", field="page_token")
+        after = position[0]
+    records = await fetch(size + 1, after)
+    more = len(records) > size
+    del records[size:]
+    return records, encode_token(listing, [records[-1].name]) if more else None

@@ -22,7 +22,7 @@ from ..errors import InvalidInput
 from ..formats.derive import derive_columns, infer_format
 from ..limits import Limits
 from ..model import JSON, Item, Page, SessionRecord, SessionStoreRecord
-from ._paging import AsyncPager
+from ._paging import AsyncPager, page_by_name
 from ._scope import Scope as _Scope
 from .assets import AsyncAssets
 from .checkpoints import AsyncCheckpoints
@@ -421,17 +421,9 @@ class AsyncSessionStores:
         """One page of stores, by name. Raises :class:`~ownstate.errors.InvalidInput`,
         :class:`~ownstate.errors.LimitExceeded`."""
         s = self._scope
-        size = s.limits.page_size(page_size)
-        scope = f"stores\x00{s.tenant}"
-        after = None
-        if page_token is not None:
-            (after,) = _position(decode_token(page_token, scope), 1)
-            if not isinstance(after, str):
-                raise InvalidInput("page_token is malformed", field="page_token")
-        records = await s.backend.list_stores(s.tenant, size + 1, after)
-        more = len(records) > size
-        del records[size:]
-        token = encode_token(scope, [records[-1].name]) if more else None
+        records, token = await page_by_name(
+            s.limits, f"stores\x00{s.tenant}", page_size, page_token,
+            lambda limit, after: s.backend.list_stores(s.tenant, limit, after))
         return Page([AsyncSessionStore(s, r) for r in records], token)
 
     def list(

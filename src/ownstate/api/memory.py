@@ -19,7 +19,6 @@ from typing import Any
 
 from .. import _ids
 from .. import limits as _validate
-from .._tokens import decode_token, encode_token
 from ..backends.ports.facts import NewFact, search_words
 from ..errors import InvalidInput, LimitExceeded, NotFound
 from ..model import (
@@ -32,7 +31,7 @@ from ..model import (
     Page,
     SessionRecord,
 )
-from ._paging import AsyncPager
+from ._paging import AsyncPager, page_by_name
 from ._scope import Scope
 
 __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "AsyncMemoryStore", "AsyncMemoryStores"]
@@ -396,18 +395,9 @@ class AsyncMemoryStores:
         Raises :class:`~ownstate.errors.InvalidInput`, :class:`~ownstate.errors.LimitExceeded`.
         """
         s = self._scope
-        size = s.limits.page_size(page_size)
-        scope = f"memory_stores\x00{s.tenant}"
-        after = None
-        if page_token is not None:
-            position = decode_token(page_token, scope)
-            if len(position) != 1 or not isinstance(position[0], str):
-                raise InvalidInput("page_token is malformed", field="page_token")
-            after = position[0]
-        records = await s.backend.list_memory_stores(s.tenant, size + 1, after)
-        more = len(records) > size
-        del records[size:]
-        token = encode_token(scope, [records[-1].name]) if more else None
+        records, token = await page_by_name(
+            s.limits, f"memory_stores\x00{s.tenant}", page_size, page_token,
+            lambda limit, after: s.backend.list_memory_stores(s.tenant, limit, after))
         return Page([AsyncMemoryStore(s, r) for r in records], token)
 
     def list(
