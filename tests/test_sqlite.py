@@ -45,6 +45,7 @@ def test_data_survives_reopening(tmp_path: Path) -> None:
 
 def test_verify_only_refuses_an_unmigrated_database_and_writes_nothing(tmp_path: Path) -> None:
     db = tmp_path / "empty.db"
+    db.touch()  # an existing, empty file (a missing one is the next test)
     with pytest.raises(ownstate.SchemaVersion) as err:
         ownstate.connect(url(db), migrate=False)
     assert (err.value.found, err.value.expected) == (0, SCHEMA_VERSION)
