@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import importlib
 import json
 import os
 import platform
@@ -51,19 +50,24 @@ import psycopg
 
 import ownstate
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-common = importlib.import_module("sessions_sqlite")  # the same message text and tables
-
-conversation = common.conversation
-flat_items = common.flat_items
-median_ms = common.median_ms
-print_table = common.print_table
-rotate = common.rotate
+sys.path.append(str(Path(__file__).resolve().parent))  # after site-packages: see _workload
+from _workload import (
+    OwnstateAsyncTurns,
+    Pair,
+    conversation,
+    flat_items,
+    median_ms,
+    print_table,
+    print_turns_header,
+    print_turns_table,
+    rotate,
+    turns_round,
+    turns_rows,
+)
 
 perf_counter = time.perf_counter
 POSTGRES_URL = os.environ.get("OWNSTATE_BENCH_POSTGRES_URL",
                               "postgresql://postgres@127.0.0.1:5432/test")
-Pair = tuple[dict[str, Any], dict[str, Any]]
 
 
 def environment() -> str:
@@ -287,92 +291,42 @@ class AgentsTurns:
         await self.engine.dispose()
 
 
-class OwnstateTurns:
-    """ownstate's async client."""
-
-    name = "ownstate async"
-
-    async def open(self, schema: str, session_id: str) -> None:
-        self.client = await ownstate.connect_async(url_for(schema))
-        try:
-            store = await self.client.session_stores.create("bench-sessions")
-        except ownstate.AlreadyExists:
-            store = await self.client.session_stores.get("bench-sessions")
-        self.session = await store.add(actor_id="bench-user", session_id=session_id)
-
-    async def turn(self, user: dict[str, Any], assistant: dict[str, Any]) -> list[Any]:
-        history = [item.data async for item in
-                   self.session.list_items(order_by="create_time asc")]
-        await self.session.append_items([user, assistant])
-        return history
-
-    async def close(self) -> None:
-        await self.client.close()
-
-
-TURN_VARIANTS = (AgentsTurns, OwnstateTurns)
+TURN_VARIANTS = (AgentsTurns, OwnstateAsyncTurns)
 TURN_BASELINE = AgentsTurns.name
 
 
-async def turns_round(schema: str, pairs: list[Pair], r: int) -> dict[str, list[float]]:
-    """One conversation per implementation, advanced in lockstep: turn n of every
-    implementation runs back to back (in an order that rotates), so a burst of machine
-    noise hits them alike. Returns each implementation's per-turn seconds."""
-    variants = [cls() for cls in TURN_VARIANTS]
-    for v in variants:
-        await v.open(schema, f"turns-{len(pairs)}-{r}")
-    times: dict[str, list[float]] = {v.name: [] for v in variants}
-    history: dict[str, list[Any]] = {}
-    try:
-        for n, (user, assistant) in enumerate(pairs):
-            for v in rotate(variants, r + n):
-                start = perf_counter()
-                history[v.name] = await v.turn(user, assistant)
-                times[v.name].append(perf_counter() - start)
-    finally:
-        for v in variants:
-            await v.close()
-    expected = [item for pair in pairs[:-1] for item in pair]
-    for name, replayed in history.items():
-        if replayed != expected:
-            raise SystemExit(f"{name} replayed a different history")
-    return times
+async def run_turns(schema: str, pairs: list[Pair], r: int) -> dict[str, list[float]]:
+    """One round of ``turns_round``, on a session of its own in ``schema``."""
+    session_id = f"turns-{len(pairs)}-{r}"
+
+    async def open_variant(v: Any) -> None:
+        if isinstance(v, AgentsTurns):
+            await v.open(schema, session_id)
+        else:
+            await v.open(url_for(schema), session_id)
+
+    return await turns_round([cls() for cls in TURN_VARIANTS], open_variant, pairs, r)
 
 
 def bench_turns(args: argparse.Namespace) -> None:
     window = args.window
     names = [cls.name for cls in TURN_VARIANTS]
-    print(f"## turns: load the whole history, append a user and an assistant message "
-          f"({args.rounds} rounds; median ms per turn over the first and last {window} "
-          f"turns)\n")
+    print_turns_header(args.rounds, window)
     rows = []
 
     async def run() -> None:
         async with fresh_schema("bench_turns") as schema:
-            await turns_round(schema, conversation(10, seed=7), -1)  # warm-up
+            await run_turns(schema, conversation(10, seed=7), -1)  # warm-up
             for turns in args.turns:
                 pairs = conversation(turns)
-                first: dict[str, list[float]] = {n: [] for n in names}
-                last: dict[str, list[float]] = {n: [] for n in names}
-                total: dict[str, list[float]] = {n: [] for n in names}
+                rounds = []
                 for r in range(args.rounds):
                     gc.collect()
-                    for name, times in (await turns_round(schema, pairs, r)).items():
-                        first[name] += times[:window]
-                        last[name] += times[-window:]
-                        total[name].append(sum(times))
-                base = statistics.median(last[TURN_BASELINE])
-                for name in names:
-                    ratio = statistics.median(last[name]) / base
-                    rows.append([str(turns), name, f"{median_ms(first[name]):.2f}",
-                                 f"{median_ms(last[name]):.2f}",
-                                 f"{statistics.median(total[name]):.2f}",
-                                 "1.00 (baseline)" if name == TURN_BASELINE else f"{ratio:.2f}"])
+                    rounds.append(await run_turns(schema, pairs, r))
+                rows.extend(turns_rows(turns, names, TURN_BASELINE, window, rounds))
 
     asyncio.run(run())
-    print_table(["T", "implementation", f"first {window} turns, ms",
-                 f"last {window} turns, ms", "whole conversation, s",
-                 f"ratio to SQLAlchemySession, last {window}"], rows)
+    print_turns_table(rows, window, "SQLAlchemySession")
 
 
 # --------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ same process, against the same Redis, and prints medians and ratios as a Markdow
 
 - ``turns``:  an agent conversation. Each turn loads the whole history in replay order,
   then appends one user and one assistant message (~400 bytes of varied text each, the
-  conversation of ``sessions_sqlite.py``). Competitor: the OpenAI Agents SDK's
+  conversation of ``_workload.py``). Competitor: the OpenAI Agents SDK's
   ``RedisSession`` (``get_items()`` then ``add_items([user, assistant])``). ownstate: the
   sync and the async client.
 - ``append``: 20,000 items appended in batches of 100, against a raw redis-py pipeline
@@ -34,11 +34,12 @@ from pathlib import Path
 # This file is named like the redis package: keep its directory off the import path.
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+# ... and put it back at the end, after site-packages, for the shared _workload module.
+sys.path.append(str(_HERE))
 
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
 import gc  # noqa: E402
-import importlib.util  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
@@ -47,35 +48,28 @@ import time  # noqa: E402
 import uuid  # noqa: E402
 from collections.abc import Awaitable, Callable  # noqa: E402
 from datetime import date  # noqa: E402
-from types import ModuleType  # noqa: E402
 from typing import Any  # noqa: E402
 
 import redis  # noqa: E402
 import redis.asyncio as redis_async  # noqa: E402
+from _workload import (  # noqa: E402
+    OwnstateAsyncTurns,
+    OwnstateSyncTurns,
+    Pair,
+    conversation,
+    flat_items,
+    median_ms,
+    print_table,
+    print_turns_header,
+    print_turns_table,
+    rotate,
+    turns_round,
+    turns_rows,
+)
 
 import ownstate  # noqa: E402
 
 perf_counter = time.perf_counter
-
-
-def _sibling(name: str) -> ModuleType:
-    """A benchmark module next to this one (its conversation and table helpers)."""
-    spec = importlib.util.spec_from_file_location(f"_bench_{name}", _HERE / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-common = _sibling("sessions_sqlite")
-conversation = common.conversation
-flat_items = common.flat_items
-rotate = common.rotate
-print_table = common.print_table
-median_ms = common.median_ms
-
-Pair = tuple[dict[str, Any], dict[str, Any]]
 
 
 def default_url() -> str:
@@ -128,104 +122,40 @@ class AgentsTurns:
         await self.session.close()
 
 
-class OwnstateSyncTurns:
-    """ownstate's sync client (called from the benchmark's loop thread, which it blocks)."""
-
-    name = "ownstate sync"
-
-    async def open(self, url: str, prefix: str) -> None:
-        self.client = ownstate.connect(with_prefix(url, f"{prefix}sync"))
-        store = self.client.session_stores.create("bench-sessions")
-        self.session = store.add(actor_id="bench-user", session_id="bench-session")
-
-    async def turn(self, user: dict[str, Any], assistant: dict[str, Any]) -> list[Any]:
-        history = [item.data for item in self.session.list_items(order_by="create_time asc")]
-        self.session.append_items([user, assistant])
-        return history
-
-    async def close(self) -> None:
-        self.client.close()
-
-
-class OwnstateAsyncTurns:
-    """ownstate's async client."""
-
-    name = "ownstate async"
-
-    async def open(self, url: str, prefix: str) -> None:
-        self.client = await ownstate.connect_async(with_prefix(url, f"{prefix}async"))
-        store = await self.client.session_stores.create("bench-sessions")
-        self.session = await store.add(actor_id="bench-user", session_id="bench-session")
-
-    async def turn(self, user: dict[str, Any], assistant: dict[str, Any]) -> list[Any]:
-        history = [item.data async for item in
-                   self.session.list_items(order_by="create_time asc")]
-        await self.session.append_items([user, assistant])
-        return history
-
-    async def close(self) -> None:
-        await self.client.close()
-
-
 TURN_VARIANTS = (AgentsTurns, OwnstateSyncTurns, OwnstateAsyncTurns)
 TURN_BASELINE = AgentsTurns.name
 
 
-async def turns_round(url: str, pairs: list[Pair], r: int) -> dict[str, list[float]]:
-    """One conversation per implementation, advanced in lockstep: turn n of every
-    implementation runs back to back (in an order that rotates), so a burst of machine
-    noise hits them alike. Returns each implementation's per-turn seconds."""
+async def run_turns(url: str, pairs: list[Pair], r: int) -> dict[str, list[float]]:
+    """One round of ``turns_round``, under a key prefix of its own (deleted afterwards)."""
     prefix = f"bench-{uuid.uuid4().hex[:8]}-"
-    variants = [cls() for cls in TURN_VARIANTS]
-    times: dict[str, list[float]] = {v.name: [] for v in variants}
-    history: dict[str, list[Any]] = {}
-    try:
-        for v in variants:
+
+    async def open_variant(v: Any) -> None:
+        if isinstance(v, AgentsTurns):
             await v.open(url, prefix)
-        for n, (user, assistant) in enumerate(pairs):
-            for v in rotate(variants, r + n):
-                start = perf_counter()
-                history[v.name] = await v.turn(user, assistant)
-                times[v.name].append(perf_counter() - start)
+        else:
+            await v.open(with_prefix(url, f"{prefix}{v.tag}"))
+
+    try:
+        return await turns_round([cls() for cls in TURN_VARIANTS], open_variant, pairs, r)
     finally:
-        for v in variants:
-            await v.close()
         drop_prefix(url, prefix)
-    expected = [item for pair in pairs[:-1] for item in pair]
-    for name, replayed in history.items():
-        if replayed != expected:
-            raise SystemExit(f"{name} replayed a different history")
-    return times
 
 
 def bench_turns(args: argparse.Namespace) -> None:
     window = args.window
     names = [cls.name for cls in TURN_VARIANTS]
-    print(f"## turns: load the whole history, append a user and an assistant message "
-          f"({args.rounds} rounds; median ms per turn over the first and last {window} "
-          f"turns)\n")
-    asyncio.run(turns_round(args.url, conversation(10, seed=7), 0))  # warm-up
+    print_turns_header(args.rounds, window)
+    asyncio.run(run_turns(args.url, conversation(10, seed=7), 0))  # warm-up
     rows = []
     for turns in args.turns:
         pairs = conversation(turns)
-        first: dict[str, list[float]] = {n: [] for n in names}
-        last: dict[str, list[float]] = {n: [] for n in names}
-        total: dict[str, list[float]] = {n: [] for n in names}
+        rounds = []
         for r in range(args.rounds):
             gc.collect()
-            for name, times in asyncio.run(turns_round(args.url, pairs, r)).items():
-                first[name] += times[:window]
-                last[name] += times[-window:]
-                total[name].append(sum(times))
-        base = statistics.median(last[TURN_BASELINE])
-        for name in names:
-            ratio = statistics.median(last[name]) / base
-            rows.append([str(turns), name, f"{median_ms(first[name]):.2f}",
-                         f"{median_ms(last[name]):.2f}",
-                         f"{statistics.median(total[name]):.2f}",
-                         "1.00 (baseline)" if name == TURN_BASELINE else f"{ratio:.2f}"])
-    print_table(["T", "implementation", f"first {window} turns, ms", f"last {window} turns, ms",
-                 "whole conversation, s", f"ratio to RedisSession, last {window}"], rows)
+            rounds.append(asyncio.run(run_turns(args.url, pairs, r)))
+        rows += turns_rows(turns, names, TURN_BASELINE, window, rounds)
+    print_turns_table(rows, window, "RedisSession")
 
 
 # --------------------------------------------------------------------------------------

@@ -33,7 +33,6 @@ import gc
 import json
 import os
 import platform
-import random
 import shutil
 import sqlite3
 import statistics
@@ -43,77 +42,31 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import date
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import ownstate
 
+sys.path.append(str(Path(__file__).resolve().parent))  # after site-packages: see _workload
+from _workload import (
+    OwnstateAsyncTurns,
+    OwnstateSyncTurns,
+    Pair,
+    conversation,
+    flat_items,
+    median_ms,
+    print_table,
+    print_turns_header,
+    print_turns_table,
+    rotate,
+    turns_round,
+    turns_rows,
+)
+
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 clock = CLOCKS["wall"]
-T = TypeVar("T")
-
-# --------------------------------------------------------------------------------------
-# deterministic, varied message text
-
-_WORD_TEXT = """
-the a an and or but if then when while because although order refund account invoice
-payment card shipping delivery package tracking number address customer support agent
-ticket issue problem error message screen button settings profile password email phone
-please thanks sorry happy help need want would could should will can may might must
-check look find open close update change cancel confirm verify review send receive return
-today tomorrow yesterday week month year morning evening hour minute day time date
-first second third last next previous new old same different other another every each
-price cost total amount discount coupon code plan subscription upgrade downgrade trial
-product item size color model version store online app website browser device laptop
-order-4471 SKU-99812 v2.3.1 14:30 2024-11-02 $49.99 12% #A1B2 user@example.com
-large small quick slow early late easy hard simple clear exact similar possible likely
-about above across after against along among around before behind below between beyond
-during except inside into near outside over since through toward under until upon within
-"""
-_WORDS = _WORD_TEXT.split()
-
-
-def make_text(rng: random.Random, size: int) -> str:
-    """Roughly ``size`` bytes of sentence-like text drawn from a fixed word list."""
-    sentences: list[str] = []
-    length = 0
-    while length < size:
-        words = rng.choices(_WORDS, k=rng.randint(6, 16))
-        sentence = " ".join(words)
-        sentence = sentence[0].upper() + sentence[1:] + rng.choice(".?!.")
-        sentences.append(sentence)
-        length += len(sentence) + 1
-    return " ".join(sentences)[:size].rstrip()
-
-
-def conversation(turns: int, *, seed: int = 1234, size: int = 400) -> list[tuple[dict[str, Any],
-                                                                                   dict[str, Any]]]:
-    """``turns`` pairs of OpenAI Responses-shaped (user, assistant) message items."""
-    rng = random.Random(seed)
-    pairs = []
-    for turn in range(turns):
-        user = {"role": "user", "content": make_text(rng, size)}
-        assistant = {
-            "id": f"msg_{turn:06d}{rng.getrandbits(64):016x}",
-            "type": "message",
-            "role": "assistant",
-            "status": "completed",
-            "content": [{"type": "output_text", "text": make_text(rng, size),
-                         "annotations": []}],
-        }
-        pairs.append((user, assistant))
-    return pairs
-
-
-def flat_items(count: int, *, seed: int = 99) -> list[dict[str, Any]]:
-    return [item for pair in conversation((count + 1) // 2, seed=seed) for item in pair][:count]
-
 
 # --------------------------------------------------------------------------------------
 # helpers
-
-
-def median_ms(samples: Sequence[float]) -> float:
-    return statistics.median(samples) * 1000
 
 
 @contextlib.contextmanager
@@ -136,24 +89,6 @@ def ownstate_url(path: Path) -> str:
     return f"sqlite:///{path.resolve()}"
 
 
-def rotate(names: Sequence[T], r: int) -> list[T]:
-    """Run order number ``r``: rotated by ``r``, and reversed every other cycle."""
-    order = list(names[r % len(names):]) + list(names[: r % len(names)])
-    return order[::-1] if (r // len(names)) % 2 else order
-
-
-def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    line = "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |"
-    print(line)
-    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    for row in rows:
-        cells = [c.rjust(w) if c[:1].isdigit() else c.ljust(w)
-                 for c, w in zip(row, widths, strict=True)]
-        print("| " + " | ".join(cells) + " |")
-    print()
-
-
 def environment() -> str:
     load = ", load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()) if hasattr(
         os, "getloadavg") else ""
@@ -164,9 +99,6 @@ def environment() -> str:
 
 # --------------------------------------------------------------------------------------
 # (a) conversation turns
-
-Pair = tuple[dict[str, Any], dict[str, Any]]
-
 
 class AgentsTurns:
     """The OpenAI Agents SDK's SQLiteSession on a file: get_items(), then add_items()."""
@@ -187,103 +119,36 @@ class AgentsTurns:
         self.session.close()
 
 
-class OwnstateSyncTurns:
-    """ownstate's sync client (called from the benchmark's loop thread, which it blocks)."""
-
-    name = "ownstate sync"
-
-    async def open(self, path: Path) -> None:
-        self.client = ownstate.connect(ownstate_url(path))
-        store = self.client.session_stores.create("bench-sessions")
-        self.session = store.add(actor_id="bench-user", session_id="bench-session")
-
-    async def turn(self, user: dict[str, Any], assistant: dict[str, Any]) -> list[Any]:
-        history = [item.data for item in self.session.list_items(order_by="create_time asc")]
-        self.session.append_items([user, assistant])
-        return history
-
-    async def close(self) -> None:
-        self.client.close()
-
-
-class OwnstateAsyncTurns:
-    """ownstate's async client."""
-
-    name = "ownstate async"
-
-    async def open(self, path: Path) -> None:
-        self.client = await ownstate.connect_async(ownstate_url(path))
-        store = await self.client.session_stores.create("bench-sessions")
-        self.session = await store.add(actor_id="bench-user", session_id="bench-session")
-
-    async def turn(self, user: dict[str, Any], assistant: dict[str, Any]) -> list[Any]:
-        history = [item.data async for item in
-                   self.session.list_items(order_by="create_time asc")]
-        await self.session.append_items([user, assistant])
-        return history
-
-    async def close(self) -> None:
-        await self.client.close()
-
-
 TURN_VARIANTS = (AgentsTurns, OwnstateSyncTurns, OwnstateAsyncTurns)
 TURN_BASELINE = AgentsTurns.name
 
 
-async def turns_round(tmp: Path, pairs: list[Pair], r: int) -> dict[str, list[float]]:
-    """One conversation per implementation, advanced in lockstep: turn n of every
-    implementation runs back to back (in an order that rotates), so a burst of machine
-    noise hits them alike. Returns each implementation's per-turn seconds."""
-    variants = [cls() for cls in TURN_VARIANTS]
-    for v in variants:
-        await v.open(tmp / f"turns-{len(pairs)}-{r}-{v.name.replace(' ', '_')}.db")
-    times: dict[str, list[float]] = {v.name: [] for v in variants}
-    history: dict[str, list[Any]] = {}
-    try:
-        for n, (user, assistant) in enumerate(pairs):
-            for v in rotate(variants, r + n):
-                start = clock()
-                history[v.name] = await v.turn(user, assistant)
-                times[v.name].append(clock() - start)
-    finally:
-        for v in variants:
-            await v.close()
-    expected = [item for pair in pairs[:-1] for item in pair]
-    for name, replayed in history.items():
-        if replayed != expected:
-            raise SystemExit(f"{name} replayed a different history")
-    return times
+def run_turns(tmp: Path, pairs: list[Pair], r: int) -> dict[str, list[float]]:
+    """One round of ``turns_round``, each implementation on a database file of its own."""
+
+    async def open_variant(v: Any) -> None:
+        db = tmp / f"turns-{len(pairs)}-{r}-{v.name.replace(' ', '_')}.db"
+        await (v.open(db) if isinstance(v, AgentsTurns) else v.open(ownstate_url(db)))
+
+    return asyncio.run(turns_round([cls() for cls in TURN_VARIANTS], open_variant, pairs, r,
+                                   clock=clock))
 
 
 def bench_turns(args: argparse.Namespace) -> None:
     window = args.window
     names = [cls.name for cls in TURN_VARIANTS]
-    print(f"## turns: load the whole history, append a user and an assistant message "
-          f"({args.rounds} rounds; median ms per turn over the first and last {window} "
-          f"turns)\n")
+    print_turns_header(args.rounds, window)
     rows = []
     with scratch_dir(args.dir) as tmp:
-        asyncio.run(turns_round(tmp, conversation(10, seed=7), 0))  # warm-up
+        run_turns(tmp, conversation(10, seed=7), 0)  # warm-up
         for turns in args.turns:
             pairs = conversation(turns)
-            first: dict[str, list[float]] = {n: [] for n in names}
-            last: dict[str, list[float]] = {n: [] for n in names}
-            total: dict[str, list[float]] = {n: [] for n in names}
+            rounds = []
             for r in range(args.rounds):
                 gc.collect()
-                for name, times in asyncio.run(turns_round(tmp, pairs, r)).items():
-                    first[name] += times[:window]
-                    last[name] += times[-window:]
-                    total[name].append(sum(times))
-            base = statistics.median(last[TURN_BASELINE])
-            for name in names:
-                ratio = statistics.median(last[name]) / base
-                rows.append([str(turns), name, f"{median_ms(first[name]):.2f}",
-                             f"{median_ms(last[name]):.2f}",
-                             f"{statistics.median(total[name]):.2f}",
-                             "1.00 (baseline)" if name == TURN_BASELINE else f"{ratio:.2f}"])
-    print_table(["T", "implementation", f"first {window} turns, ms", f"last {window} turns, ms",
-                 "whole conversation, s", f"ratio to SQLiteSession, last {window}"], rows)
+                rounds.append(run_turns(tmp, pairs, r))
+            rows += turns_rows(turns, names, TURN_BASELINE, window, rounds)
+    print_turns_table(rows, window, "SQLiteSession")
 
 
 # --------------------------------------------------------------------------------------
