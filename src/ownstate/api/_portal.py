@@ -44,6 +44,11 @@ class Portal:
                 return
             token = page.next_page_token
 
+    async def relay(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` for a caller on some other event loop, without blocking that loop
+        longer than the coroutine itself would."""
+        raise NotImplementedError
+
     def close(self) -> None:
         """Release what the portal holds."""
 
@@ -65,6 +70,9 @@ class InlinePortal(Portal):
         finally:
             coro.close()
 
+    async def relay(self, coro: Coroutine[Any, Any, T]) -> T:
+        return await coro
+
 
 class ThreadPortal(Portal):
     """An event loop on its own thread, and a way to run coroutines on it and wait."""
@@ -84,6 +92,12 @@ class ThreadPortal(Portal):
             coro.close()
             raise RuntimeError("this ownstate client is closed")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    async def relay(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._closed:
+            coro.close()
+            raise RuntimeError("this ownstate client is closed")
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
 
     def close(self) -> None:
         if self._closed:

@@ -1,0 +1,6 @@
+"""Framework adapters: each maps one agent framework's storage interface onto ownstate.
+
+Import the adapter you use (``ownstate.adapters.langgraph``, ...); each needs its
+framework's package (the ``langgraph``, ``openai-agents``, ``adk`` or ``claude`` extra).
+Every adapter is built from a connected client (sync or async) or from a URL.
+"""

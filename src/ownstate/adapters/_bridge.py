@@ -1,0 +1,78 @@
+"""How an adapter reaches ownstate from a framework's sync and async code alike.
+
+Frameworks call their storage both ways: LangGraph's ``get_tuple`` and ``aget_tuple``,
+ADK's async services from sync runners. An adapter writes its logic once, as coroutines
+over an :class:`~ownstate.AsyncClient`, and runs them through a :class:`Bridge`:
+
+- built from a sync :class:`~ownstate.Client` (or a URL), sync calls go through the
+  client's portal and async calls are relayed to it without blocking the caller's loop;
+- built from an :class:`~ownstate.AsyncClient`, async calls run on the caller's loop, and
+  sync calls are allowed only from another thread while that loop runs.
+
+The bridge closes the client only when it opened it (``from_url``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from ..api import AsyncClient, Client, connect
+
+__all__ = ["Bridge"]
+
+T = TypeVar("T")
+
+
+class Bridge:
+    """Runs an adapter's coroutines for sync and async callers; see the module docstring."""
+
+    def __init__(self, client: Client | AsyncClient, *, owned: bool = False) -> None:
+        if isinstance(client, Client):
+            self.client: AsyncClient = client._impl
+            self._portal = client._portal
+            self._sync: Client | None = client
+        elif isinstance(client, AsyncClient):
+            self.client = client
+            self._portal = None
+            self._sync = None
+        else:
+            raise TypeError(f"expected an ownstate Client or AsyncClient, got {type(client)!r}")
+        self._owned = owned
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def from_url(cls, url: str | None = None, **connect_args: Any) -> Bridge:
+        """A bridge over a client it opens (and closes with :meth:`close`)."""
+        return cls(connect(url, **connect_args), owned=True)
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` for sync code and return its result."""
+        if self._portal is not None:
+            return self._portal.call(coro)
+        loop = self._loop
+        if loop is None or not loop.is_running():
+            coro.close()
+            raise RuntimeError("an adapter built on an AsyncClient takes sync calls only from "
+                               "another thread while its event loop runs; build it from a "
+                               "sync Client (or from_url) to call it from sync code")
+        if getattr(loop, "_thread_id", None) == threading.get_ident():
+            coro.close()
+            raise RuntimeError("sync call on the event loop that drives this adapter's "
+                               "AsyncClient; use the async method instead")
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+    async def acall(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` for async code and return its result."""
+        if self._portal is not None:
+            return await self._portal.relay(coro)
+        self._loop = asyncio.get_running_loop()
+        return await coro
+
+    def close(self) -> None:
+        """Close the client if this bridge opened it."""
+        if self._owned and self._sync is not None:
+            self._owned = False
+            self._sync.close()
