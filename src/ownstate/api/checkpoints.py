@@ -127,6 +127,23 @@ def _writes(value: object, limits: Limits) -> list[PendingWrite]:
     return checked
 
 
+def _checkpoint_ids(value: object, limits: Limits) -> list[str]:
+    """The distinct ids of a list of checkpoint ids, in the order given."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+        raise InvalidInput("checkpoint_ids must be a list of checkpoint ids",
+                           field="checkpoint_ids")
+    if len(value) > limits.max_batch_items:
+        raise LimitExceeded(f"at most {limits.max_batch_items} checkpoint ids per call",
+                            field="checkpoint_ids", limit=limits.max_batch_items,
+                            actual=len(value))
+    for index, checkpoint_id in enumerate(value):
+        if (not isinstance(checkpoint_id, str) or not checkpoint_id
+                or len(checkpoint_id) > _MAX_ID_CHARS or _CONTROL_RE.search(checkpoint_id)):
+            raise InvalidInput(f"checkpoint id {index} must be a string of 1-{_MAX_ID_CHARS} "
+                               "printable chars", field="checkpoint_ids", index=index)
+    return list(dict.fromkeys(value))
+
+
 def _filter(value: object) -> dict[str, JSON]:
     if value is None:
         return {}
@@ -247,6 +264,32 @@ class AsyncCheckpoints:
         cid = _text(checkpoint_id, "checkpoint_id") if checkpoint_id is not None else None
         ns = _text(namespace, "namespace", empty=True)
         return await s.backend.get_checkpoint(s.tenant, run, ns, cid)
+
+    async def delete(
+        self,
+        scope: CheckpointScope,
+        checkpoint_ids: Sequence[str],
+        *,
+        namespace: str | None = None,
+    ) -> int:
+        """Delete the named checkpoints of the run, with their pending writes, in one
+        atomic step; returns how many were deleted.
+
+        ``namespace=None`` (the default) matches the ids in every namespace; a string
+        matches them in that namespace only. Ids that are not stored are ignored, and an
+        empty list deletes nothing. The remaining checkpoints keep their order and their
+        ``create_time``; a checkpoint stored later under a deleted id is a new one, the
+        newest of the run.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (a malformed scope, id or namespace),
+        :class:`~ownstate.errors.LimitExceeded` (more than ``Limits.max_batch_items``
+        ids), :class:`~ownstate.errors.RunNotFound`.
+        """
+        s = self._scope
+        run = _scope(scope, s.limits)
+        ids = _checkpoint_ids(checkpoint_ids, s.limits)
+        ns = _text(namespace, "namespace", empty=True) if namespace is not None else None
+        return await s.backend.delete_checkpoints(s.tenant, run, ns, ids)
 
     async def delete_run(self, scope: CheckpointScope) -> int:
         """Delete every checkpoint and pending write of the run; returns how many

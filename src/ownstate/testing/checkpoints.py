@@ -434,6 +434,8 @@ def test_malformed_scope_is_refused(client: Client, checkpoint_scope: Checkpoint
     with pytest.raises(InvalidInput):
         client.checkpoints.delete_run(scope)
     with pytest.raises(InvalidInput):
+        client.checkpoints.delete(scope, ["c1"])
+    with pytest.raises(InvalidInput):
         client.checkpoints.copy(scope, checkpoint_scope)
     with pytest.raises(InvalidInput):
         client.checkpoints.copy(checkpoint_scope, scope)
@@ -451,6 +453,9 @@ _OPERATIONS: dict[str, Callable[[Client, CheckpointScope], object]] = {
     "get_by_id": lambda c, s: c.checkpoints.get(s, "c1"),
     "list": lambda c, s: c.checkpoints.list(s),
     "delete_run": lambda c, s: c.checkpoints.delete_run(s),
+    "delete": lambda c, s: c.checkpoints.delete(s, ["c1"]),
+    "delete_in_namespace": lambda c, s: c.checkpoints.delete(s, ["c1"], namespace=""),
+    "delete_nothing": lambda c, s: c.checkpoints.delete(s, []),
     "copy_from": lambda c, s: c.checkpoints.copy(s, s),
 }
 
@@ -595,6 +600,167 @@ def test_delete_run_keeps_everything_else(client: Client, session: ownstate.Sess
     assert client.checkpoints.delete_run(first.checkpoint_scope()) == 0
     _put(client, first.checkpoint_scope(), "again")
     assert _ids_of(client.checkpoints.list(first.checkpoint_scope())) == ["again"]
+
+
+def _by_id(client: Client, scope: CheckpointScope) -> dict[tuple[str, str], CheckpointRecord]:
+    return {(r.namespace, r.checkpoint_id): r for r in client.checkpoints.list(scope)}
+
+
+def test_delete_some_checkpoints_keeps_the_rest_as_they_were(
+        client: Client, checkpoint_scope: CheckpointScope, frozen_time: FrozenTime) -> None:
+    scope = checkpoint_scope
+    for n in range(5):
+        _put(client, scope, f"c{n}", f"payload-{n}".encode(), metadata={"step": n},
+             parent_checkpoint_id=f"c{n - 1}" if n else None)
+        client.checkpoints.put_writes(scope, f"c{n}", [PendingWrite("t", 0, "ch", "json",
+                                                                    b"w%d" % n)])
+        frozen_time.advance(10)
+    before = _by_id(client, scope)
+    assert client.checkpoints.delete(scope, ["c1", "c3"]) == 2
+    rest = client.checkpoints.list(scope)
+    assert _ids_of(rest) == ["c4", "c2", "c0"]
+    assert rest == [before[("", i)] for i in ("c4", "c2", "c0")]
+    assert client.checkpoints.get(scope, "c1") is None
+    assert client.checkpoints.get(scope, "c3") is None
+    assert client.checkpoints.get(scope) == before[("", "c4")]
+    assert _ids_of(client.checkpoints.list(scope, before="c2")) == ["c0"]
+    assert _ids_of(client.checkpoints.list(scope, limit=2)) == ["c4", "c2"]
+    assert _ids_of(client.checkpoints.list(scope, metadata={"step": 2})) == ["c2"]
+    with pytest.raises(CheckpointNotFound):
+        client.checkpoints.list(scope, before="c3")
+    assert client.checkpoints.delete(scope, ["c4"]) == 1
+    assert client.checkpoints.get(scope) == before[("", "c2")]
+
+
+def test_delete_matches_every_namespace_or_one(client: Client,
+                                               checkpoint_scope: CheckpointScope) -> None:
+    scope = checkpoint_scope
+    _put(client, scope, "c1")
+    _put(client, scope, "c1", namespace="sub")
+    _put(client, scope, "c2", namespace="sub")
+    _put(client, scope, "c1", namespace="other")
+    assert client.checkpoints.delete(scope, ["c1"], namespace="sub") == 1
+    assert sorted(_by_id(client, scope)) == [("", "c1"), ("other", "c1"), ("sub", "c2")]
+    assert client.checkpoints.delete(scope, ["c1", "c2"], namespace="") == 1
+    assert sorted(_by_id(client, scope)) == [("other", "c1"), ("sub", "c2")]
+    _put(client, scope, "c2")
+    assert client.checkpoints.delete(scope, ["c2", "c1"]) == 3
+    assert client.checkpoints.list(scope) == []
+    assert client.checkpoints.usage(scope.run_id) == []
+
+
+def test_delete_ignores_ids_not_stored(client: Client,
+                                       checkpoint_scope: CheckpointScope) -> None:
+    scope = checkpoint_scope
+    _put(client, scope, "c1")
+    _put(client, scope, "c2")
+    before = _state(client, scope)
+    assert client.checkpoints.delete(scope, ["nope"]) == 0
+    assert client.checkpoints.delete(scope, ["c1"], namespace="elsewhere") == 0
+    assert _state(client, scope) == before
+    assert client.checkpoints.delete(scope, ["nope", "c1", "c1", "gone"]) == 1
+    assert client.checkpoints.delete(scope, ["c1"]) == 0
+    assert _ids_of(client.checkpoints.list(scope)) == ["c2"]
+
+
+def test_delete_nothing(client: Client, checkpoint_scope: CheckpointScope) -> None:
+    _put(client, checkpoint_scope, "c1")
+    before = _state(client, checkpoint_scope)
+    assert client.checkpoints.delete(checkpoint_scope, []) == 0
+    assert client.checkpoints.delete(checkpoint_scope, (), namespace="") == 0
+    assert _state(client, checkpoint_scope) == before
+    fresh = _other_run(client, checkpoint_scope.store, "case-empty").checkpoint_scope()
+    assert client.checkpoints.delete(fresh, ["c1"]) == 0
+
+
+def test_delete_takes_pending_writes_and_a_new_put_is_new(
+        client: Client, checkpoint_scope: CheckpointScope, frozen_time: FrozenTime) -> None:
+    scope = checkpoint_scope
+    first = _put(client, scope, "c1", b"old")
+    client.checkpoints.put_writes(scope, "c1", [PendingWrite("t", 0, "ch", "json", b"w")])
+    frozen_time.advance(10)
+    _put(client, scope, "c2")
+    _put(client, scope, "c3")
+    assert client.checkpoints.delete(scope, ["c1"]) == 1
+    frozen_time.advance(10)
+    again = _put(client, scope, "c1", b"new")
+    assert again.pending_writes == ()
+    assert again.create_time > first.create_time
+    assert _ids_of(client.checkpoints.list(scope)) == ["c1", "c3", "c2"]
+    assert client.checkpoints.get(scope) == again
+    # the newest one deleted and stored again is still the newest
+    assert client.checkpoints.delete(scope, ["c1"]) == 1
+    _put(client, scope, "c1", b"newer")
+    assert _ids_of(client.checkpoints.list(scope)) == ["c1", "c3", "c2"]
+    assert client.checkpoints.list(scope, before="c1")[0].checkpoint_id == "c3"
+    assert client.checkpoints.usage(scope.run_id) == [RunUsage(scope.run_id, 3, 7)]
+
+
+def test_delete_updates_usage_and_keeps_everything_else(client: Client,
+                                                        session: ownstate.Session) -> None:
+    first, second = _busy_tenant(client, session)
+    before = _everything_but_checkpoints(client, first.run_id, second.run_id)
+    others = client.checkpoints.list(second.checkpoint_scope())
+    assert client.checkpoints.usage() == [RunUsage("run-first", 3, 35),
+                                          RunUsage("run-second", 3, 35)]
+    assert client.checkpoints.delete(first.checkpoint_scope(), ["c2"]) == 1
+    assert client.checkpoints.usage() == [RunUsage("run-second", 3, 35),
+                                          RunUsage("run-first", 2, 20)]
+    assert client.checkpoints.delete(first.checkpoint_scope(), ["c0", "c1"]) == 2
+    assert client.checkpoints.usage() == [RunUsage("run-second", 3, 35)]
+    assert client.checkpoints.usage("run-first") == []
+    assert client.checkpoints.list(first.checkpoint_scope()) == []
+    assert client.checkpoints.list(second.checkpoint_scope()) == others
+    assert _everything_but_checkpoints(client, first.run_id, second.run_id) == before
+    _put(client, first.checkpoint_scope(), "c0", b"abc")
+    assert client.checkpoints.usage("run-first") == [RunUsage("run-first", 1, 3)]
+    assert client.checkpoints.apply_retention(RetentionPolicy(keep_last=1)) == (
+        RetentionReport(checkpoints_deleted=2, bytes_freed=20))
+
+
+def test_delete_in_one_run_leaves_the_same_ids_of_another(client: Client,
+                                                          session: ownstate.Session) -> None:
+    first, second = _busy_tenant(client, session)
+    theirs = client.checkpoints.list(second.checkpoint_scope())
+    assert client.checkpoints.delete(first.checkpoint_scope(), ["c0", "c1", "c2"]) == 3
+    assert client.checkpoints.list(second.checkpoint_scope()) == theirs
+
+
+@pytest.mark.parametrize(("kwargs", "error", "field"), [
+    ({"checkpoint_ids": "c1"}, InvalidInput, "checkpoint_ids"),
+    ({"checkpoint_ids": b"c1"}, InvalidInput, "checkpoint_ids"),
+    ({"checkpoint_ids": None}, InvalidInput, "checkpoint_ids"),
+    ({"checkpoint_ids": {"c1": 1}}, InvalidInput, "checkpoint_ids"),
+    ({"checkpoint_ids": {"c1"}}, InvalidInput, "checkpoint_ids"),
+    ({"checkpoint_ids": ["c1", ""]}, InvalidInput, "checkpoint_ids"),
+    ({"checkpoint_ids": ["c1", "x" * 257]}, InvalidInput, "checkpoint_ids"),
+    ({"checkpoint_ids": ["c1", 7]}, InvalidInput, "checkpoint_ids"),
+    ({"checkpoint_ids": ["c1", None]}, InvalidInput, "checkpoint_ids"),
+    ({"checkpoint_ids": ["c1", "bad\x00id"]}, InvalidInput, "checkpoint_ids"),
+    ({"checkpoint_ids": ["c1", "tab\tid"]}, InvalidInput, "checkpoint_ids"),
+    ({"checkpoint_ids": ["c1"] * 3}, LimitExceeded, "checkpoint_ids"),
+    ({"namespace": 5}, InvalidInput, "namespace"),
+    ({"namespace": "n" * 257}, InvalidInput, "namespace"),
+    ({"namespace": "bad\x00ns"}, InvalidInput, "namespace"),
+])
+def test_bad_delete_is_refused_and_changes_nothing(make_client: Callable[..., Client],
+                                                   kwargs: dict[str, Any],
+                                                   error: type[Exception], field: str) -> None:
+    client = make_client(limits=Limits(max_batch_items=2))
+    session = client.session_stores.create("bounded").add(actor_id="a", session_id="s")
+    scope = client.runs.open_run(session, "langgraph").checkpoint_scope()
+    _put(client, scope, "c1", metadata={"k": "v"})
+    client.checkpoints.put_writes(scope, "c1", [PendingWrite("t", 0, "ch", "json", b"w")])
+    _put(client, scope, "c1", namespace="sub")
+    before = _state(client, scope)
+    arguments: dict[str, Any] = {"checkpoint_ids": ["c1"]}
+    arguments.update(kwargs)
+    with pytest.raises(error) as err:
+        client.checkpoints.delete(scope, arguments.pop("checkpoint_ids"), **arguments)
+    assert getattr(err.value, "field", None) == field
+    assert _state(client, scope) == before
+    # at the bound it goes through
+    assert client.checkpoints.delete(scope, ["c1", "c9"]) == 2
 
 
 def test_delete_session_checkpoints(client: Client, session: ownstate.Session) -> None:
@@ -800,6 +966,8 @@ def test_async_client_has_the_same_checkpoints(target: Any) -> None:
             got = await client.checkpoints.get(scope)
             assert got is not None
             assert len(got.pending_writes) == 1
+            await client.checkpoints.put(scope, "c2", type_tag="json", payload=b"{}")
+            assert await client.checkpoints.delete(scope, ["c2"], namespace="") == 1
             return _ids_of(await client.checkpoints.list(scope))
 
     assert run_async(scenario()) == ["c1"]

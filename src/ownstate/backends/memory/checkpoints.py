@@ -181,6 +181,18 @@ class CheckpointsInMemory(MemoryBase):
 
     # deletes and copies ----------------------------------------------------------------
 
+    async def delete_checkpoints(self, tenant: str, scope: CheckpointScope,
+                                 namespace: str | None, checkpoint_ids: Sequence[str]) -> int:
+        wanted = set(checkpoint_ids)
+        with self._data.lock:
+            held = await self._scoped(tenant, scope)
+            doomed = [key for key in held.entries
+                      if key[1] in wanted and (namespace is None or key[0] == namespace)]
+            for key in doomed:
+                # a later put under this key draws a new ordinal: it is a new checkpoint
+                del held.entries[key]
+            return len(doomed)
+
     async def delete_run_checkpoints(self, tenant: str, scope: CheckpointScope) -> int:
         with self._data.lock:
             held = await self._scoped(tenant, scope)

@@ -80,6 +80,18 @@ class CheckpointPort(ABC):
         CheckpointNotFound (``before`` unknown)."""
 
     @abstractmethod
+    async def delete_checkpoints(self, tenant: str, scope: CheckpointScope,
+                                 namespace: str | None, checkpoint_ids: Sequence[str]) -> int:
+        """Delete, in one transaction (one atomic step), the checkpoints of the run whose
+        id is in ``checkpoint_ids`` (distinct, validated ids), in ``namespace`` or, when
+        it is ``None``, in every namespace, with their pending writes; returns how many
+        checkpoints went. Ids not stored are ignored; an empty list deletes nothing but
+        still checks the scope. The others keep their place in the order and their
+        ``create_time``; a checkpoint stored later under a deleted (namespace, id) is new
+        and takes the newest place. Stored bytes (usage) drop by what went.
+        Raises RunNotFound."""
+
+    @abstractmethod
     async def delete_run_checkpoints(self, tenant: str, scope: CheckpointScope) -> int:
         """Delete every checkpoint (and pending write) of the run; returns how many
         checkpoints. Raises RunNotFound."""

@@ -271,6 +271,25 @@ class CheckpointsInPostgres(PostgresCore):
 
     # deletes and copies ----------------------------------------------------------------
 
+    async def delete_checkpoints(self, tenant: str, scope: CheckpointScope,
+                                 namespace: str | None, checkpoint_ids: Sequence[str]) -> int:
+        # one statement, the scope in its predicate; pending writes go by cascade
+        query = (f"DELETE FROM checkpoints WHERE rid = {_SCOPED_RUN} AND tenant = %s "
+                 "AND checkpoint_id = ANY(%s::text[])")
+        params: list[Any] = [*_scope_params(tenant, scope), tenant, list(checkpoint_ids)]
+        if namespace is not None:
+            query += " AND namespace = %s"
+            params.append(namespace)
+
+        async def run(cur: Cursor) -> int:
+            await cur.execute(query, params)
+            deleted = int(cur.rowcount)
+            if deleted == 0:
+                await self._rid(cur, tenant, scope)  # out of scope is RunNotFound, not 0
+            return deleted
+
+        return await self._write(tenant, run)
+
     async def delete_run_checkpoints(self, tenant: str, scope: CheckpointScope) -> int:
         async def run(cur: Cursor) -> int:
             rid = await self._rid(cur, tenant, scope)

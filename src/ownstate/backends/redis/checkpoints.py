@@ -187,6 +187,41 @@ end
 return out
 """, on="scoped")
 
+# ARGV[5..6]: namespace, '1' when a namespace is given; ARGV[7..]: the checkpoint ids.
+# Keeps every index of the run consistent: the order (c), data (cd), sizes (cz), writes
+# (cw) and the run's stored bytes (cm). The ordinal counter in cm only grows, so a
+# checkpoint stored again under a deleted id takes the newest place. Deleting stores
+# nothing, so the expiry is left as the last write set it.
+lua("cp_delete", _KEYS + """
+local doomed = {}
+if ARGV[6] == '1' then
+  for i = 7, #ARGV do doomed[#doomed + 1] = ARGV[5] .. '\\0' .. ARGV[i] end
+elseif #ARGV >= 7 then
+  local wanted = {}
+  for i = 7, #ARGV do wanted[ARGV[i]] = true end
+  for _, m in ipairs(redis.call('ZRANGE', c, 0, -1)) do
+    if wanted[string.sub(m, string.find(m, '\\0', 1, true) + 1)] then
+      doomed[#doomed + 1] = m
+    end
+  end
+end
+local deleted, freed = 0, 0
+for _, m in ipairs(doomed) do
+  local sizes = redis.call('HGET', cz, m)
+  if sizes then
+    local _, pb, wb = string.match(sizes, '^(%d+) (%d+) (%d+)')
+    redis.call('ZREM', c, m)
+    redis.call('HDEL', cd, m)
+    redis.call('HDEL', cz, m)
+    redis.call('HDEL', cw, m)
+    deleted = deleted + 1
+    freed = freed + tonumber(pb) + tonumber(wb)
+  end
+end
+if freed > 0 then redis.call('HINCRBY', cm, 'bytes', -freed) end
+return {'ok', deleted}
+""", on="scoped")
+
 lua("cp_delete_run", _KEYS + """
 local n = redis.call('ZCARD', c)
 redis.call('DEL', c, cd, cz, cw, cm)
@@ -387,6 +422,13 @@ class CheckpointsInRedis(RunsInRedis):
         return found
 
     # deletes and copies ----------------------------------------------------------------
+
+    async def delete_checkpoints(self, tenant: str, scope: CheckpointScope,
+                                 namespace: str | None, checkpoint_ids: Sequence[str]) -> int:
+        reply = await self._scoped(
+            tenant, scope, "cp_delete",
+            [namespace or "", "1" if namespace is not None else "0", *checkpoint_ids])
+        return int(reply[1])
 
     async def delete_run_checkpoints(self, tenant: str, scope: CheckpointScope) -> int:
         reply = await self._scoped(tenant, scope, "cp_delete_run", [])

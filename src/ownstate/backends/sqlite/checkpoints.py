@@ -274,6 +274,25 @@ class CheckpointsInSqlite(SqliteCore):
 
     # deletes and copies ----------------------------------------------------------------
 
+    async def delete_checkpoints(self, tenant: str, scope: CheckpointScope,
+                                 namespace: str | None, checkpoint_ids: Sequence[str]) -> int:
+        # one statement, the scope in its predicate; pending writes go by cascade
+        sql = (f"DELETE FROM checkpoints WHERE rid = {_SCOPED_RUN} AND tenant = ? "
+               "AND checkpoint_id IN (SELECT value FROM json_each(?))")
+        params: list[Any] = [*_scope_params(tenant, scope), tenant, json.dumps(checkpoint_ids)]
+        if namespace is not None:
+            sql += " AND namespace = ?"
+            params.append(namespace)
+
+        def run(conn: sqlite3.Connection) -> int:
+            with write(conn):
+                deleted = int(conn.execute(sql, params).rowcount)
+                if deleted == 0:
+                    self._rid(conn, tenant, scope)  # out of scope is RunNotFound, not 0
+                return deleted
+
+        return await self._run(run)
+
     async def delete_run_checkpoints(self, tenant: str, scope: CheckpointScope) -> int:
         def run(conn: sqlite3.Connection) -> int:
             with write(conn):
