@@ -194,12 +194,18 @@ class AsyncSession:
         order_by: str = "create_time desc",
         page_size: int | None = None,
         page_token: str | None = None,
+        after_seq: int | None = None,
     ) -> Page[Item]:
         """One page of items, newest first by default (``order_by="create_time asc"`` for
         replay order).
 
+        ``after_seq`` starts the page after the item with that ``seq`` (items with a larger
+        one in ascending order, a smaller one in descending order), as a page token would;
+        give one or the other.
+
         Raises :class:`~ownstate.errors.InvalidInput` (bad order, malformed or foreign
-        page token), :class:`~ownstate.errors.LimitExceeded` (page_size out of range),
+        page token, both ``page_token`` and ``after_seq``, ``after_seq`` not an integer
+        >= 0), :class:`~ownstate.errors.LimitExceeded` (page_size out of range),
         :class:`~ownstate.errors.SessionNotFound`.
         """
         s = self._scope
@@ -207,6 +213,13 @@ class AsyncSession:
         size = s.limits.page_size(page_size)
         scope = f"items\x00{s.tenant}\x00{self.store}\x00{self.session_id}\x00{order}"
         after = None
+        if after_seq is not None:
+            if page_token is not None:
+                raise InvalidInput("give page_token or after_seq, not both", field="after_seq")
+            if (not isinstance(after_seq, int) or isinstance(after_seq, bool)
+                    or after_seq < 0):
+                raise InvalidInput("after_seq must be an integer >= 0", field="after_seq")
+            after = after_seq
         if page_token is not None:
             (after,) = _position(decode_token(page_token, scope), 1)
             if not isinstance(after, int):

@@ -142,15 +142,20 @@ class Session:
         """
         return self._portal.call(self._impl.append_items(items, idempotency_key=idempotency_key, format=format))
 
-    def list_items_page(self, *, order_by: str = 'create_time desc', page_size: int | None = None, page_token: str | None = None) -> Page[Item]:
+    def list_items_page(self, *, order_by: str = 'create_time desc', page_size: int | None = None, page_token: str | None = None, after_seq: int | None = None) -> Page[Item]:
         """One page of items, newest first by default (``order_by="create_time asc"`` for
         replay order).
 
+        ``after_seq`` starts the page after the item with that ``seq`` (items with a larger
+        one in ascending order, a smaller one in descending order), as a page token would;
+        give one or the other.
+
         Raises :class:`~ownstate.errors.InvalidInput` (bad order, malformed or foreign
-        page token), :class:`~ownstate.errors.LimitExceeded` (page_size out of range),
+        page token, both ``page_token`` and ``after_seq``, ``after_seq`` not an integer
+        >= 0), :class:`~ownstate.errors.LimitExceeded` (page_size out of range),
         :class:`~ownstate.errors.SessionNotFound`.
         """
-        return self._portal.call(self._impl.list_items_page(order_by=order_by, page_size=page_size, page_token=page_token))
+        return self._portal.call(self._impl.list_items_page(order_by=order_by, page_size=page_size, page_token=page_token, after_seq=after_seq))
 
     def list_items(self, *, order_by: str = 'create_time desc', page_size: int | None = None, page_token: str | None = None) -> Iterator[Item]:
         """Every item from ``page_token`` on, fetched a page at a time (``page_size`` per
@@ -682,6 +687,22 @@ class Checkpoints:
         Raises :class:`~ownstate.errors.InvalidInput`, :class:`~ownstate.errors.RunNotFound`.
         """
         return self._portal.call(self._impl.get(scope, checkpoint_id, namespace=namespace))
+
+    def delete(self, scope: CheckpointScope, checkpoint_ids: Sequence[str], *, namespace: str | None = None) -> int:
+        """Delete the named checkpoints of the run, with their pending writes, in one
+        atomic step; returns how many were deleted.
+
+        ``namespace=None`` (the default) matches the ids in every namespace; a string
+        matches them in that namespace only. Ids that are not stored are ignored, and an
+        empty list deletes nothing. The remaining checkpoints keep their order and their
+        ``create_time``; a checkpoint stored later under a deleted id is a new one, the
+        newest of the run.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (a malformed scope, id or namespace),
+        :class:`~ownstate.errors.LimitExceeded` (more than ``Limits.max_batch_items``
+        ids), :class:`~ownstate.errors.RunNotFound`.
+        """
+        return self._portal.call(self._impl.delete(scope, checkpoint_ids, namespace=namespace))
 
     def delete_run(self, scope: CheckpointScope) -> int:
         """Delete every checkpoint and pending write of the run; returns how many
