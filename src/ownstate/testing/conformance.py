@@ -462,6 +462,24 @@ def test_item_paging(session: ownstate.Session) -> None:
     assert exact.next_page_token is None
 
 
+def test_item_listing_from_a_seq(session: ownstate.Session) -> None:
+    session.append_items(_messages(*[f"m{n}" for n in range(1, 8)]))
+    page = session.list_items_page(order_by="create_time asc", after_seq=4, page_size=2)
+    assert [i.seq for i in page.items] == [5, 6]
+    rest = session.list_items_page(order_by="create_time asc", page_token=page.next_page_token)
+    assert [i.seq for i in rest.items] == [7]
+    older = session.list_items_page(after_seq=4)
+    assert [i.seq for i in older.items] == [3, 2, 1]
+    assert session.list_items_page(order_by="create_time asc", after_seq=7).items == []
+    assert [i.seq for i in session.list_items_page(order_by="create_time asc",
+                                                   after_seq=0).items] == list(range(1, 8))
+    for bad in [-1, "3", 2.0, True]:
+        with pytest.raises(InvalidInput):
+            session.list_items_page(after_seq=bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput):
+        session.list_items_page(after_seq=1, page_token=page.next_page_token)
+
+
 def test_item_page_tokens_are_checked(store: ownstate.SessionStore,
                                       session: ownstate.Session) -> None:
     session.append_items(_messages("a", "b", "c"))
