@@ -20,6 +20,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from ..api import AsyncClient, Client, connect
+from ..api._portal import Portal
 
 __all__ = ["Bridge"]
 
@@ -30,6 +31,7 @@ class Bridge:
     """Runs an adapter's coroutines for sync and async callers; see the module docstring."""
 
     def __init__(self, client: Client | AsyncClient, *, owned: bool = False) -> None:
+        self._portal: Portal | None
         if isinstance(client, Client):
             self.client: AsyncClient = client._impl
             self._portal = client._portal
