@@ -1,0 +1,744 @@
+"""The OpenAI Agents SDK adapter: its ``Session`` protocol and human approvals over ownstate.
+
+:class:`OwnstateSession` is an ``agents.memory.Session``: pass it to ``Runner.run(...,
+session=...)``. It keeps the conversation in one ownstate session (store ``openai-agents``
+by default, session id = the SDK's session id), items stored exactly as the SDK gives them,
+with format ``openai.responses``.
+
+When a run stops for tool approvals (``needs_approval=True`` tools),
+:meth:`OwnstateSession.hold_for_approval` keeps the SDK's serialized ``RunState`` as a
+checkpoint of an ownstate run in status ``awaiting_human``, so that any process on the same
+database can find it with ``client.runs.outstanding()``, load it
+(:meth:`OwnstateSession.load_approval`), approve or reject each call, and carry on with the
+real ``Runner`` (:meth:`OwnstateSession.resume_from_approval`), which closes the run when
+the agent is done. See ``docs/openai-agents.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeVar, cast
+
+from agents import Agent, Runner, RunResult, RunResultStreaming, RunState, ToolApprovalItem
+from agents.exceptions import UserError
+from agents.items import TResponseInputItem
+from agents.memory import SessionSettings
+
+from .. import limits as _validate
+from ..api import AsyncClient, AsyncSession, Client
+from ..errors import (
+    AlreadyExists,
+    CheckpointNotFound,
+    Conflict,
+    InvalidInput,
+    LeaseHeld,
+    LimitExceeded,
+    OwnstateError,
+    RunClosed,
+    RunNotFound,
+    SessionNotFound,
+    StoreNotFound,
+)
+from ..model import JSON, CheckpointRecord, CheckpointScope, Item, Run
+from ._bridge import Bridge
+
+__all__ = [
+    "DEFAULT_ACTOR_ID",
+    "DEFAULT_STORE",
+    "FORMAT",
+    "FRAMEWORK",
+    "OwnstateSession",
+    "PendingApproval",
+    "StaleApproval",
+]
+
+#: The session store used unless another is named.
+DEFAULT_STORE = "openai-agents"
+#: The actor a new session gets unless another is named (actors group sessions, grant nothing).
+DEFAULT_ACTOR_ID = "openai-agents"
+#: The item format every item is stored with.
+FORMAT = "openai.responses"
+#: The ``framework`` of the runs that hold approvals.
+FRAMEWORK = "openai.agents"
+
+_TYPE_TAG = "json"
+_CHECKPOINT_PREFIX = "run-state-"
+#: Arguments longer than this are cut in the awaiting description (the checkpoint keeps
+#: them whole), so that what a console lists stays small whatever a tool is given.
+_MAX_DESCRIBED_ARGUMENT_CHARS = 4096
+#: Room left in ``Limits.max_item_bytes`` for what mark_awaiting adds to the description.
+_DESCRIPTION_SLACK_BYTES = 1024
+_MAX_TEXT_CHARS = 256
+
+T = TypeVar("T")
+
+
+class StaleApproval(Conflict):
+    """The approval was loaded from a state that has since been replaced: the run was
+    resumed and paused again after :meth:`OwnstateSession.load_approval`. Load it again.
+
+    Carries ``run_id``, ``checkpoint_id`` (the one loaded) and ``current`` (the newest).
+    """
+
+    code = "stale_approval"
+
+
+@dataclass(eq=False)
+class PendingApproval:
+    """A paused run, loaded for a decision: the ownstate run, the SDK's restored
+    ``RunState`` and what it waits for.
+
+    Decide with :meth:`approve` and :meth:`reject` (they change only this object), then
+    hand it to :meth:`OwnstateSession.resume_from_approval`.
+    """
+
+    run: Run
+    """The ownstate run, as read when loaded (status ``awaiting_human``)."""
+    agent: Agent[Any]
+    """The starting agent the state was restored with; the resumed run starts from it."""
+    state: RunState[Any, Agent[Any]]
+    """The SDK's run state, restored from the run's newest checkpoint."""
+    checkpoint_id: str
+    """The checkpoint the state came from (``run-state-<revision>``)."""
+    revision: int
+    """How many times the run has been paused: 1 for the first approval."""
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def requests(self) -> list[dict[str, JSON]]:
+        """What the run waits for, one entry per tool call (``call_id``, ``tool``,
+        ``arguments``, ``agent``), as stored in ``run.awaiting["requests"]``."""
+        awaiting = self.run.awaiting or {}
+        requests = awaiting.get("requests")
+        return [dict(r) for r in requests if isinstance(r, dict)] if isinstance(
+            requests, list) else []
+
+    @property
+    def interruptions(self) -> list[ToolApprovalItem]:
+        """The SDK's approval items still waiting for a decision."""
+        return self.state.get_interruptions()
+
+    def approve(self, call_id: str | None = None, *, always: bool = False) -> None:
+        """Approve the tool call ``call_id`` (every waiting call when ``None``).
+
+        ``always=True`` approves every later call of the same tool in this run too.
+        Raises :class:`~ownstate.errors.InvalidInput` for a ``call_id`` the run does not
+        wait for.
+        """
+        for item in self._select(call_id):
+            self.state.approve(item, always_approve=always)
+
+    def reject(
+        self, call_id: str | None = None, *, message: str | None = None, always: bool = False
+    ) -> None:
+        """Reject the tool call ``call_id`` (every waiting call when ``None``): the tool
+        does not run and the model is told so (``message`` when given, else the SDK's
+        default text) when the run resumes.
+
+        Raises :class:`~ownstate.errors.InvalidInput` for a ``call_id`` the run does not
+        wait for, or a ``message`` that is not a string.
+        """
+        if message is not None and not isinstance(message, str):
+            raise InvalidInput("message must be a string", field="message")
+        for item in self._select(call_id):
+            self.state.reject(item, always_reject=always, rejection_message=message)
+
+    def _select(self, call_id: str | None) -> list[ToolApprovalItem]:
+        waiting = self.interruptions
+        if call_id is None:
+            return waiting
+        chosen = [item for item in waiting if item.call_id == call_id]
+        if not chosen:
+            raise InvalidInput(f"run {self.run_id!r} waits for no tool call {call_id!r}",
+                               field="call_id", run_id=self.run_id, call_id=call_id)
+        return chosen
+
+
+def _printable(value: object, field: str) -> str:
+    if (not isinstance(value, str) or not value or len(value) > _MAX_TEXT_CHARS
+            or any(ch < " " or ch == "\x7f" for ch in value)):
+        raise InvalidInput(f"{field} must be 1-{_MAX_TEXT_CHARS} printable chars", field=field)
+    return value
+
+
+def _checked_limit(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidInput("limit must be None or an integer >= 0", field="limit")
+    return value
+
+
+def _describe(item: ToolApprovalItem) -> dict[str, JSON]:
+    """The awaiting description of one tool call: what a human needs to decide."""
+    arguments = item.arguments
+    described: dict[str, JSON] = {
+        "call_id": item.call_id,
+        "tool": item.qualified_name or item.name,
+        "arguments": arguments,
+        "agent": getattr(item.agent, "name", None),
+    }
+    if arguments is not None and len(arguments) > _MAX_DESCRIBED_ARGUMENT_CHARS:
+        described["arguments"] = arguments[:_MAX_DESCRIBED_ARGUMENT_CHARS]
+        described["arguments_truncated"] = True
+    return described
+
+
+@dataclass(frozen=True)
+class _Parked:
+    """A run state ready to store: the checkpoint payload and the awaiting description."""
+
+    payload: bytes
+    awaiting: dict[str, JSON]
+    requested_by: str | None
+
+
+class OwnstateSession:
+    """An OpenAI Agents SDK ``Session`` kept in one ownstate session.
+
+    ``session_id`` is the SDK's session id and the ownstate session id (1-128 chars of
+    ``[A-Za-z0-9._:@-]``). The session (and its store) is created by the first write, with
+    ``actor_id`` and ``metadata``; an existing session is used as it is, whatever its actor,
+    so a conversation begun elsewhere continues here. ``session_settings`` (a
+    ``SessionSettings`` or a dict) sets the default ``limit`` of :meth:`get_items`.
+
+    Build it from a connected :class:`~ownstate.Client` or :class:`~ownstate.AsyncClient`,
+    or with :meth:`from_url`. Raises :class:`~ownstate.errors.InvalidInput` for a bad
+    session id, store name, actor id, metadata or settings.
+    """
+
+    session_settings: SessionSettings | None
+
+    def __init__(
+        self,
+        session_id: str,
+        client: Client | AsyncClient,
+        *,
+        store: str = DEFAULT_STORE,
+        actor_id: str = DEFAULT_ACTOR_ID,
+        session_settings: SessionSettings | Mapping[str, Any] | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        self._setup(session_id, Bridge(client), store, actor_id, session_settings, metadata)
+
+    @classmethod
+    def from_url(
+        cls,
+        session_id: str,
+        url: str | None = None,
+        *,
+        tenant: str = "default",
+        store: str = DEFAULT_STORE,
+        actor_id: str = DEFAULT_ACTOR_ID,
+        session_settings: SessionSettings | Mapping[str, Any] | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> OwnstateSession:
+        """A session over a client it opens on ``url`` (default ``OWNSTATE_URL``, else
+        ``sqlite:///ownstate.db``) and closes with :meth:`close`.
+
+        Raises :class:`~ownstate.errors.InvalidInput`,
+        :class:`~ownstate.errors.BackendUnavailable`, :class:`~ownstate.errors.SchemaVersion`.
+        """
+        bridge = Bridge.from_url(url, tenant=tenant)
+        try:
+            session = cls.__new__(cls)
+            session._setup(session_id, bridge, store, actor_id, session_settings, metadata)
+        except BaseException:
+            bridge.close()
+            raise
+        return session
+
+    def _setup(
+        self,
+        session_id: str,
+        bridge: Bridge,
+        store: str,
+        actor_id: str,
+        session_settings: SessionSettings | Mapping[str, Any] | None,
+        metadata: Mapping[str, str] | None,
+    ) -> None:
+        limits = bridge.client.limits
+        self.session_id: str = _validate.session_id(session_id)
+        self._store = _validate.store_name(store)
+        self._actor_id = limits.actor_id(actor_id)
+        self._metadata = limits.metadata(metadata)
+        if session_settings is None:
+            self.session_settings = SessionSettings()
+        elif isinstance(session_settings, SessionSettings):
+            self.session_settings = session_settings
+        elif isinstance(session_settings, Mapping):
+            try:
+                self.session_settings = SessionSettings(**dict(session_settings))
+            except (TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+                raise InvalidInput(f"session_settings: {exc}", field="session_settings") from exc
+        else:
+            raise InvalidInput("session_settings must be a SessionSettings or a dict",
+                               field="session_settings")
+        try:
+            _checked_limit(self.session_settings.limit)
+        except InvalidInput as exc:
+            raise InvalidInput(f"session_settings: {exc}", field="session_settings") from exc
+        self._bridge = bridge
+        self._handle: AsyncSession | None = None
+
+    def __repr__(self) -> str:
+        return f"<OwnstateSession {self._store}/{self.session_id}>"
+
+    @property
+    def store(self) -> str:
+        """The name of the ownstate session store."""
+        return self._store
+
+    @property
+    def actor_id(self) -> str:
+        """The actor a new session is created with."""
+        return self._actor_id
+
+    @property
+    def _client(self) -> AsyncClient:
+        # for the coroutines below only: they run wherever the bridge runs them
+        return self._bridge.client
+
+    def close(self) -> None:
+        """Close the client if :meth:`from_url` opened it; a client passed in stays open."""
+        self._bridge.close()
+
+    # -- the Session protocol ------------------------------------------------------------
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """The conversation in order, oldest first: every item, or the newest ``limit``
+        (``session_settings.limit`` when ``limit`` is ``None``; ``0`` gives none).
+
+        With a limit only the newest ``limit`` items are read. A session that does not
+        exist yet has no items. Raises :class:`~ownstate.errors.InvalidInput` for a limit
+        that is not ``None`` or an integer >= 0.
+        """
+        wanted = _checked_limit(limit)
+        if wanted is None and self.session_settings is not None:
+            wanted = _checked_limit(self.session_settings.limit)
+        if wanted == 0:
+            return []
+        return await self._call(self._get_items(wanted))
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        """Append ``items`` in order, all or none, in one write; an empty list does nothing.
+
+        Each item must be a JSON object; it is stored exactly as given, with format
+        ``openai.responses``. Creates the store and the session on first use.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (not a list of JSON objects),
+        :class:`~ownstate.errors.LimitExceeded` (more than ``Limits.max_batch_items`` items,
+        or too many bytes); nothing is stored then.
+        """
+        if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence):
+            raise InvalidInput("items must be a list of JSON objects", field="items")
+        if not items:
+            return
+        await self._call(self._add_items(list(items)))
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        """Remove and return the newest item; ``None`` when there is none."""
+        return await self._call(self._pop_item())
+
+    async def clear_session(self) -> None:
+        """Remove every item. The ownstate session itself stays, with its runs."""
+        await self._call(self._clear())
+
+    # -- human approvals -----------------------------------------------------------------
+
+    async def hold_for_approval(
+        self,
+        result: RunResult | RunResultStreaming | RunState[Any, Any],
+        *,
+        requested_by: str | None = None,
+        context_serializer: Any = None,
+    ) -> Run:
+        """Keep a run that stopped for tool approvals until a human decides.
+
+        Opens an ownstate run (framework ``openai.agents``, thread key = the session id) in
+        this session, stores ``result.to_state().to_json()`` as its checkpoint
+        ``run-state-1`` (type tag ``json``) and marks it ``awaiting_human`` with what it
+        waits for: ``{"kind": "approval", "tool": <first tool>, "revision": 1,
+        "requests": [{"call_id", "tool", "arguments", "agent"}, ...]}``. Returns the run.
+        ``requested_by`` defaults to the interrupted agent's name; ``context_serializer``
+        is passed to ``RunState.to_json`` for a context that is not a mapping.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (no interruptions, or a state the SDK
+        cannot serialize), :class:`~ownstate.errors.LimitExceeded` (a state larger than
+        ``Limits.max_checkpoint_bytes``), :class:`~ownstate.errors.ActiveRunExists` (the
+        session already has a running or awaiting run); nothing is stored then.
+        """
+        state = result if isinstance(result, RunState) else self._to_state(result)
+        parked = self._park_data(state, 1, requested_by, context_serializer)
+        return await self._call(self._hold(parked))
+
+    async def load_approval(
+        self,
+        run_id: str,
+        agent: Agent[Any],
+        *,
+        context_override: Any = None,
+        context_deserializer: Any = None,
+        strict_context: bool = False,
+    ) -> PendingApproval:
+        """Load a run of this session that awaits approval, for a decision.
+
+        ``agent`` is the starting agent of the interrupted run (the same name, tools and
+        handoffs); the SDK's ``RunState`` is restored with it from the run's newest
+        checkpoint (``context_override``, ``context_deserializer`` and ``strict_context``
+        go to ``RunState.from_json``). Nothing is claimed or changed.
+
+        Raises :class:`~ownstate.errors.RunNotFound` (no such run in this session, or not
+        an ``openai.agents`` run), :class:`~ownstate.errors.RunClosed` (it has ended),
+        :class:`~ownstate.errors.LeaseHeld` (another worker is resuming it),
+        :class:`~ownstate.errors.CheckpointNotFound` (its state was deleted),
+        :class:`~ownstate.errors.InvalidInput` (the state cannot be restored with this
+        agent).
+        """
+        if not isinstance(agent, Agent):
+            raise InvalidInput("agent must be an agents.Agent", field="agent")
+        run, record = await self._call(self._load(run_id))
+        options: dict[str, Any] = {}  # only what is asked for, so older SDKs take the call
+        if context_override is not None:
+            options["context_override"] = context_override
+        if context_deserializer is not None:
+            options["context_deserializer"] = context_deserializer
+        if strict_context:
+            options["strict_context"] = True
+        try:
+            state = await RunState.from_json(agent, json.loads(record.payload), **options)
+        except (UserError, ValueError) as exc:
+            raise InvalidInput(f"run {run.run_id!r}: its RunState cannot be restored with "
+                               f"this agent: {exc}", field="agent", run_id=run.run_id) from exc
+        revision = record.metadata.get("revision")
+        return PendingApproval(run, agent, state, record.checkpoint_id,
+                               revision if isinstance(revision, int) else 1)
+
+    async def resume_from_approval(
+        self,
+        approval: PendingApproval,
+        *,
+        owner: str | None = None,
+        lease_ttl: float = 60.0,
+        **run_options: Any,
+    ) -> RunResult:
+        """Carry on a run after the decisions made on ``approval``, with ``Runner.run``.
+
+        Claims the run (``client.runs.resume``: of many resumers one wins), runs
+        ``Runner.run(approval.agent, approval.state, session=self, **run_options)`` while
+        heartbeating the lease (``lease_ttl`` seconds), then closes the run ``done``, or,
+        when the result stops for approvals again (or calls were left undecided), stores
+        the new state as the next revision and marks the run ``awaiting_human`` again.
+        If ``Runner.run`` raises, the run is closed ``failed`` and the error re-raised.
+        Returns the ``RunResult``.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (an approval of another session, a
+        ``session`` option), :class:`~ownstate.errors.LeaseHeld` (another worker is
+        resuming it), :class:`~ownstate.errors.RunClosed` (it has ended),
+        :class:`StaleApproval` (it was paused again since it was loaded; nothing changed),
+        :class:`~ownstate.errors.StaleLease` (another worker took the run over while it
+        ran), :class:`~ownstate.errors.RunNotFound`.
+        """
+        if not isinstance(approval, PendingApproval):
+            raise InvalidInput("approval must be a PendingApproval (load_approval)",
+                               field="approval")
+        if (approval.run.store, approval.run.session_id) != (self._store, self.session_id):
+            raise InvalidInput(f"run {approval.run_id!r} belongs to another session",
+                               field="approval", run_id=approval.run_id)
+        if "session" in run_options:
+            raise InvalidInput("the session is this OwnstateSession; do not pass one",
+                               field="session")
+        worker = _printable(owner, "owner") if owner is not None else _new_owner()
+        lease_token = await self._call(self._claim(approval, worker, lease_ttl))
+        run_id = approval.run_id
+        beat = asyncio.ensure_future(self._heartbeat(run_id, lease_token, lease_ttl))
+        try:
+            result = await Runner.run(approval.agent, approval.state, session=self,
+                                      **run_options)
+        except BaseException:
+            await _stop(beat)
+            with contextlib.suppress(OwnstateError):
+                await self._call(self._client.runs.close_run(run_id, "failed",
+                                                            fencing_token=lease_token))
+            raise
+        await _stop(beat)
+        if result.interruptions:
+            try:
+                parked = self._park_data(result.to_state(), approval.revision + 1, None, None)
+            except BaseException:
+                with contextlib.suppress(OwnstateError):
+                    await self._call(self._client.runs.close_run(run_id, "failed",
+                                                                fencing_token=lease_token))
+                raise
+            scope = approval.run.checkpoint_scope()
+            await self._call(self._park(run_id, scope, approval.revision + 1, parked,
+                                        lease_token))
+        else:
+            await self._call(self._client.runs.close_run(
+                run_id, "done", step_count=len(result.raw_responses), fencing_token=lease_token))
+        return result
+
+    async def cancel_approval(self, run_id: str) -> Run:
+        """Close a run of this session that awaits approval as ``cancelled``, without
+        resuming it (the agent never hears back). Returns the closed run.
+
+        Raises :class:`~ownstate.errors.RunNotFound` (no such run in this session),
+        :class:`~ownstate.errors.RunClosed` (it has already ended).
+        """
+        return await self._call(self._cancel(run_id))
+
+    # -- coroutines over the async client ------------------------------------------------
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> Coroutine[Any, Any, T]:
+        return self._bridge.acall(coro)
+
+    async def _session(self, *, create: bool) -> AsyncSession | None:
+        """The ownstate session handle; with ``create``, made (with its store) if missing,
+        else ``None`` when it does not exist. Cached once found."""
+        if self._handle is not None:
+            return self._handle
+        stores = self._client.session_stores
+        try:
+            store = await stores.get(self._store)
+        except StoreNotFound:
+            if not create:
+                return None
+            try:
+                store = await stores.create(self._store)
+            except AlreadyExists:  # another writer made it first
+                store = await stores.get(self._store)
+        try:
+            handle = await store.get(self.session_id)
+        except SessionNotFound:
+            if not create:
+                return None
+            try:
+                handle = await store.add(actor_id=self._actor_id, session_id=self.session_id,
+                                         metadata=self._metadata)
+            except AlreadyExists:
+                handle = await store.get(self.session_id)
+        self._handle = handle
+        return handle
+
+    async def _get_items(self, limit: int | None) -> list[TResponseInputItem]:
+        handle = await self._session(create=False)
+        if handle is None:
+            return []
+        # Pages are fetched one by one rather than through the auto-paging iterator: an
+        # async generator on the caller's loop breaks under Runner.run_sync, which shuts
+        # down its loop's async generators after every run and then reuses the loop.
+        found: list[Item] = []
+        token = None
+        page_most = self._client.limits.max_page_size
+        try:
+            while limit is None or len(found) < limit:
+                size = page_most if limit is None else min(limit - len(found), page_most)
+                page = await handle.list_items_page(
+                    order_by="create_time asc" if limit is None else "create_time desc",
+                    page_size=size, page_token=token)
+                found.extend(page.items)
+                token = page.next_page_token
+                if token is None:
+                    break
+        except (SessionNotFound, StoreNotFound):
+            self._handle = None
+            return []
+        if limit is not None:
+            found.reverse()  # the newest were read newest first
+        return [cast(TResponseInputItem, item.data) for item in found]
+
+    async def _add_items(self, items: list[TResponseInputItem]) -> None:
+        data = cast(list[dict[str, JSON]], items)
+        if self._handle is None:
+            # Refuse bad items before the first write creates a store or a session.
+            self._client.limits.encode_items(data)
+        for attempt in (1, 2):
+            handle = await self._session(create=True)
+            assert handle is not None
+            try:
+                await handle.append_items(data, format=FORMAT)
+                return
+            except (SessionNotFound, StoreNotFound):
+                self._handle = None  # deleted since it was cached: make it again, once
+                if attempt == 2:
+                    raise
+
+    async def _pop_item(self) -> TResponseInputItem | None:
+        handle = await self._session(create=False)
+        if handle is None:
+            return None
+        try:
+            item = await handle.pop_item()
+        except (SessionNotFound, StoreNotFound):
+            self._handle = None
+            return None
+        return cast(TResponseInputItem, item.data) if item is not None else None
+
+    async def _clear(self) -> None:
+        handle = await self._session(create=False)
+        if handle is None:
+            return
+        try:
+            await handle.clear()
+        except (SessionNotFound, StoreNotFound):
+            self._handle = None
+
+    # -- approvals, the storage side -----------------------------------------------------
+
+    @staticmethod
+    def _to_state(result: object) -> RunState[Any, Any]:
+        to_state = getattr(result, "to_state", None)
+        if not isinstance(result, (RunResult, RunResultStreaming)) or not callable(to_state):
+            raise InvalidInput("result must be a RunResult, RunResultStreaming or RunState",
+                               field="result")
+        return cast(RunState[Any, Any], to_state())
+
+    def _park_data(self, state: RunState[Any, Any], revision: int, requested_by: str | None,
+                   context_serializer: Any) -> _Parked:
+        """Everything a pause stores, checked before anything is written."""
+        interruptions = state.get_interruptions()
+        if not interruptions:
+            raise InvalidInput("the run has no interruptions to approve", field="result")
+        try:
+            snapshot = (state.to_json(context_serializer=context_serializer)
+                        if context_serializer is not None else state.to_json())
+            text = json.dumps(snapshot,
+                              ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        except (UserError, TypeError, ValueError) as exc:
+            raise InvalidInput(f"the RunState cannot be serialized: {exc}",
+                               field="result") from exc
+        payload = text.encode()
+        limits = self._client.limits
+        if len(payload) > limits.max_checkpoint_bytes:
+            raise LimitExceeded(f"the RunState is {len(payload)} bytes; the limit is "
+                                f"{limits.max_checkpoint_bytes}", field="result",
+                                limit=limits.max_checkpoint_bytes, actual=len(payload))
+        requests = [_describe(item) for item in interruptions]
+        awaiting: dict[str, JSON] = {"kind": "approval", "tool": requests[0]["tool"],
+                                     "revision": revision, "requests": cast(JSON, requests)}
+        size = len(_validate.encode_json(awaiting, field="awaiting").encode())
+        room = limits.max_item_bytes - _DESCRIPTION_SLACK_BYTES
+        if size > room:
+            raise LimitExceeded(f"the approval requests take {size} bytes; the limit is "
+                                f"{room}", field="awaiting", limit=room, actual=size)
+        if requested_by is not None:
+            by: str | None = _printable(requested_by, "requested_by")
+        else:
+            name = getattr(interruptions[0].agent, "name", None)
+            try:
+                by = _printable(name, "requested_by")
+            except InvalidInput:  # an agent name we cannot store as a requester: say nothing
+                by = None
+        return _Parked(payload, awaiting, by)
+
+    async def _hold(self, parked: _Parked) -> Run:
+        runs = self._client.runs
+        handle = await self._session(create=True)
+        assert handle is not None
+        try:
+            run = await runs.open_run(handle, FRAMEWORK, thread_key=self.session_id,
+                                      owner=_new_owner())
+        except SessionNotFound:
+            self._handle = None  # deleted since it was cached: make it again, once
+            handle = await self._session(create=True)
+            assert handle is not None
+            run = await runs.open_run(handle, FRAMEWORK, thread_key=self.session_id,
+                                      owner=_new_owner())
+        try:
+            return await self._park(run.run_id, run.checkpoint_scope(), 1, parked,
+                                    run.fencing_token)
+        except BaseException:
+            with contextlib.suppress(OwnstateError):
+                await runs.close_run(run.run_id, "failed", fencing_token=run.fencing_token)
+            raise
+
+    async def _park(self, run_id: str, scope: CheckpointScope, revision: int, parked: _Parked,
+                    token: int) -> Run:
+        await self._client.checkpoints.put(
+            scope, f"{_CHECKPOINT_PREFIX}{revision}", type_tag=_TYPE_TAG, payload=parked.payload,
+            metadata={"framework": FRAMEWORK, "revision": revision,
+                      "awaiting": parked.awaiting, "requested_by": parked.requested_by})
+        return await self._client.runs.mark_awaiting(run_id, parked.awaiting,
+                                                    requested_by=parked.requested_by,
+                                                    fencing_token=token)
+
+    async def _own_run(self, run_id: str) -> Run:
+        """The run, if it is an ``openai.agents`` run of this session (else not found)."""
+        if not isinstance(run_id, str) or not run_id:
+            raise InvalidInput("run_id must be a non-empty string", field="run_id")
+        run = await self._client.runs.get(run_id)
+        if (run.store, run.session_id, run.framework) != (self._store, self.session_id,
+                                                           FRAMEWORK):
+            raise RunNotFound(f"no run {run_id!r} in this scope", run_id=run_id)
+        return run
+
+    async def _load(self, run_id: str) -> tuple[Run, CheckpointRecord]:
+        run = await self._own_run(run_id)
+        if run.status not in ("awaiting_human", "running"):
+            raise RunClosed(f"run {run_id!r} has ended ({run.status})", run_id=run_id,
+                            status=run.status)
+        expires = run.lease_expires_at
+        if run.status == "running" and expires is not None and expires > datetime.now(UTC):
+            # Someone is resuming it now. A running run whose lease ran out is loadable:
+            # its resumer died, and the state it started from is still the newest.
+            raise LeaseHeld(f"run {run_id!r} is being resumed by {run.lease_owner!r}",
+                            run_id=run_id, owner=run.lease_owner, expires_at=expires)
+        record = await self._client.checkpoints.get(run.checkpoint_scope())
+        if record is None or record.type_tag != _TYPE_TAG:
+            raise CheckpointNotFound(f"run {run_id!r} holds no RunState", run_id=run_id,
+                                     checkpoint_id=None)
+        return run, record
+
+    async def _claim(self, approval: PendingApproval, owner: str, ttl: float) -> int:
+        """Claim the run and check it still holds the state the decisions were made on;
+        returns the fencing token."""
+        runs = self._client.runs
+        lease = await runs.resume(approval.run_id, owner, ttl=ttl)
+        newest = await self._client.checkpoints.get(approval.run.checkpoint_scope())
+        if newest is not None and newest.checkpoint_id == approval.checkpoint_id:
+            return lease.fencing_token
+        # Paused again since it was loaded: put the pause we claimed back as it was.
+        current = newest.checkpoint_id if newest is not None else None
+        awaiting = newest.metadata.get("awaiting") if newest is not None else None
+        by = newest.metadata.get("requested_by") if newest is not None else None
+        if not isinstance(awaiting, dict):
+            awaiting = dict(approval.run.awaiting or {})
+            by = awaiting.get("requested_by")
+        awaiting = {k: v for k, v in awaiting.items() if k not in ("requested_at",
+                                                                   "requested_by")}
+        await runs.mark_awaiting(approval.run_id, awaiting,
+                                 requested_by=by if isinstance(by, str) else None,
+                                 fencing_token=lease.fencing_token)
+        raise StaleApproval(f"run {approval.run_id!r} was paused again since this approval "
+                            "was loaded; load it again", run_id=approval.run_id,
+                            checkpoint_id=approval.checkpoint_id, current=current)
+
+    async def _heartbeat(self, run_id: str, token: int, ttl: float) -> None:
+        while True:
+            await asyncio.sleep(ttl / 3)
+            try:
+                await self._call(self._client.runs.heartbeat(run_id, token, ttl=ttl))
+            except OwnstateError:
+                return  # the lease is lost; the final fenced write reports it
+
+    async def _cancel(self, run_id: str) -> Run:
+        run = await self._own_run(run_id)
+        return await self._client.runs.close_run(run.run_id, "cancelled")
+
+
+async def _stop(task: asyncio.Future[None]) -> None:
+    task.cancel()
+    await asyncio.wait({task})
+
+
+def _new_owner() -> str:
+    return f"openai-agents:{uuid.uuid4().hex}"
