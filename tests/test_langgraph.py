@@ -326,7 +326,7 @@ def test_payloads_are_never_unpickled(saver: OwnstateSaver, client: ownstate.Cli
                                "versions_seen": {}},
                 "values": {"x": ["v", "pickle", pickle.dumps(_Tripwire())]}}
     client.checkpoints.put(holder.checkpoint_scope(), "evil", type_tag=TYPE_TAG,
-                           payload=saver.serde.dumps_typed(envelope)[1])
+                           payload=b"m" + saver.serde.dumps_typed(envelope)[1])
     with pytest.raises(InvalidInput):
         saver.get_tuple(config(checkpoint_id="evil"))
     assert _Tripwire.fired is False

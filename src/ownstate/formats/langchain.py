@@ -12,7 +12,8 @@ A neutral message item is a JSON object that any framework adapter can read::
      "original": {"format": "langchain", "type": "ai", "fields": {...}}}
 
 ``original`` keeps whatever the LangChain message carries beyond the neutral fields
-(``additional_kwargs``, ``response_metadata``, ``artifact``, ...), so
+(``additional_kwargs``, ``response_metadata``, ``artifact``, ...; it is left out when there
+is nothing beyond them), so
 :func:`item_to_message` rebuilds an equal message. :func:`message_to_item` checks that
 before it answers: a message it cannot carry exactly is refused with
 :class:`~ownstate.errors.InvalidInput`, never stored with a loss.
@@ -36,6 +37,7 @@ FORMAT = "ownstate.message"
 
 _ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool",
           "function": "function", "developer": "developer"}
+_TYPES = {role: kind for kind, role in _ROLES.items()}
 # Fields the neutral part carries; ``original`` keeps the rest.
 _NEUTRAL = ("content", "id", "name", "tool_calls", "tool_call_id", "type")
 
@@ -79,7 +81,8 @@ def message_to_item(message: BaseMessage) -> dict[str, Any]:
     if isinstance(model, str) and model:
         item["model"] = model
     rest = {k: v for k, v in fields.items() if k not in _NEUTRAL}
-    item["original"] = {"format": "langchain", "type": message.type, "fields": rest}
+    if rest or _TYPES.get(item["role"]) != message.type:
+        item["original"] = {"format": "langchain", "type": message.type, "fields": rest}
     try:
         json.dumps(item, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -104,7 +107,7 @@ def item_to_message(data: dict[str, Any]) -> BaseMessage:
         fields = dict(original.get("fields") or {})
     else:
         role = data.get("role")
-        kind = {v: k for k, v in _ROLES.items()}.get(role) if isinstance(role, str) else None
+        kind = _TYPES.get(role) if isinstance(role, str) else None
         fields = {}
         if kind is None:
             kind, fields = "chat", {"role": role}

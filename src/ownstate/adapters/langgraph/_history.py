@@ -13,9 +13,10 @@ a list of segments, each either a run of consecutive item seqs or one message ke
   checkpoint (``["m", type, bytes]``, LangGraph's serializer), so the session holds the
   conversation as it happened and every checkpoint reads back exactly as it was written.
 
-``key1``/``keyn`` are the message ids at both ends of a run. A session's items change only
-at the end (pop, clear), so if both ends still match, the whole run does; otherwise the
-reference is stale and reading it raises instead of returning the wrong messages.
+``key1``/``keyn`` are the first characters of the message ids at both ends of a run. A
+session's items change only at the end (pop, clear), so if both ends still match, the
+whole run does; otherwise the reference is stale and reading it raises instead of
+returning the wrong messages.
 
 Each saver keeps, per thread, the messages it has read or written (by seq, by message id
 and by object identity), so a step costs the new messages, not the whole history. The
@@ -39,6 +40,7 @@ from ...model import Item
 
 __all__ = ["History", "is_history"]
 
+_KEY_CHARS = 12
 # The attributes whose identity tells whether a cached message object was changed since.
 _WATCHED = ("content", "id", "name", "additional_kwargs", "response_metadata")
 
@@ -63,8 +65,11 @@ class History:
     by_id: dict[str, int] = field(default_factory=dict)
     by_object: dict[int, tuple[int, BaseMessage, tuple[Any, ...]]] = field(
         default_factory=dict)
+    # The last list encoded, and its reference: the next one usually extends it.
+    last: tuple[list[BaseMessage], list[Any]] | None = None
 
     def forget(self) -> None:
+        self.last = None
         self.by_seq.clear()
         self.by_id.clear()
         self.by_object.clear()
@@ -86,13 +91,22 @@ class History:
                 return seq
         return None
 
-    async def encode(self, session: AsyncSession, messages: Sequence[BaseMessage],
-                     idempotency_key: str) -> list[Any]:
-        """The reference for ``messages``, appending the new ones to ``session`` (one call,
-        idempotent under ``idempotency_key``)."""
+    async def encode(self, session: AsyncSession, messages: Sequence[BaseMessage]
+                     ) -> list[Any]:
+        """The reference for ``messages``, appending the new ones to ``session`` (one call).
+
+        The usual list is the last one encoded plus a few messages: its prefix is matched by
+        object identity and its reference extended, so a step costs its new messages."""
+        segments: list[Any] = []
+        tail: Sequence[BaseMessage] = messages
+        last = self.last
+        if last is not None and len(messages) >= len(last[0]) and all(
+                a is b for a, b in zip(messages, last[0], strict=False)):
+            segments = [list(s) for s in last[1]]
+            tail = messages[len(last[0]):]
         slots: list[Any] = []
         fresh: list[tuple[int, BaseMessage, dict[str, Any]]] = []
-        for message in messages:
+        for message in tail:
             seq = self._seq_of(message)
             if seq is None and (message.id is None or message.id not in self.by_id):
                 try:
@@ -108,30 +122,32 @@ class History:
                 slots.append(seq)
         if fresh:
             stored = await session.append_items([item for _, _, item in fresh],
-                                                idempotency_key=idempotency_key,
                                                 format=FORMAT)
-            if len(stored) != len(fresh):
-                raise InvalidInput("the session changed while its history was mirrored",
-                                   field="messages")
             for (slot, message, _), item in zip(fresh, stored, strict=True):
                 self._remember(item.seq, message)
                 slots[slot] = item.seq
-        return self._segments(slots)
+        self._extend(segments, slots)
+        self.last = (list(messages), segments)
+        return [list(s) for s in segments]
 
-    def _segments(self, slots: list[Any]) -> list[Any]:
-        segments: list[Any] = []
+    def _extend(self, segments: list[Any], slots: list[Any]) -> None:
         for slot in slots:
             if isinstance(slot, int):
                 last = segments[-1] if segments else None
                 if last is not None and last[0] == "r" and last[2] + 1 == slot:
                     last[2] = slot
-                    last[4] = self.by_seq[slot][0]
+                    last[4] = self._key(slot)
                     continue
-                key = self.by_seq[slot][0]
+                key = self._key(slot)
                 segments.append(["r", slot, slot, key, key])
             else:
                 segments.append(slot)
-        return segments
+
+    def _key(self, seq: int) -> str | None:
+        """What checks that item ``seq`` is still the message a reference meant: a prefix
+        of its message id (ids are random; a prefix is plenty to notice a changed item)."""
+        message_id = self.by_seq[seq][0]
+        return message_id[:_KEY_CHARS] if message_id is not None else None
 
     async def decode(self, session: AsyncSession, segments: list[Any]) -> list[BaseMessage]:
         """The message list a reference stands for, reading only the items not yet known.
@@ -165,7 +181,7 @@ class History:
 
     def _matches(self, segment: list[Any]) -> bool:
         _, first, last, first_key, last_key = segment
-        return bool(self.by_seq[first][0] == first_key and self.by_seq[last][0] == last_key)
+        return bool(self._key(first) == first_key and self._key(last) == last_key)
 
     async def _load(self, session: AsyncSession, first: int, last: int) -> None:
         start = first

@@ -22,6 +22,7 @@ How a LangGraph thread is kept:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import hashlib
 import json
@@ -30,6 +31,7 @@ import random
 import socket
 import threading
 import time
+import zlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -81,6 +83,39 @@ _SHARED_BYTES = 256
 # Channels whose update means another step is due: the graph has not finished.
 _TRIGGER_PREFIX = "branch:to:"
 _TRIGGERS = frozenset({"__start__", TASKS})
+
+
+# Payloads and writes at least this large are compressed when that makes them smaller.
+_PACK_BYTES = 128
+_ZLIB = "+zlib"
+
+
+def _pack(payload: bytes) -> bytes:
+    """A checkpoint payload as stored: a marker byte, then msgpack, compressed or not."""
+    if len(payload) >= _PACK_BYTES:
+        packed = zlib.compress(payload, 1)
+        if len(packed) < len(payload):
+            return b"z" + packed
+    return b"m" + payload
+
+
+def _unpack(stored: bytes) -> bytes:
+    marker, body = stored[:1], stored[1:]
+    if marker == b"z":
+        return zlib.decompress(body)
+    if marker == b"m":
+        return body
+    raise InvalidInput("checkpoint payload is malformed", field="payload")
+
+
+async def _wait(future: concurrent.futures.Future[Any]) -> Any:
+    """The result of a future another call of this saver is completing: awaited on an
+    event loop, waited for on a thread that drives coroutines without one."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return future.result()
+    return await asyncio.wrap_future(future)
 
 
 def _session_id(thread_id: str) -> str:
@@ -149,6 +184,8 @@ class _Thread:
     token: int | None = None  # the fencing token of this process's lease on it
     renew_at: float = 0.0  # when to extend that lease (time.monotonic())
     first_step: int | None = None  # the LangGraph step that run began at
+    # run id -> the claim of its lease in progress (or made) by this saver
+    claims: dict[str, concurrent.futures.Future[int | None]] = field(default_factory=dict)
     # (namespace, channel, version) -> id of the checkpoint holding that value
     origins: dict[tuple[str, str, Any], str] = field(default_factory=dict)
     # (namespace, channel, version) -> the stored form of a history channel
@@ -196,6 +233,7 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
         # Checkpoints being stored by this process, so their writes can wait for them.
         self._in_flight: dict[tuple[Any, ...], threading.Event] = {}
         self._in_flight_lock = threading.Lock()
+        self._claims_lock = threading.Lock()
 
     @classmethod
     def from_url(cls, url: str | None = None, **options: Any) -> OwnstateSaver:
@@ -303,6 +341,8 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
     # resumed it) learns it at its next write (StaleLease) instead of overwriting.
 
     def _held(self, thread: _Thread, run_id: str, token: int) -> None:
+        if thread.active == run_id and thread.token is not None and token < thread.token:
+            return  # two calls of this saver claimed it at once: the later claim stands
         thread.active = run_id
         thread.token = token
         thread.renew_at = time.monotonic() + self._lease_ttl / 2
@@ -341,14 +381,42 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
 
     async def _claim(self, thread: _Thread, run_id: str) -> None:
         """Take the run's lease (raises LeaseHeld while another replica holds it). A run
-        this saver already drives, or one that has ended meanwhile, is left as it is."""
+        this saver already drives, or one that has ended meanwhile, is left as it is.
+
+        LangGraph stores a resume's writes and its next checkpoint concurrently, and both
+        want the run: the first call claims it and any other waits for that claim, so the
+        saver never holds two fencing tokens for one run."""
         if thread.active == run_id:
+            return
+        with self._claims_lock:
+            pending = thread.claims.get(run_id)
+            mine = pending is None
+            if pending is None:
+                pending = thread.claims[run_id] = concurrent.futures.Future()
+        if not mine:
+            await _wait(pending)
             return
         try:
             lease = await self.client.runs.resume(run_id, self._owner, ttl=self._lease_ttl)
         except RunClosed:
+            pending.set_result(None)
             return
+        except BaseException as exc:
+            with self._claims_lock:
+                thread.claims.pop(run_id, None)
+            pending.set_exception(exc)
+            raise
         self._held(thread, run_id, lease.fencing_token)
+        pending.set_result(lease.fencing_token)
+
+    def _release(self, thread: _Thread) -> tuple[str | None, int | None]:
+        """Stop driving the thread's run (paused or closed); returns its id and token."""
+        run_id, token = thread.active, thread.token
+        thread.active, thread.token = None, None
+        if run_id is not None:
+            with self._claims_lock:
+                thread.claims.pop(run_id, None)
+        return run_id, token
 
     async def _keep(self, thread: _Thread) -> None:
         """Extend the lease of the run being driven once half of it has passed."""
@@ -363,9 +431,8 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
             await self.client.runs.close_run(run_id, status, fencing_token=token, **extra)
 
     async def _close(self, thread: _Thread, status: str, **extra: Any) -> None:
-        if thread.active is not None:
-            run_id, token = thread.active, thread.token
-            thread.active, thread.token = None, None
+        run_id, token = self._release(thread)
+        if run_id is not None:
             await self._finish(run_id, status, token, **extra)
 
     async def _active(self, thread: _Thread) -> Run | None:
@@ -421,13 +488,12 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
                 if run is None:
                     return
                 await self._claim(thread, run.run_id)
-            assert thread.active is not None
             configurable = config.get("configurable") or {}
             awaiting = {"kind": "interrupt", "interrupts": interrupts,
                         "thread_id": thread.thread_id,
                         "checkpoint_id": configurable.get("checkpoint_id")}
-            run_id, token = thread.active, thread.token
-            thread.active, thread.token = None, None  # paused: nobody drives it now
+            run_id, token = self._release(thread)  # paused: nobody drives it now
+            assert run_id is not None
             await self.client.runs.mark_awaiting(run_id, awaiting, requested_by=FRAMEWORK,
                                                  fencing_token=token)
         elif RESUME in channels:
@@ -487,8 +553,7 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
             if channel in self._history_channels and is_history(value):
                 reference = None if changed else thread.references.get(key)
                 if reference is None:
-                    reference = await thread.history.encode(
-                        thread.session, value, f"lg:{namespace}:{checkpoint['id']}:{channel}")
+                    reference = await thread.history.encode(thread.session, value)
                     thread.references[key] = reference
                 values[channel] = ["h", reference]
                 continue
@@ -501,7 +566,7 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
             if len(data) >= _SHARED_BYTES and version is not None:
                 thread.origins[key] = checkpoint["id"]
         body = {k: v for k, v in checkpoint.items() if k != "channel_values"}
-        return self.serde.dumps_typed({"checkpoint": body, "values": values})[1]
+        return _pack(self.serde.dumps_typed({"checkpoint": body, "values": values})[1])
 
     async def _aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                            task_id: str, task_path: str = "") -> None:
@@ -519,6 +584,10 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
         pending = []
         for index, (channel, value) in enumerate(writes):
             type_tag, data = self.serde.dumps_typed(value)
+            if len(data) >= _PACK_BYTES:
+                packed = zlib.compress(data, 1)
+                if len(packed) < len(data):
+                    type_tag, data = type_tag + _ZLIB, packed
             pending.append(PendingWrite(task_id, WRITES_IDX_MAP.get(channel, index), channel,
                                         type_tag, data, task_path))
         try:
@@ -535,12 +604,14 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
         if record.type_tag != TYPE_TAG:
             raise InvalidInput(f"checkpoint {record.checkpoint_id} was not stored by "
                                f"OwnstateSaver (type {record.type_tag!r})", field="type_tag")
-        envelope = self.serde.loads_typed(("msgpack", record.payload))
+        envelope = self.serde.loads_typed(("msgpack", _unpack(record.payload)))
         if not isinstance(envelope, dict):
             raise InvalidInput("checkpoint payload is malformed", field="payload")
         return envelope
 
     def _value(self, type_tag: str, data: bytes) -> Any:
+        if type_tag.endswith(_ZLIB):
+            type_tag, data = type_tag[:-len(_ZLIB)], zlib.decompress(data)
         if type_tag == "pickle":
             raise InvalidInput("refusing to unpickle a checkpoint value", field="payload")
         return self.serde.loads_typed((type_tag, data))
@@ -671,7 +742,8 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
             if changed:
                 await self.client.checkpoints.put(
                     thread.scope, record.checkpoint_id, type_tag=TYPE_TAG,
-                    payload=self.serde.dumps_typed(envelope)[1], namespace=record.namespace,
+                    payload=_pack(self.serde.dumps_typed(envelope)[1]),
+                    namespace=record.namespace,
                     parent_checkpoint_id=record.parent_checkpoint_id,
                     metadata=record.metadata)
         for namespace in {r.namespace for r in doomed}:
@@ -887,14 +959,15 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
 
     def get_next_version(self, current: str | None, channel: None = None) -> str:
         """Versions are strings that sort in order: a zero-padded counter and a random
-        tail, so forks of one checkpoint never share a version."""
+        tail, so forks of one checkpoint never share a version. (Versions written by other
+        savers, integers or LangGraph's longer strings, are continued from their counter.)"""
         if current is None:
             number = 0
         elif isinstance(current, int):
             number = current
         else:
             number = int(str(current).split(".")[0])
-        return f"{number + 1:032}.{random.random():016}"
+        return f"{number + 1:012d}.{random.getrandbits(32):08x}"
 
 
 def _checked_saver(graph: Any, config: RunnableConfig) -> OwnstateSaver:
