@@ -1,0 +1,603 @@
+"""The Google ADK adapter over every backend: DatabaseSessionService's documented behaviour,
+the memory service, and a real Runner driven by a scripted model."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import AsyncGenerator, Coroutine, Iterator
+from typing import Any, TypeVar
+
+import pytest
+from google.adk.agents import LlmAgent
+from google.adk.errors import StaleSessionError
+from google.adk.errors.already_exists_error import AlreadyExistsError
+from google.adk.errors.session_not_found_error import SessionNotFoundError
+from google.adk.events.event import Event
+from google.adk.events.event_actions import EventActions
+from google.adk.models import BaseLlm, LlmRequest, LlmResponse
+from google.adk.models._capabilities import LlmCapabilities
+from google.adk.runners import Runner
+from google.adk.sessions.base_session_service import GetSessionConfig
+from google.genai import types
+from pydantic import Field
+
+import ownstate
+from ownstate.adapters.adk import (
+    EVENT_FORMAT,
+    STATE_FORMAT,
+    OwnstateMemoryService,
+    OwnstateSessionService,
+    ownstate_session_id,
+)
+from ownstate.errors import InvalidInput, LimitExceeded
+from ownstate.testing import Target
+
+T = TypeVar("T")
+APP = "support"
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
+
+
+@pytest.fixture
+def client(target: Target) -> Iterator[ownstate.Client]:
+    c = ownstate.connect(target.url)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def service(client: ownstate.Client) -> OwnstateSessionService:
+    return OwnstateSessionService(client)
+
+
+def text_event(author: str, text: str, *, state: dict[str, Any] | None = None,
+               timestamp: float | None = None, invocation: str = "inv-1") -> Event:
+    extra: dict[str, Any] = {"timestamp": timestamp} if timestamp is not None else {}
+    role = "user" if author == "user" else "model"
+    return Event(author=author, invocation_id=invocation,
+                 content=types.Content(role=role, parts=[types.Part(text=text)]),
+                 actions=EventActions(state_delta=state or {}), **extra)
+
+
+def stored_items(client: ownstate.Client, user: str, session_id: str) -> list[ownstate.Item]:
+    session = client.session_stores.get("adk").get(ownstate_session_id(APP, user, session_id))
+    return list(session.list_items(order_by="create_time asc"))
+
+
+# create / get / list / delete --------------------------------------------------------------
+
+
+def test_create_with_and_without_id(client: ownstate.Client,
+                                    service: OwnstateSessionService) -> None:
+    async def main() -> None:
+        named = await service.create_session(app_name=APP, user_id="u1", session_id="s-1",
+                                             state={"topic": "billing"})
+        assert (named.id, named.app_name, named.user_id) == ("s-1", APP, "u1")
+        assert named.state == {"topic": "billing"}
+        assert named.events == []
+        generated = await service.create_session(app_name=APP, user_id="u1")
+        assert generated.id
+        assert generated.id != named.id
+        again = await service.get_session(app_name=APP, user_id="u1", session_id=generated.id)
+        assert again is not None
+        assert again.id == generated.id
+        assert again.state == {}
+        assert again.last_update_time == pytest.approx(generated.last_update_time)
+        # ADK names a session by (app, user, id): another user may use the same id.
+        other = await service.create_session(app_name=APP, user_id="u2", session_id="s-1")
+        assert other.state == {}
+        assert await service.get_session(app_name="other-app", user_id="u1",
+                                         session_id="s-1") is None
+
+    run(main())
+    # A service closes only a client it opened itself.
+    service.close()
+    assert [s.name for s in client.session_stores.list()] == ["adk"]
+
+
+def test_duplicate_id_is_refused_and_changes_nothing(service: OwnstateSessionService) -> None:
+    async def main() -> None:
+        await service.create_session(app_name=APP, user_id="u1", session_id="dup",
+                                     state={"k": 1, "app:a": 1})
+        with pytest.raises(AlreadyExistsError):
+            await service.create_session(app_name=APP, user_id="u1", session_id="dup",
+                                         state={"k": 2, "app:a": 2, "user:b": 2})
+        session = await service.get_session(app_name=APP, user_id="u1", session_id="dup")
+        assert session is not None
+        assert session.state == {"k": 1, "app:a": 1}
+
+    run(main())
+
+
+def test_events_round_trip_equal(client: ownstate.Client,
+                                 service: OwnstateSessionService) -> None:
+    async def main() -> None:
+        session = await service.create_session(app_name=APP, user_id="u1", session_id="rt")
+        call = Event(
+            author="agent", invocation_id="inv-9", branch="root.agent",
+            content=types.Content(role="model", parts=[
+                types.Part(text="checking"),
+                types.Part(function_call=types.FunctionCall(id="c1", name="lookup",
+                                                            args={"order": 42}))]),
+            usage_metadata=types.GenerateContentResponseUsageMetadata(
+                prompt_token_count=12, candidates_token_count=5),
+            custom_metadata={"trace": "t-1"},
+            actions=EventActions(state_delta={"step": 1, "nested": {"a": [1, 2]}}))
+        result = Event(author="agent", invocation_id="inv-9", content=types.Content(
+            role="user", parts=[types.Part(function_response=types.FunctionResponse(
+                id="c1", name="lookup", response={"status": "shipped"}))]))
+        sent = [text_event("user", "where is my order?"), call, result]
+        for event in sent:
+            await service.append_event(session, event)
+        loaded = await service.get_session(app_name=APP, user_id="u1", session_id="rt")
+        assert loaded is not None
+        assert loaded.events == sent
+        assert loaded.events == session.events
+        assert loaded.state == {"step": 1, "nested": {"a": [1, 2]}}
+        fresh = OwnstateSessionService(client, event_cache_size=0)
+        uncached = await fresh.get_session(app_name=APP, user_id="u1", session_id="rt")
+        assert uncached is not None
+        assert uncached.events == sent
+
+    run(main())
+    items = stored_items(client, "u1", "rt")
+    assert [i.format for i in items] == [EVENT_FORMAT] * 3
+    assert items[1].data["content"]["parts"][1]["function_call"]["name"] == "lookup"
+
+
+def test_get_session_config_filters(service: OwnstateSessionService) -> None:
+    async def main() -> None:
+        for sid, state in (("stateless", None), ("stateful", {"n": 0})):
+            session = await service.create_session(app_name=APP, user_id="u1",
+                                                   session_id=sid, state=state)
+            for n in range(1, 6):
+                delta = {"n": n} if state else {}
+                await service.append_event(session, text_event(
+                    "user", f"message {n}", state=delta, timestamp=1000.0 + n))
+
+            async def get(config: GetSessionConfig | None, sid: str = sid) -> Any:
+                found = await service.get_session(app_name=APP, user_id="u1",
+                                                  session_id=sid, config=config)
+                assert found is not None
+                return [e.content.parts[0].text for e in found.events], found.state
+
+            texts, full_state = await get(None)
+            assert texts == [f"message {n}" for n in range(1, 6)]
+            recent, recent_state = await get(GetSessionConfig(num_recent_events=2))
+            assert recent == ["message 4", "message 5"]
+            assert recent_state == full_state  # the state always covers the whole history
+            assert (await get(GetSessionConfig(num_recent_events=0)))[0] == []
+            assert (await get(GetSessionConfig(num_recent_events=50)))[0] == texts
+            after, _ = await get(GetSessionConfig(after_timestamp=1003.0))
+            assert after == ["message 3", "message 4", "message 5"]
+            both, _ = await get(GetSessionConfig(after_timestamp=1002.0, num_recent_events=2))
+            assert both == ["message 4", "message 5"]
+            if state:
+                assert full_state == {"n": 5}
+        with pytest.raises(ValueError, match="num_recent_events"):
+            GetSessionConfig(num_recent_events=-1)
+
+    run(main())
+
+
+def test_a_session_read_with_a_filter_can_be_appended_to(
+        service: OwnstateSessionService) -> None:
+    async def main() -> None:
+        session = await service.create_session(app_name=APP, user_id="u1", session_id="f")
+        await service.append_event(session, text_event("user", "one"))
+        await service.append_event(session, text_event("user", "two"))
+        partial = await service.get_session(app_name=APP, user_id="u1", session_id="f",
+                                            config=GetSessionConfig(num_recent_events=0))
+        assert partial is not None
+        assert partial.events == []
+        await service.append_event(partial, text_event("user", "three", state={"x": 1}))
+        # Another partial read of the now stateful session folds the whole history.
+        again = await service.get_session(app_name=APP, user_id="u1", session_id="f",
+                                          config=GetSessionConfig(num_recent_events=1))
+        assert again is not None
+        assert again.state == {"x": 1}
+        assert [e.content.parts[0].text for e in again.events] == ["three"]
+
+    run(main())
+
+
+def test_list_sessions(service: OwnstateSessionService) -> None:
+    async def main() -> None:
+        a = await service.create_session(app_name=APP, user_id="u1", session_id="a",
+                                         state={"k": "a", "app:shared": 1})
+        await service.create_session(app_name=APP, user_id="u2", session_id="b",
+                                     state={"user:name": "Bo"})
+        await service.create_session(app_name="elsewhere", user_id="u1", session_id="c")
+        await service.append_event(a, text_event("user", "hello", state={"k": "a2"}))
+
+        mine = (await service.list_sessions(app_name=APP, user_id="u1")).sessions
+        assert [s.id for s in mine] == ["a"]
+        assert mine[0].events == []
+        assert mine[0].state == {"k": "a2", "app:shared": 1}
+        everyone = (await service.list_sessions(app_name=APP)).sessions
+        # Oldest update first: "b" was made after "a" but "a" was appended to since.
+        assert [(s.user_id, s.id) for s in everyone] == [("u2", "b"), ("u1", "a")]
+        assert everyone[0].state == {"user:name": "Bo", "app:shared": 1}
+        assert (await service.list_sessions(app_name=APP, user_id="nobody")).sessions == []
+
+    run(main())
+
+
+def test_delete_session(service: OwnstateSessionService) -> None:
+    async def main() -> None:
+        session = await service.create_session(app_name=APP, user_id="u1", session_id="d",
+                                               state={"user:keep": 1, "app:keep": 2})
+        await service.append_event(session, text_event("user", "bye"))
+        await service.delete_session(app_name=APP, user_id="u1", session_id="d")
+        assert await service.get_session(app_name=APP, user_id="u1", session_id="d") is None
+        await service.delete_session(app_name=APP, user_id="u1", session_id="d")  # no error
+        with pytest.raises(SessionNotFoundError):
+            await service.append_event(session, text_event("user", "anyone?"))
+        assert await service.get_user_state(app_name=APP, user_id="u1") == {"keep": 1}
+        other = await service.create_session(app_name=APP, user_id="u3")
+        assert other.state == {"app:keep": 2}
+        # The id can be used again, for a new, empty session.
+        reborn = await service.create_session(app_name=APP, user_id="u1", session_id="d")
+        assert reborn.events == []
+        assert reborn.state == {"user:keep": 1, "app:keep": 2}
+
+    run(main())
+
+
+# state scoping ---------------------------------------------------------------------------
+
+
+def test_state_scoping_across_sessions(client: ownstate.Client,
+                                       service: OwnstateSessionService) -> None:
+    async def main() -> None:
+        s1 = await service.create_session(
+            app_name=APP, user_id="u1", session_id="s1",
+            state={"own": 1, "app:greeting": "hi", "user:lang": "en", "temp:scratch": 9})
+        assert s1.state == {"own": 1, "app:greeting": "hi", "user:lang": "en"}
+        event = text_event("agent", "noted", state={
+            "own": 2, "app:greeting": "hello", "user:lang": "fr", "temp:step": "x"})
+        await service.append_event(s1, event)
+        # temp: reaches the session object for the rest of the invocation, never storage.
+        assert s1.state["temp:step"] == "x"
+        assert "temp:step" not in event.actions.state_delta
+
+        s2 = await service.create_session(app_name=APP, user_id="u1", session_id="s2")
+        assert s2.state == {"app:greeting": "hello", "user:lang": "fr"}
+        s3 = await service.create_session(app_name=APP, user_id="u2", session_id="s3")
+        assert s3.state == {"app:greeting": "hello"}
+        elsewhere = await service.create_session(app_name="other", user_id="u1")
+        assert elsewhere.state == {}
+
+        await service.append_event(s3, text_event("agent", "ok", state={"user:lang": "de"}))
+        reread = await service.get_session(app_name=APP, user_id="u1", session_id="s1")
+        assert reread is not None
+        assert reread.state == {"own": 2, "app:greeting": "hello", "user:lang": "fr"}
+        assert await service.get_user_state(app_name=APP, user_id="u2") == {"lang": "de"}
+        assert await service.get_user_state(app_name=APP, user_id="nobody") == {}
+
+    run(main())
+    # Stored where the docs say: app and user state as facts naming their source event.
+    facts = client.memory_stores.get("adk-state")
+    user_facts = {f.key: f for f in facts.recall("u1")}
+    assert user_facts[f"{APP}:user:lang"].value == "fr"
+    assert user_facts[f"{APP}:user:lang"].source_item_id is not None
+    assert {f.key: f.value for f in facts.recall(f"app:{APP}")} == {
+        f"{APP}:app:greeting": "hello"}
+    assert [f.value for f in facts.history("u1", f"{APP}:user:lang")] == ["en", "fr"]
+    formats = [i.format for i in stored_items(client, "u1", "s1")]
+    assert formats == [STATE_FORMAT, EVENT_FORMAT]
+
+
+def test_names_with_separators_stay_apart(service: OwnstateSessionService) -> None:
+    async def main() -> None:
+        a = await service.create_session(app_name="a:b", user_id="u", state={"user:c": 1})
+        b = await service.create_session(app_name="a", user_id="u", state={"user:b:c": 2})
+        assert a.state == {"user:c": 1}
+        assert b.state == {"user:b:c": 2}
+
+    run(main())
+
+
+# stale sessions ----------------------------------------------------------------------------
+
+
+def test_stale_session_is_refused(target: Target, client: ownstate.Client,
+                                  service: OwnstateSessionService) -> None:
+    async def main() -> None:
+        await service.create_session(app_name=APP, user_id="u1", session_id="st")
+        first = await service.get_session(app_name=APP, user_id="u1", session_id="st")
+        second = await service.get_session(app_name=APP, user_id="u1", session_id="st")
+        assert first is not None
+        assert second is not None
+        await service.append_event(first, text_event("user", "first writer"))
+        late = text_event("user", "second writer", state={"user:x": 1, "y": 2})
+        with pytest.raises(StaleSessionError):
+            await service.append_event(second, late)
+        assert second.events == []
+        assert second.state == {}
+        # Another process (a fresh service) moves the session on: also detected.
+        other = OwnstateSessionService.from_url(target.url)
+        try:
+            theirs = await other.get_session(app_name=APP, user_id="u1", session_id="st")
+            assert theirs is not None
+            await other.append_event(theirs, text_event("agent", "from elsewhere"))
+        finally:
+            other.close()
+        with pytest.raises(StaleSessionError):
+            await service.append_event(first, text_event("user", "too late"))
+        # After reloading, appending works again.
+        reloaded = await service.get_session(app_name=APP, user_id="u1", session_id="st")
+        assert reloaded is not None
+        await service.append_event(reloaded, text_event("user", "fresh"))
+        assert [e.content.parts[0].text for e in reloaded.events] == [
+            "first writer", "from elsewhere", "fresh"]
+        assert await service.get_user_state(app_name=APP, user_id="u1") == {}
+
+    run(main())
+    assert len(stored_items(client, "u1", "st")) == 3
+
+
+def test_concurrent_appends_at_one_revision_let_exactly_one_through(
+        target: Target, service: OwnstateSessionService) -> None:
+    async def main() -> None:
+        session = await service.create_session(app_name=APP, user_id="u1", session_id="c")
+        writers = [OwnstateSessionService.from_url(target.url) for _ in range(3)]
+        try:
+            copies = [await w.get_session(app_name=APP, user_id="u1", session_id="c")
+                      for w in writers]
+            outcomes = await asyncio.gather(
+                *(w.append_event(c, text_event("user", f"writer {n}", state={"n": n}))
+                  for n, (w, c) in enumerate(zip(writers, copies, strict=True))
+                  if c is not None),
+                return_exceptions=True)
+        finally:
+            for w in writers:
+                w.close()
+        assert sum(isinstance(o, Event) for o in outcomes) == 1
+        assert sum(isinstance(o, StaleSessionError) for o in outcomes) == 2
+        (winner,) = [o for o in outcomes if isinstance(o, Event)]
+        stored = await service.get_session(app_name=APP, user_id="u1", session_id="c")
+        assert stored is not None
+        assert stored.events == [winner]
+        assert stored.state == winner.actions.state_delta
+        assert session.events == []
+
+    run(main())
+
+
+def test_listed_or_handmade_session_objects(client: ownstate.Client,
+                                            service: OwnstateSessionService) -> None:
+    async def main() -> None:
+        created = await service.create_session(app_name=APP, user_id="u1", session_id="l")
+        # A listed session carries no events. While the stored history has none either,
+        # it may be appended to...
+        (listed,) = (await service.list_sessions(app_name=APP, user_id="u1")).sessions
+        await service.append_event(listed, text_event("user", "one"))
+        # ...but once it has some, a listed session is stale: read it with get_session.
+        (listed,) = (await service.list_sessions(app_name=APP, user_id="u1")).sessions
+        with pytest.raises(StaleSessionError):
+            await service.append_event(listed, text_event("user", "two"))
+        # A session object built by hand (or by another service) holding the same events
+        # as storage is current.
+        loaded = await service.get_session(app_name=APP, user_id="u1", session_id="l")
+        assert loaded is not None
+        handmade = type(loaded)(id="l", app_name=APP, user_id="u1",
+                                events=list(loaded.events))
+        await service.append_event(handmade, text_event("user", "two"))
+        # The object create_session returned has seen none of this.
+        with pytest.raises(StaleSessionError):
+            await service.append_event(created, text_event("user", "three"))
+
+    run(main())
+    assert len(stored_items(client, "u1", "l")) == 2
+
+
+def test_popped_items_do_not_wedge_a_session(client: ownstate.Client,
+                                             service: OwnstateSessionService) -> None:
+    async def main() -> None:
+        session = await service.create_session(app_name=APP, user_id="u1", session_id="p")
+        await service.append_event(session, text_event("user", "keep"))
+        await service.append_event(session, text_event("user", "drop"))
+        # Someone removes the last item through ownstate directly.
+        handle = client.session_stores.get("adk").get(ownstate_session_id(APP, "u1", "p"))
+        assert handle.pop_item() is not None
+        reloaded = await service.get_session(app_name=APP, user_id="u1", session_id="p")
+        assert reloaded is not None
+        await service.append_event(reloaded, text_event("user", "again"))
+        await service.append_event(reloaded, text_event("user", "and again"))
+        final = await service.get_session(app_name=APP, user_id="u1", session_id="p")
+        assert final is not None
+        assert [e.content.parts[0].text for e in final.events] == ["keep", "again",
+                                                                   "and again"]
+
+    run(main())
+
+
+def test_redelivered_and_partial_events(client: ownstate.Client,
+                                        service: OwnstateSessionService) -> None:
+    async def main() -> None:
+        session = await service.create_session(app_name=APP, user_id="u1", session_id="r")
+        event = text_event("user", "once")
+        await service.append_event(session, event)
+        await service.append_event(session, event)  # an equal re-delivery is a no-op
+        chunk = text_event("agent", "stream")
+        chunk.partial = True
+        assert await service.append_event(session, chunk) is chunk
+        assert session.events == [event]
+
+    run(main())
+    assert len(stored_items(client, "u1", "r")) == 1
+
+
+# bad input --------------------------------------------------------------------------------
+
+
+def test_bad_input_is_refused_and_changes_nothing(client: ownstate.Client,
+                                                  service: OwnstateSessionService) -> None:
+    async def main() -> None:
+        for app, user, sid in (("", "u1", "x"), (APP, " ", "x"), (APP, "u1", "a\nb"),
+                               (APP, "u1", "s" * 129)):
+            with pytest.raises(InvalidInput):
+                await service.create_session(app_name=app, user_id=user, session_id=sid)
+        with pytest.raises(InvalidInput):
+            await service.get_session(app_name=APP, user_id="u1", session_id="")
+        with pytest.raises(InvalidInput):
+            await service.list_sessions(app_name="")
+        with pytest.raises(InvalidInput):  # a state key no fact can hold
+            await service.create_session(app_name=APP, user_id="u1", session_id="bad",
+                                         state={"user:" + "k" * 300: 1})
+        with pytest.raises(InvalidInput):  # NaN is not JSON
+            await service.create_session(app_name=APP, user_id="u1", session_id="bad",
+                                         state={"score": math.nan})
+        assert await service.get_session(app_name=APP, user_id="u1", session_id="bad") is None
+        assert (await service.list_sessions(app_name=APP)).sessions == []
+
+        session = await service.create_session(app_name=APP, user_id="u1", session_id="ok",
+                                               state={"user:n": 1})
+        await service.append_event(session, text_event("user", "fine"))
+        before = session.model_copy(deep=True)
+        huge = text_event("user", "x" * (client.limits.max_item_bytes + 1))
+        with pytest.raises(LimitExceeded):
+            await service.append_event(session, huge)
+        bad_state = text_event("agent", "hm", state={"user:n": 2, "temp:t": 1,
+                                                     "user:bad\x01key": 3})
+        with pytest.raises(InvalidInput):
+            await service.append_event(session, bad_state)
+        assert session == before
+        assert "temp:t" in bad_state.actions.state_delta  # the event is untouched too
+        reread = await service.get_session(app_name=APP, user_id="u1", session_id="ok")
+        assert reread is not None
+        assert reread.events == before.events
+        assert reread.state == {"user:n": 1}
+
+    run(main())
+    with pytest.raises(InvalidInput):
+        OwnstateSessionService(client, store="Not A Store")
+    with pytest.raises(InvalidInput):
+        OwnstateMemoryService(client, max_results=0)
+
+
+# memory -----------------------------------------------------------------------------------
+
+
+def test_memory_service_add_and_search(client: ownstate.Client,
+                                       service: OwnstateSessionService) -> None:
+    memory = OwnstateMemoryService(client)
+
+    async def main() -> None:
+        session = await service.create_session(app_name=APP, user_id="u1", session_id="m")
+        for event in (text_event("user", "My favourite colour is teal."),
+                      text_event("agent", "Noted: teal it is."),
+                      text_event("user", "I live in Lisbon."),
+                      Event(author="agent", invocation_id="inv-1")):  # no text: skipped
+            await service.append_event(session, event)
+        await memory.add_session_to_memory(session)
+        await memory.add_session_to_memory(session)  # again: nothing new is added
+
+        found = await memory.search_memory(app_name=APP, user_id="u1",
+                                           query="Which colour is my favourite?")
+        # Best first: the event sharing the most words with the query.
+        assert [m.content.parts[0].text for m in found.memories] == [
+            "My favourite colour is teal.", "Noted: teal it is."]
+        best = found.memories[0]
+        assert best.author == "user"
+        assert best.id == session.events[0].id
+        assert best.timestamp is not None
+        lisbon = await memory.search_memory(app_name=APP, user_id="u1", query="LISBON")
+        assert [m.content.parts[0].text for m in lisbon.memories] == ["I live in Lisbon."]
+        assert (await memory.search_memory(app_name=APP, user_id="u2",
+                                           query="teal")).memories == []
+        assert (await memory.search_memory(app_name="other", user_id="u1",
+                                           query="teal")).memories == []
+        assert (await memory.search_memory(app_name=APP, user_id="u1",
+                                           query="?!")).memories == []
+        await memory.add_events_to_memory(app_name="other", user_id="u1", events=[
+            text_event("user", "teal elsewhere")])
+        other = await memory.search_memory(app_name="other", user_id="u1", query="teal")
+        assert [m.content.parts[0].text for m in other.memories] == ["teal elsewhere"]
+        with pytest.raises(InvalidInput):
+            await memory.search_memory(app_name="", user_id="u1", query="teal")
+
+    run(main())
+    facts = client.memory_stores.get("adk-memory").recall("u1")
+    assert len([f for f in facts if f.key.startswith(f"{APP}:")]) == 3
+    mine = [f for f in facts if f.key.startswith(f"{APP}:")]
+    assert all(len(client.memory_stores.get("adk-memory").history("u1", f.key)) == 1
+               for f in mine)
+    # Each memory names the session item it came from.
+    item_ids = {i.item_id for i in stored_items(client, "u1", "m")}
+    assert {f.source_item_id for f in mine} <= item_ids
+    assert all(f.source_item_id for f in mine)
+
+
+# a real Runner ----------------------------------------------------------------------------
+
+
+class ScriptedModel(BaseLlm):
+    """A model that answers from a script and records how much history it was shown."""
+
+    replies: list[str]
+    seen: list[list[str]] = Field(default_factory=list)
+
+    @property
+    def capabilities(self) -> LlmCapabilities:
+        return LlmCapabilities(output_schema_and_tools=False)
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        self.seen.append([p.text or "" for c in llm_request.contents for p in c.parts or []])
+        yield LlmResponse(content=types.Content(
+            role="model", parts=[types.Part(text=self.replies.pop(0))]))
+
+
+async def _converse(service: OwnstateSessionService, model: ScriptedModel,
+                    messages: list[str], session_id: str) -> list[Event]:
+    agent = LlmAgent(name="helper", model=model, instruction="Be brief.",
+                     output_key="last_reply")
+    runner = Runner(app_name=APP, agent=agent, session_service=service)
+    events = []
+    for message in messages:
+        async for event in runner.run_async(
+                user_id="u1", session_id=session_id,
+                new_message=types.Content(role="user", parts=[types.Part(text=message)])):
+            events.append(event)
+    await runner.close()
+    return events
+
+
+def test_runner_two_turns_then_a_fresh_service_sees_everything(target: Target) -> None:
+    async def main() -> None:
+        client = await ownstate.connect_async(target.url)
+        service = OwnstateSessionService(client)
+        session = await service.create_session(app_name=APP, user_id="u1",
+                                               state={"user:name": "Ana"})
+        model = ScriptedModel(model="scripted", replies=["Hello Ana.", "Teal, noted."],
+                              seen=[])
+        produced = await _converse(service, model, ["hi", "I like teal"], session.id)
+        assert [e.content.parts[0].text for e in produced] == ["Hello Ana.", "Teal, noted."]
+        # The second call saw the first turn: the history came back from ownstate.
+        assert model.seen[1] == ["hi", "Hello Ana.", "I like teal"]
+        await client.close()
+
+        # A new process: a new client and service on the same database.
+        fresh = OwnstateSessionService.from_url(target.url)
+        try:
+            loaded = await fresh.get_session(app_name=APP, user_id="u1",
+                                             session_id=session.id)
+            assert loaded is not None
+            assert [(e.author, e.content.parts[0].text) for e in loaded.events] == [
+                ("user", "hi"), ("helper", "Hello Ana."),
+                ("user", "I like teal"), ("helper", "Teal, noted.")]
+            assert loaded.state == {"user:name": "Ana", "last_reply": "Teal, noted."}
+            # And the conversation continues there.
+            model2 = ScriptedModel(model="scripted", replies=["Still teal."], seen=[])
+            await _converse(fresh, model2, ["remind me?"], session.id)
+            assert model2.seen[0][:4] == ["hi", "Hello Ana.", "I like teal", "Teal, noted."]
+        finally:
+            fresh.close()
+
+    run(main())
