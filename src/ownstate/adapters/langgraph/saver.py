@@ -157,10 +157,47 @@ def _json_value(value: Any) -> Any:
     return value
 
 
-# How long put_writes waits for its checkpoint, pause by pause (about 2.5 s in all).
-_WAIT_FOR_PUT = 30.0
-_PAUSES: tuple[float | None, ...] = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4,
-                                     0.7, 1.0, None)
+def _key(config: RunnableConfig, checkpoint_id: str | None) -> tuple[str, str, str | None]:
+    configurable = config.get("configurable") or {}
+    return (str(configurable.get("thread_id")), _namespace(config), checkpoint_id)
+
+
+class _Arrivals:
+    """Which checkpoints this saver has stored or read, and which it is storing, so that
+    writes can wait for a checkpoint that is on its way instead of failing."""
+
+    def __init__(self, remember: int = 4096) -> None:
+        self._lock = threading.Lock()
+        self._known: OrderedDict[tuple[Any, ...], None] = OrderedDict()
+        self._waiting: dict[tuple[Any, ...], threading.Event] = {}
+        self._remember = remember
+
+    def expect(self, key: tuple[Any, ...]) -> threading.Event:
+        with self._lock:
+            return self._waiting.setdefault(key, threading.Event())
+
+    def arrived(self, key: tuple[Any, ...], event: threading.Event | None = None) -> None:
+        with self._lock:
+            self._known[key] = None
+            self._known.move_to_end(key)
+            while len(self._known) > self._remember:
+                self._known.popitem(last=False)
+            self._waiting.pop(key, None)
+        if event is not None:
+            event.set()
+
+    def give_up(self, key: tuple[Any, ...], event: threading.Event) -> None:
+        """Stop waiting for a checkpoint no put of this saver announced in time."""
+        with self._lock:
+            if not event.is_set() and self._waiting.get(key) is event:
+                del self._waiting[key]
+
+    def pending(self, key: tuple[Any, ...]) -> threading.Event | None:
+        """``None`` when the checkpoint is known here; else the event its put will set."""
+        with self._lock:
+            if key in self._known:
+                return None
+            return self._waiting.setdefault(key, threading.Event())
 
 
 class _NotYet(Exception):
@@ -217,6 +254,7 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
         serde: SerializerProtocol | None = None,
         max_cached_threads: int = 256,
         lease_ttl: float = 60.0,
+        writes_wait: float = 5.0,
         _bridge: Bridge | None = None,
     ) -> None:
         super().__init__(serde=serde or JsonPlusSerializer(pickle_fallback=False))
@@ -230,9 +268,9 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
         self._threads: OrderedDict[str, _Thread] = OrderedDict()
         self._max_threads = max_cached_threads
         self._lease_ttl = lease_ttl
-        # Checkpoints being stored by this process, so their writes can wait for them.
-        self._in_flight: dict[tuple[Any, ...], threading.Event] = {}
-        self._in_flight_lock = threading.Lock()
+        # Checkpoints stored, read or being stored here, so their writes can wait for them.
+        self._arrivals = _Arrivals()
+        self._writes_wait = writes_wait
         self._claims_lock = threading.Lock()
 
     @classmethod
@@ -637,6 +675,7 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
                 if channel in versions:
                     thread.references[(record.namespace, channel, versions[channel])] = entry[1]
         checkpoint["channel_values"] = values
+        self._arrivals.arrived((thread.thread_id, record.namespace, record.checkpoint_id))
         config: RunnableConfig = {"configurable": {
             "thread_id": thread.thread_id, "checkpoint_ns": record.namespace,
             "checkpoint_id": record.checkpoint_id}}
@@ -848,74 +887,56 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
         for one in found:
             yield one
 
-    def _putting(self, config: RunnableConfig, checkpoint_id: str | None) -> tuple[Any, ...]:
-        configurable = config.get("configurable") or {}
-        return (str(configurable.get("thread_id")), _namespace(config), checkpoint_id)
-
     def put(self, config: RunnableConfig, checkpoint: Checkpoint,
             metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
-        key = self._putting(config, checkpoint.get("id"))
-        with self._in_flight_lock:
-            done = self._in_flight.setdefault(key, threading.Event())
+        key = _key(config, checkpoint.get("id"))
+        stored = self._arrivals.expect(key)
         try:
             return self._bridge.call(self._aput(config, checkpoint, metadata, new_versions))
         finally:
-            with self._in_flight_lock:
-                self._in_flight.pop(key, None)
-            done.set()
+            self._arrivals.arrived(key, stored)
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint,
                    metadata: CheckpointMetadata, new_versions: ChannelVersions
                    ) -> RunnableConfig:
-        key = self._putting(config, checkpoint.get("id"))
-        with self._in_flight_lock:
-            done = self._in_flight.setdefault(key, threading.Event())
+        key = _key(config, checkpoint.get("id"))
+        stored = self._arrivals.expect(key)
         try:
             return await self._bridge.acall(
                 self._aput(config, checkpoint, metadata, new_versions))
         finally:
-            with self._in_flight_lock:
-                self._in_flight.pop(key, None)
-            done.set()
-
-    def _in_flight_put(self, config: RunnableConfig) -> threading.Event | None:
-        key = self._putting(config, get_checkpoint_id(config))
-        with self._in_flight_lock:
-            return self._in_flight.get(key)
+            self._arrivals.arrived(key, stored)
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                    task_id: str, task_path: str = "") -> None:
-        """Store a task's writes against a checkpoint. LangGraph may hand them over while
-        that checkpoint's own ``put`` is still on its way (both run in the background), so
-        a missing checkpoint is waited for, briefly, before
-        :class:`~ownstate.errors.CheckpointNotFound` is raised."""
-        for pause in _PAUSES:
-            putting = self._in_flight_put(config)
-            if putting is not None:
-                putting.wait(_WAIT_FOR_PUT)
-            try:
-                return self._bridge.call(self._aput_writes(config, writes, task_id, task_path))
-            except _NotYet as not_yet:
-                if pause is None:
-                    raise not_yet.error from None
-                time.sleep(pause)
-        return None
+        """Store a task's writes against a checkpoint.
+
+        LangGraph hands writes over in the background, possibly before the ``put`` of
+        their checkpoint has begun (puts are queued one after another). Writes for a
+        checkpoint this saver has not stored or read yet wait for it to be stored (up to
+        ``writes_wait`` seconds) before :class:`~ownstate.errors.CheckpointNotFound`."""
+        key = _key(config, get_checkpoint_id(config))
+        stored = self._arrivals.pending(key)
+        if stored is not None and not stored.wait(self._writes_wait):
+            self._arrivals.give_up(key, stored)
+        try:
+            self._bridge.call(self._aput_writes(config, writes, task_id, task_path))
+        except _NotYet as not_yet:
+            raise not_yet.error from None
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                           task_id: str, task_path: str = "") -> None:
         """Async :meth:`put_writes`."""
-        for pause in _PAUSES:
-            putting = self._in_flight_put(config)
-            while putting is not None and not putting.is_set():
-                await asyncio.sleep(0.0005)
-            try:
-                return await self._bridge.acall(
-                    self._aput_writes(config, writes, task_id, task_path))
-            except _NotYet as not_yet:
-                if pause is None:
-                    raise not_yet.error from None
-                await asyncio.sleep(pause)
-        return None
+        key = _key(config, get_checkpoint_id(config))
+        stored = self._arrivals.pending(key)
+        if stored is not None and not stored.is_set() and not await (
+                asyncio.get_running_loop().run_in_executor(None, stored.wait,
+                                                           self._writes_wait)):
+            self._arrivals.give_up(key, stored)
+        try:
+            await self._bridge.acall(self._aput_writes(config, writes, task_id, task_path))
+        except _NotYet as not_yet:
+            raise not_yet.error from None
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread's checkpoints and pending writes. Its session (the
