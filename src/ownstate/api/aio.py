@@ -20,6 +20,7 @@ from ..backends import Backend, NewItem, open_backend, resolve_url
 from ..backends.base import SessionOrder
 from ..errors import InvalidInput
 from ..formats.derive import derive_columns, infer_format
+from ..formats.neutral import FORMATS, convert
 from ..limits import Limits
 from ..model import JSON, Item, Page, SessionRecord, SessionStoreRecord
 from ._paging import AsyncPager, page_by_name
@@ -251,6 +252,31 @@ class AsyncSession:
                                                page_token=token),
             page_token,
         )
+
+    async def history(self, as_format: str = "ownstate.message") -> list[dict[str, JSON]]:
+        """The whole history, oldest first, in the shape of ``as_format``, whichever
+        frameworks wrote it: ``"openai.responses"`` (Responses input items),
+        ``"langchain"`` (``message_to_dict`` objects), ``"adk.event"`` (ADK event JSON),
+        ``"claude.transcript"`` (transcript entries) or ``"ownstate.message"`` (neutral
+        messages, the default). Items already in that shape come back as stored; others are
+        converted through the neutral message (see :mod:`ownstate.formats.neutral`), and
+        items that are not messages (a framework's own bookkeeping) are left out.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (unknown format, or an item its
+        format's converter cannot read), :class:`~ownstate.errors.SessionNotFound`.
+        """
+        if not isinstance(as_format, str) or as_format not in FORMATS:
+            raise InvalidInput(f"as_format must be one of {', '.join(sorted(FORMATS))}",
+                               field="as_format")
+        items: list[Item] = []
+        token = None
+        while True:
+            page = await self.list_items_page(order_by="create_time asc", page_token=token,
+                                              page_size=self._scope.limits.max_page_size)
+            items.extend(page.items)
+            token = page.next_page_token
+            if token is None:
+                return convert(items, as_format)
 
     async def get_item(self, item_id: str) -> Item:
         """One item by id. Raises :class:`~ownstate.errors.ItemNotFound`,

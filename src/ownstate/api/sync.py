@@ -166,6 +166,20 @@ class Session:
         """
         return self._portal.iterate(self._impl.list_items(order_by=order_by, page_size=page_size, page_token=page_token), lambda e: e)
 
+    def history(self, as_format: str = 'ownstate.message') -> list[dict[str, JSON]]:
+        """The whole history, oldest first, in the shape of ``as_format``, whichever
+        frameworks wrote it: ``"openai.responses"`` (Responses input items),
+        ``"langchain"`` (``message_to_dict`` objects), ``"adk.event"`` (ADK event JSON),
+        ``"claude.transcript"`` (transcript entries) or ``"ownstate.message"`` (neutral
+        messages, the default). Items already in that shape come back as stored; others are
+        converted through the neutral message (see :mod:`ownstate.formats.neutral`), and
+        items that are not messages (a framework's own bookkeeping) are left out.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (unknown format, or an item its
+        format's converter cannot read), :class:`~ownstate.errors.SessionNotFound`.
+        """
+        return self._portal.call(self._impl.history(as_format))
+
     def get_item(self, item_id: str) -> Item:
         """One item by id. Raises :class:`~ownstate.errors.ItemNotFound`,
         :class:`~ownstate.errors.SessionNotFound`.

@@ -24,16 +24,16 @@ Needs ``langchain-core`` (installed with the ``langgraph`` extra).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage, messages_from_dict
+from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 
 from ..errors import InvalidInput
+from .neutral import FORMAT
 
-__all__ = ["FORMAT", "item_to_message", "message_to_item"]
-
-#: The format tag of neutral message items.
-FORMAT = "ownstate.message"
+__all__ = ["FORMAT", "from_neutral", "item_to_message", "message_to_item", "to_messages",
+           "to_neutral"]
 
 _ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool",
           "function": "function", "developer": "developer"}
@@ -127,3 +127,63 @@ def item_to_message(data: dict[str, Any]) -> BaseMessage:
     except (ValueError, TypeError, KeyError) as exc:
         raise InvalidInput(f"item is not a message LangChain can build: {exc}",
                            field="item") from exc
+
+
+# -- whole histories (the ``langchain`` format: ``message_to_dict`` objects) ----------------
+
+_NO_RESULT = "[no result was recorded]"
+
+
+def to_neutral(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Neutral messages for LangChain message dicts (``{"type": "ai", "data": {...}}``, as
+    ``langchain_core.messages.message_to_dict`` writes them). Raises
+    :class:`~ownstate.errors.InvalidInput` for a dict LangChain cannot load."""
+    out = []
+    for data in items:
+        try:
+            (message,) = messages_from_dict([data])
+        except (ValueError, TypeError, KeyError) as exc:
+            raise InvalidInput(f"not a LangChain message dict: {exc}", field="item") from exc
+        out.append(message_to_item(message))
+    return out
+
+
+def to_messages(messages: Sequence[dict[str, Any]]) -> list[BaseMessage]:
+    """LangChain messages for a neutral history, ready for a chat model: a tool result
+    whose call is not in the history is dropped, and a call that never got a result is
+    answered with a ``ToolMessage`` saying so (chat model APIs reject both otherwise)."""
+    built = [item_to_message(m) for m in messages]
+    calls_seen: set[str] = set()
+    out: list[BaseMessage] = []
+    open_calls: list[str] = []
+    for message in built:
+        if message.type == "tool":
+            call_id = getattr(message, "tool_call_id", None)
+            if call_id not in calls_seen:
+                continue  # orphaned result
+            if call_id in open_calls:
+                open_calls.remove(call_id)
+            out.append(message)
+            continue
+        out.extend(_unanswered(open_calls))
+        open_calls = []
+        for call in getattr(message, "tool_calls", None) or []:
+            if call.get("id"):
+                calls_seen.add(call["id"])
+                open_calls.append(call["id"])
+        out.append(message)
+    out.extend(_unanswered(open_calls))
+    return out
+
+
+def _unanswered(call_ids: list[str]) -> list[BaseMessage]:
+    from langchain_core.messages import ToolMessage
+
+    return [ToolMessage(_NO_RESULT, tool_call_id=call_id, status="error")
+            for call_id in call_ids]
+
+
+def from_neutral(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """LangChain message dicts for a neutral history (orphans handled as
+    :func:`to_messages` does)."""
+    return [message_to_dict(m) for m in to_messages(messages)]
