@@ -33,9 +33,10 @@ import copy
 import hashlib
 import json
 import re
+import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -48,6 +49,7 @@ from google.adk.memory import BaseMemoryService
 from google.adk.memory.base_memory_service import SearchMemoryResponse
 from google.adk.memory.memory_entry import MemoryEntry
 from google.adk.platform import uuid as platform_uuid
+from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.sessions import BaseSessionService, Session, State, _session_util
 from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
 from google.genai import types
@@ -58,11 +60,14 @@ from ..api.aio import AsyncSession, AsyncSessionStore
 from ..api.memory import AsyncMemoryStore
 from ..backends.ports.facts import search_words
 from ..errors import (
+    ActiveRunExists,
     AlreadyExists,
     Conflict,
     InvalidInput,
     LimitExceeded,
+    RunClosed,
     SessionNotFound,
+    StaleLease,
     StoreNotFound,
 )
 from ..model import JSON, Fact, Item, SessionRecord
@@ -72,6 +77,7 @@ __all__ = [
     "EVENT_FORMAT",
     "STATE_FORMAT",
     "OwnstateMemoryService",
+    "OwnstateRunPlugin",
     "OwnstateSessionService",
     "ownstate_session_id",
 ]
@@ -180,6 +186,14 @@ def _fold_state(items: Iterable[Item]) -> dict[str, Any]:
         elif item.format == STATE_FORMAT and isinstance(data.get("state"), dict):
             state.update(data["state"])
     return state
+
+
+def _foreign_events(items: Sequence[Item]) -> list[Event]:
+    """The events of a session part of which another framework wrote: every message
+    item converted to ADK's shape (ADK's own events come back as stored)."""
+    from ..formats.neutral import convert
+
+    return [Event.model_validate(data) for data in convert(items, EVENT_FORMAT)]
 
 
 def _timestamp(item: Item) -> float:
@@ -333,8 +347,9 @@ class OwnstateSessionService(BaseSessionService):
         store: str = "adk",
         state_store: str = "adk-state",
         event_cache_size: int = 10_000,
+        session_ids: Callable[[str, str, str], str] | None = None,
     ) -> None:
-        self._setup(Bridge(client), store, state_store, event_cache_size)
+        self._setup(Bridge(client), store, state_store, event_cache_size, session_ids)
 
     @classmethod
     def from_url(
@@ -344,6 +359,7 @@ class OwnstateSessionService(BaseSessionService):
         store: str = "adk",
         state_store: str = "adk-state",
         event_cache_size: int = 10_000,
+        session_ids: Callable[[str, str, str], str] | None = None,
     ) -> OwnstateSessionService:
         """A service over a client it opens on ``url`` (``OWNSTATE_URL``, else
         ``sqlite:///ownstate.db``) and closes with :meth:`close`.
@@ -354,19 +370,21 @@ class OwnstateSessionService(BaseSessionService):
         service = cls.__new__(cls)
         bridge = Bridge.from_url(url)
         try:
-            service._setup(bridge, store, state_store, event_cache_size)
+            service._setup(bridge, store, state_store, event_cache_size, session_ids)
         except BaseException:
             bridge.close()
             raise
         return service
 
     def _setup(self, bridge: Bridge, store: str, state_store: str,
-               event_cache_size: int) -> None:
+               event_cache_size: int,
+               session_ids: Callable[[str, str, str], str] | None = None) -> None:
         if (isinstance(event_cache_size, bool) or not isinstance(event_cache_size, int)
                 or event_cache_size < 0):
             raise InvalidInput("event_cache_size must be an integer >= 0",
                                field="event_cache_size")
         self._bridge = bridge
+        self._session_ids = session_ids or ownstate_session_id
         self._store_name = _limits.store_name(store)
         self._state_name = _limits.store_name(state_store)
         self._stores: tuple[AsyncSessionStore, AsyncMemoryStore] | None = None
@@ -375,6 +393,12 @@ class OwnstateSessionService(BaseSessionService):
         self._handles: OrderedDict[str, AsyncSession] = OrderedDict()
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary())
+
+    def _key(self, app_name: str, user_id: str, session_id: str) -> str:
+        """The ownstate session id of an ADK session (see ``session_ids``)."""
+        key = self._session_ids(_name(app_name, "app_name"), _name(user_id, "user_id"),
+                                _name(session_id, "session_id"))
+        return _limits.session_id(key)
 
     def close(self) -> None:
         """Close the client if :meth:`from_url` opened it; a client passed in stays open."""
@@ -455,7 +479,7 @@ class OwnstateSessionService(BaseSessionService):
                       else _name(session_id, "session_id"))
         if state is not None and not isinstance(state, Mapping):
             raise InvalidInput("state must be a mapping", field="state")
-        key = ownstate_session_id(app_name, user_id, session_id)
+        key = self._key(app_name, user_id, session_id)
         deltas = _session_util.extract_json_safe_state_delta(dict(state or {}))
         specs = _state_facts(self._client, app_name, user_id, deltas)
         initial = deltas["session"]
@@ -512,7 +536,7 @@ class OwnstateSessionService(BaseSessionService):
         reflects the whole history. Raises :class:`~ownstate.errors.InvalidInput` for bad
         names.
         """
-        key = ownstate_session_id(app_name, user_id, session_id)
+        key = self._key(app_name, user_id, session_id)
         recent = config.num_recent_events if config is not None else None
         after = config.after_timestamp if config is not None else None
         snapshot = await self._bridge.acall(
@@ -521,13 +545,23 @@ class OwnstateSessionService(BaseSessionService):
             self._handles.pop(key, None)
             return None
         self._remember_handle(snapshot.handle)
-        # Filter before parsing: an item's data holds its event's timestamp.
-        kept = [i for i in snapshot.items if i.format == EVENT_FORMAT]
-        if after:
-            kept = [i for i in kept if _timestamp(i) >= after]
-        if recent is not None:
-            kept = kept[-recent:] if recent else []
-        events = [self._event(i) for i in kept]
+        if any(i.format not in (EVENT_FORMAT, STATE_FORMAT) for i in snapshot.items):
+            if not snapshot.complete:
+                snapshot = await self._bridge.acall(
+                    self._read(key, app_name, user_id, None, False)) or snapshot
+            events = _foreign_events(snapshot.items)
+            if after:
+                events = [e for e in events if e.timestamp >= after]
+            if recent is not None:
+                events = events[-recent:] if recent else []
+        else:
+            # Filter before parsing: an item's data holds its event's timestamp.
+            kept = [i for i in snapshot.items if i.format == EVENT_FORMAT]
+            if after:
+                kept = [i for i in kept if _timestamp(i) >= after]
+            if recent is not None:
+                kept = kept[-recent:] if recent else []
+            events = [self._event(i) for i in kept]
         session_state = _fold_state(snapshot.items) if snapshot.complete else {}
         record = snapshot.handle.record
         merged = _merge_state(snapshot.app_state, snapshot.user_state, session_state)
@@ -639,7 +673,7 @@ class OwnstateSessionService(BaseSessionService):
         Raises :class:`~ownstate.errors.HasChildren` when the session was forked in
         ownstate (delete the forks first), :class:`~ownstate.errors.InvalidInput`.
         """
-        key = ownstate_session_id(app_name, user_id, session_id)
+        key = self._key(app_name, user_id, session_id)
         self._handles.pop(key, None)
         await self._bridge.acall(self._delete(key))
 
@@ -682,7 +716,7 @@ class OwnstateSessionService(BaseSessionService):
             return event
         app_name = _name(session.app_name, "app_name")
         user_id = _name(session.user_id, "user_id")
-        key = ownstate_session_id(app_name, user_id, session.id)
+        key = self._key(app_name, user_id, session.id)
         # temp: keys are never stored; the event object keeps them until the write is done,
         # so that a refused event leaves it (and the session) as they were.
         given = (event.actions.state_delta if event.actions else None) or {}
@@ -786,6 +820,50 @@ def _text(content: Mapping[str, Any] | None) -> str:
         return ""
     return " ".join(p["text"] for p in parts
                     if isinstance(p, dict) and isinstance(p.get("text"), str) and p["text"])
+
+
+class OwnstateRunPlugin(BasePlugin):
+    """Records each ADK invocation as an ownstate run:
+    ``Runner(..., session_service=service, plugins=[OwnstateRunPlugin(service)])``.
+
+    Before the invocation runs, a run (framework ``adk``, thread key the ADK session id) is
+    opened in the invocation's session; when it has run, the run is closed ``done``. A
+    session that already has an active run (another framework's) is left as it is and
+    nothing is recorded for that invocation.
+    """
+
+    def __init__(self, service: OwnstateSessionService, *, name: str = "ownstate_runs"
+                 ) -> None:
+        super().__init__(name=name)
+        self._service = service
+        self._open: dict[str, tuple[str, int]] = {}  # invocation id -> (run id, token)
+
+    async def before_run_callback(self, *, invocation_context: Any) -> types.Content | None:
+        session = invocation_context.session
+        key = self._service._key(session.app_name, session.user_id, session.id)
+        opened = await self._service._bridge.acall(self._start(key, session.id))
+        if opened is not None:
+            self._open[invocation_context.invocation_id] = opened
+        return None
+
+    async def after_run_callback(self, *, invocation_context: Any) -> None:
+        opened = self._open.pop(invocation_context.invocation_id, None)
+        if opened is not None:
+            await self._service._bridge.acall(self._finish(*opened))
+
+    async def _start(self, key: str, thread_key: str) -> tuple[str, int] | None:
+        store, _ = await self._service._ready()
+        try:
+            handle = await store.get(key)
+            run = await self._service._client.runs.open_run(
+                handle, "adk", thread_key[:256], owner=f"adk-{uuid.uuid4().hex[:12]}")
+        except (ActiveRunExists, SessionNotFound):
+            return None
+        return run.run_id, run.fencing_token
+
+    async def _finish(self, run_id: str, token: int) -> None:
+        with contextlib.suppress(RunClosed, StaleLease):
+            await self._service._client.runs.close_run(run_id, "done", fencing_token=token)
 
 
 class OwnstateMemoryService(BaseMemoryService):

@@ -25,7 +25,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
-from agents import Agent, Runner, RunResult, RunResultStreaming, RunState, ToolApprovalItem
+from agents import (
+    Agent,
+    RunHooks,
+    Runner,
+    RunResult,
+    RunResultStreaming,
+    RunState,
+    ToolApprovalItem,
+)
 from agents.exceptions import UserError
 from agents.items import TResponseInputItem
 from agents.memory import SessionSettings
@@ -33,6 +41,7 @@ from agents.memory import SessionSettings
 from .. import limits as _validate
 from ..api import AsyncClient, AsyncSession, Client
 from ..errors import (
+    ActiveRunExists,
     AlreadyExists,
     CheckpointNotFound,
     Conflict,
@@ -43,6 +52,7 @@ from ..errors import (
     RunClosed,
     RunNotFound,
     SessionNotFound,
+    StaleLease,
     StoreNotFound,
 )
 from ..model import JSON, CheckpointRecord, CheckpointScope, Item, Run
@@ -289,6 +299,7 @@ class OwnstateSession:
             raise InvalidInput(f"session_settings: {exc}", field="session_settings") from exc
         self._bridge = bridge
         self._handle: AsyncSession | None = None
+        self._tracked: tuple[str, int] | None = None  # the run run_hooks() opened
 
     def __repr__(self) -> str:
         return f"<OwnstateSession {self._store}/{self.session_id}>"
@@ -496,6 +507,38 @@ class OwnstateSession:
         """
         return await self._call(self._cancel(run_id))
 
+    # -- runs -------------------------------------------------------------------------------
+
+    def run_hooks(self) -> RunHooks[Any]:
+        """Hooks that record each ``Runner.run`` on this session as an ownstate run:
+        ``Runner.run(agent, input, session=session, hooks=session.run_hooks())``.
+
+        The run (framework ``openai.agents``, thread key the session id) is opened when the
+        first agent starts and closed ``done`` when an agent gives the final output. A run
+        that stops for approvals stays open, and :meth:`hold_for_approval` parks that same
+        run. When the session already has an active run (another framework's, or an
+        approval being resumed), nothing is recorded for this one.
+        """
+        return _RunHooks(self)
+
+    async def _track_start(self) -> None:
+        if self._tracked is not None:
+            return
+        handle = await self._session(create=True)
+        assert handle is not None
+        try:
+            run = await self._client.runs.open_run(handle, FRAMEWORK, thread_key=self.session_id,
+                                                   owner=_new_owner())
+        except ActiveRunExists:
+            return
+        self._tracked = (run.run_id, run.fencing_token)
+
+    async def _track_end(self, status: str) -> None:
+        tracked, self._tracked = self._tracked, None
+        if tracked is not None:
+            with contextlib.suppress(RunClosed, StaleLease):
+                await self._client.runs.close_run(tracked[0], status, fencing_token=tracked[1])
+
     # -- coroutines over the async client ------------------------------------------------
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> Coroutine[Any, Any, T]:
@@ -554,6 +597,13 @@ class OwnstateSession:
             return []
         if limit is not None:
             found.reverse()  # the newest were read newest first
+        if any(item.format != FORMAT for item in found):
+            # Another framework wrote part of this conversation: hand the SDK the history
+            # in its own shape (whole, so that tool calls and results stay paired).
+            history = await handle.history(as_format=FORMAT)
+            if limit is not None:
+                history = history[len(history) - limit:] if limit else []
+            return cast(list[TResponseInputItem], history)
         return [cast(TResponseInputItem, item.data) for item in found]
 
     async def _add_items(self, items: list[TResponseInputItem]) -> None:
@@ -642,6 +692,10 @@ class OwnstateSession:
 
     async def _hold(self, parked: _Parked) -> Run:
         runs = self._client.runs
+        tracked, self._tracked = self._tracked, None
+        if tracked is not None:  # the run run_hooks() opened for this Runner.run
+            run = await runs.get(tracked[0])
+            return await self._park(run.run_id, run.checkpoint_scope(), 1, parked, tracked[1])
         handle = await self._session(create=True)
         assert handle is not None
         try:
@@ -742,3 +796,16 @@ async def _stop(task: asyncio.Future[None]) -> None:
 
 def _new_owner() -> str:
     return f"openai-agents:{uuid.uuid4().hex}"
+
+
+class _RunHooks(RunHooks[Any]):
+    """See :meth:`OwnstateSession.run_hooks`."""
+
+    def __init__(self, session: OwnstateSession) -> None:
+        self._session = session
+
+    async def on_agent_start(self, context: Any, agent: Any) -> None:
+        await self._session._call(self._session._track_start())
+
+    async def on_agent_end(self, context: Any, agent: Any, output: Any) -> None:
+        await self._session._call(self._session._track_end("done"))

@@ -3,7 +3,7 @@
 Needs the ``langgraph`` extra. See docs/langgraph.md and docs/langgraph-store.md.
 """
 
-from .saver import OwnstateSaver, arebuild, rebuild
+from .saver import OwnstateSaver, acatch_up, arebuild, catch_up, rebuild
 from .store import OwnstateStore
 
-__all__ = ["OwnstateSaver", "OwnstateStore", "arebuild", "rebuild"]
+__all__ = ["OwnstateSaver", "OwnstateStore", "acatch_up", "arebuild", "catch_up", "rebuild"]

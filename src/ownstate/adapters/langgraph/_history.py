@@ -65,8 +65,16 @@ class History:
     by_id: dict[str, int] = field(default_factory=dict)
     by_object: dict[int, tuple[int, BaseMessage, tuple[Any, ...]]] = field(
         default_factory=dict)
+    # Messages read from other frameworks' items: kept in checkpoints, never re-appended.
+    foreign: dict[int, BaseMessage] = field(default_factory=dict)
     # The last list encoded, and its reference: the next one usually extends it.
     last: tuple[list[BaseMessage], list[Any]] | None = None
+
+    def adopt(self, messages: Sequence[BaseMessage]) -> None:
+        """Remember messages built from other frameworks' items, so that a checkpoint
+        holding them keeps them itself instead of appending copies to the session."""
+        for message in messages:
+            self.foreign[id(message)] = message
 
     def forget(self) -> None:
         self.last = None
@@ -107,6 +115,9 @@ class History:
         slots: list[Any] = []
         fresh: list[tuple[int, BaseMessage, dict[str, Any]]] = []
         for message in tail:
+            if id(message) in self.foreign and self.foreign[id(message)] is message:
+                slots.append(["m", *self.serde.dumps_typed(message)])
+                continue
             seq = self._seq_of(message)
             if seq is None and (message.id is None or message.id not in self.by_id):
                 try:

@@ -67,12 +67,15 @@ from ...errors import (
     SessionNotFound,
     StoreNotFound,
 )
+from ...formats.langchain import to_messages
+from ...formats.neutral import FORMAT as MESSAGE_FORMAT
+from ...formats.neutral import to_neutral
 from ...limits import SESSION_ID_RE
-from ...model import CheckpointRecord, CheckpointScope, PendingWrite, Run
+from ...model import CheckpointRecord, CheckpointScope, Item, PendingWrite, Run
 from .._bridge import Bridge
 from ._history import History, is_history
 
-__all__ = ["OwnstateSaver", "arebuild", "rebuild"]
+__all__ = ["OwnstateSaver", "acatch_up", "arebuild", "catch_up", "rebuild"]
 
 FRAMEWORK = "langgraph"
 #: The type tag of the checkpoints this saver stores.
@@ -856,6 +859,45 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
         thread.references.clear()
         return await thread.history.load_all(thread.session)
 
+    async def _anews(self, config: RunnableConfig, channel: str) -> list[BaseMessage]:
+        thread = await self._thread(_thread_id(config))
+        if thread is None:
+            return []
+        try:
+            record = await self.client.checkpoints.get(thread.scope, None, namespace="")
+        except RunNotFound:
+            record = None
+        last_seq, calls = 0, set[str]()
+        if record is not None:
+            entry = self._load(record)["values"].get(channel)
+            if entry is not None and entry[0] == "h":
+                last_seq = max((s[2] for s in entry[1] if s[0] == "r"), default=0)
+                for message in await thread.history.decode(thread.session, entry[1]):
+                    calls.update(c["id"] for c in getattr(message, "tool_calls", None) or []
+                                 if c.get("id"))
+        items: list[Item] = []
+        while True:
+            page = await thread.session.list_items_page(
+                order_by="create_time asc", after_seq=last_seq,
+                page_size=self.client.limits.max_page_size)
+            items += [i for i in page.items if i.format != MESSAGE_FORMAT]
+            if page.next_page_token is None:
+                break
+            last_seq = page.items[-1].seq
+        messages = to_messages(to_neutral(items), calls=calls)
+        thread.history.adopt(messages)
+        return messages
+
+    def news(self, config: RunnableConfig, *, channel: str = "messages") -> list[BaseMessage]:
+        """The messages other frameworks added to the thread's session since its latest
+        checkpoint, as LangChain messages (converted from their formats), oldest first."""
+        return self._bridge.call(self._anews(config, channel))
+
+    async def anews(self, config: RunnableConfig, *, channel: str = "messages"
+                    ) -> list[BaseMessage]:
+        """Async :meth:`news`."""
+        return await self._bridge.acall(self._anews(config, channel))
+
     def history(self, config: RunnableConfig) -> list[BaseMessage]:
         """The thread's conversation as LangChain messages, read from its session (every
         item that is a message, whichever framework appended it), oldest first."""
@@ -1038,3 +1080,42 @@ def _latest(config: RunnableConfig) -> RunnableConfig:
     configurable = {k: v for k, v in (config.get("configurable") or {}).items()
                     if k != "checkpoint_id"}
     return {**config, "configurable": configurable}
+
+
+def catch_up(graph: Any, config: RunnableConfig, *, channel: str = "messages",
+             as_node: str | None = None) -> RunnableConfig | None:
+    """Bring a thread up to date with what other frameworks added to its session.
+
+    When a conversation continued in another framework (the OpenAI Agents SDK, ADK, ...)
+    and comes back to LangGraph, its latest checkpoint ends where LangGraph left it. This
+    adds the messages written since (:meth:`OwnstateSaver.news`) to ``channel`` with
+    ``graph.update_state(config, ..., as_node=as_node)`` and returns the new checkpoint's
+    config, or ``None`` when there was nothing new. A thread without checkpoints is
+    rebuilt from its whole session (:func:`rebuild`).
+
+    Raises :class:`~ownstate.errors.InvalidInput` when the graph does not use an
+    :class:`OwnstateSaver`.
+    """
+    saver = _checked_saver(graph, config)
+    if saver.get_tuple(_latest(config)) is None:
+        return rebuild(graph, config, channel=channel, as_node=as_node)
+    messages = saver.news(config, channel=channel)
+    if not messages:
+        return None
+    result: RunnableConfig = graph.update_state(_latest(config), {channel: messages},
+                                                as_node=as_node)
+    return result
+
+
+async def acatch_up(graph: Any, config: RunnableConfig, *, channel: str = "messages",
+                    as_node: str | None = None) -> RunnableConfig | None:
+    """Async :func:`catch_up`."""
+    saver = _checked_saver(graph, config)
+    if await saver.aget_tuple(_latest(config)) is None:
+        return await arebuild(graph, config, channel=channel, as_node=as_node)
+    messages = await saver.anews(config, channel=channel)
+    if not messages:
+        return None
+    result: RunnableConfig = await graph.aupdate_state(_latest(config), {channel: messages},
+                                                       as_node=as_node)
+    return result
