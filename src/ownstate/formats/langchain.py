@@ -24,7 +24,7 @@ Needs ``langchain-core`` (installed with the ``langgraph`` extra).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
@@ -148,12 +148,14 @@ def to_neutral(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def to_messages(messages: Sequence[dict[str, Any]]) -> list[BaseMessage]:
+def to_messages(messages: Sequence[dict[str, Any]], *, calls: Iterable[str] = ()
+                ) -> list[BaseMessage]:
     """LangChain messages for a neutral history, ready for a chat model: a tool result
-    whose call is not in the history is dropped, and a call that never got a result is
+    whose call is not in the history (nor among ``calls``, the ids of calls made earlier,
+    when this is the rest of a history) is dropped, and a call that never got a result is
     answered with a ``ToolMessage`` saying so (chat model APIs reject both otherwise)."""
     built = [item_to_message(m) for m in messages]
-    calls_seen: set[str] = set()
+    calls_seen: set[str] = set(calls)
     out: list[BaseMessage] = []
     open_calls: list[str] = []
     for message in built:
