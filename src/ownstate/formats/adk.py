@@ -1,0 +1,610 @@
+"""Google ADK events (format ``adk.event``) to and from neutral messages.
+
+An ``adk.event`` item holds an ADK ``Event`` as JSON, the way
+:class:`~ownstate.adapters.adk.OwnstateSessionService` stores it:
+``Event.model_dump(mode="json", exclude_none=True)``, snake_case field names, bytes as
+base64. Its ``content`` is a ``google.genai`` ``Content``: ``role`` ``"user"`` or
+``"model"`` and a list of parts. Both functions work on that JSON alone; neither imports
+ADK.
+
+ADK to neutral (:func:`to_neutral`)
+-----------------------------------
+
+- An event whose content has parts is one message: ``"assistant"`` when the content role
+  is ``"model"`` (or it holds function calls), ``"user"`` otherwise. ``message_id`` is
+  the event id; an assistant message's ``name`` is the event's ``author`` (the agent),
+  ``model`` its ``model_version``, ``usage`` its ``usage_metadata`` token counts.
+- Parts: ``text`` becomes a text part, ``text`` with ``thought: true`` a ``reasoning``
+  part, ``inline_data`` a ``data:`` URL and ``file_data`` its ``file_uri`` (``image``
+  for ``image/*`` media types, ``file`` otherwise, ``display_name`` as ``name``).
+  Content that is a single text part becomes a plain string.
+- ``function_call`` parts become the message's ``tool_calls``; several in one event are
+  parallel calls. ``id`` and ``name`` are kept, ``args`` become ``arguments``.
+- Each ``function_response`` part becomes its own ``role: "tool"`` message (ADK puts
+  them in a role-``"user"`` event authored by the agent; parallel results share one
+  event): ``tool_call_id`` is the response id, ``name`` the function name, and
+  ``content`` the response as text: the string itself for ADK's ``{"result": "..."}``
+  wrapping of a plain return value, the JSON text of the dict otherwise. A response that
+  is only ``{"error": ...}`` (ADK's convention for a failed or rejected tool) is marked
+  ``is_error``. Media a tool returned (``function_response.parts``) follow as parts.
+  In a role-``"user"`` event the tool messages come before the event's other parts, as
+  the model must see results right after their calls.
+- Parts with nothing neutral to say (code execution, a bare ``thought_signature``) are
+  left out of the neutral fields.
+
+Nothing is lost: the first message made from an event carries
+``original = {"format": "adk.event", "items": [event, ...]}``, the event's JSON exactly
+as given; further messages made from the same event carry
+``original = {"format": "adk.event", "item": <event id>}``. Events that hold no message
+(no content, as for a pure ``state_delta``, an error or an escalation; or only parts
+without a neutral form) are not messages: they ride in the
+``items`` of the message before them (or, at the very start, the first message), so an
+ADK history converted to neutral and back gives the same events, state changes
+included. A history with no message at all converts to no messages, and its events are
+then dropped.
+
+Neutral to ADK (:func:`from_neutral`)
+-------------------------------------
+
+A message carrying an ``adk.event`` original gives back exactly the events it holds
+(and the messages that point into them give nothing more). Any other message is written
+from its neutral fields as a new event that ``google.adk.events.Event.model_validate``
+accepts and ADK's ``BaseSessionService.append_event`` stores:
+
+- ``user`` -> ``author: "user"``, ``content.role: "user"``; each such message starts a
+  new ``invocation_id``, which the events after it share, as in an ADK run.
+- ``assistant`` -> ``author: agent_name`` (default :data:`DEFAULT_AUTHOR`),
+  ``content.role: "model"``: text parts, then one ``function_call`` part per tool call
+  (``arguments`` given as text become the parsed JSON object, or ``{"input": text}``).
+  ``reasoning`` parts are left out: ADK sends an event's ``thought`` parts back to the
+  model, and a model takes its reasoning back only with the signature it issued for it
+  (Gemini's ``thought_signature``), which reasoning from elsewhere does not have.
+  ``model`` and ``usage`` become ``model_version`` and ``usage_metadata``.
+- ``tool`` -> consecutive results for one assistant turn become one event, as ADK merges
+  parallel results: ``author: agent_name``, ``content.role: "user"``, one
+  ``function_response`` part per result in the order of the calls, named after its call.
+  The response is the content's JSON object when the content is one, ``{"result":
+  text}`` otherwise, and ``{"error": text}`` when ``is_error``. Media in a tool result
+  are not carried (noted in the text).
+- ``system`` and ``developer`` messages are left out: an ADK agent takes its
+  instructions from its own configuration, not from the session's events.
+- Images and files: a ``data:`` URL becomes ``inline_data``, any other URL ``file_data``
+  (with the media type given, else guessed from the URL). A part that refers to an
+  ownstate asset (``{"$asset": ...}``) cannot be inlined by a pure conversion: it becomes
+  a short text note naming the asset (resolve assets to ``data:`` URLs first to send
+  the bytes).
+- Empty messages (no parts, no calls) are left out; Gemini refuses empty contents.
+- Each new event gets a fresh ``id`` and a ``timestamp``; timestamps increase through
+  the history: new events between carried-over events are spaced between their times,
+  new events after the last carried-over one end at the time of the conversion.
+
+Orphans. Gemini wants each function-call turn answered by a turn with one response per
+call, and ADK's request builder (``google.adk.flows.llm_flows.contents``) drops
+function responses whose call it cannot find and, in recent versions, calls without a
+response, so a history is never refused for an orphan, but a dropped call vanishes
+from what the model sees. For the events it writes, this converter makes the pairing
+explicit: a tool result is kept only while its call is open (the calls of the latest
+assistant message, until a user or assistant message follows), otherwise it is dropped;
+a call still unanswered when its turn ends (or at the end of the history) gets a
+response ``{"error": "no result was recorded"}``, so the model sees that the call was
+made and produced nothing. Calls and results carried over verbatim from ADK originals
+are left as ADK wrote them (ADK reads its own events back).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import json
+import mimetypes
+import time
+import urllib.parse
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import InvalidInput
+
+__all__ = ["DEFAULT_AUTHOR", "FORMAT", "NO_RESULT", "from_neutral", "to_neutral"]
+
+#: The item format this module converts.
+FORMAT = "adk.event"
+#: The ``author`` of assistant and tool events written from neutral messages, unless
+#: ``agent_name`` names another. ADK shows the model the events of its own agent as its
+#: own turns, and another author's as quoted context.
+DEFAULT_AUTHOR = "assistant"
+#: The error a call without a recorded result is answered with.
+NO_RESULT = "no result was recorded"
+
+# Spacing of the timestamps of new events (seconds).
+_STEP = 0.001
+
+
+# ADK -> neutral ------------------------------------------------------------------------
+
+
+def _b64_to_bytes(data: str) -> bytes:
+    """Base64 in either alphabet (pydantic writes the URL-safe one), padding optional."""
+    text = data.replace("-", "+").replace("_", "/")
+    return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+
+
+def _media_part(blob: dict[str, Any], uri_key: str) -> dict[str, Any] | None:
+    """The neutral image or file part for an ``inline_data`` or ``file_data`` dict."""
+    media_type = blob.get("mime_type")
+    media = media_type if isinstance(media_type, str) and media_type else None
+    if uri_key == "data":
+        raw = blob.get("data")
+        if not isinstance(raw, str):
+            return None
+        try:
+            encoded = base64.b64encode(_b64_to_bytes(raw)).decode()
+        except (binascii.Error, ValueError):
+            return None
+        url = f"data:{media or 'application/octet-stream'};base64,{encoded}"
+    else:
+        uri = blob.get("file_uri")
+        if not isinstance(uri, str) or not uri:
+            return None
+        url = uri
+    part: dict[str, Any] = {"type": "image" if (media or "").startswith("image/") else "file",
+                            "url": url}
+    if media:
+        part["media_type"] = media
+    name = blob.get("display_name")
+    if isinstance(name, str) and name:
+        part["name"] = name
+    return part
+
+
+def _neutral_part(part: dict[str, Any]) -> dict[str, Any] | None:
+    text = part.get("text")
+    if isinstance(text, str):
+        if not text:
+            return None
+        return {"type": "reasoning" if part.get("thought") else "text", "text": text}
+    if isinstance(part.get("inline_data"), dict):
+        return _media_part(part["inline_data"], "data")
+    if isinstance(part.get("file_data"), dict):
+        return _media_part(part["file_data"], "file_uri")
+    return None
+
+
+def _content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    if not parts:
+        return ""
+    if len(parts) == 1 and parts[0]["type"] == "text":
+        text: str = parts[0]["text"]
+        return text
+    return parts
+
+
+def _response_text(response: Any) -> tuple[str, bool]:
+    """A function response as text, and whether it reports an error."""
+    if isinstance(response, dict):
+        if set(response) == {"error"}:
+            error = response["error"]
+            return (error if isinstance(error, str)
+                    else json.dumps(error, ensure_ascii=False)), True
+        if set(response) == {"result"} and isinstance(response["result"], str):
+            return response["result"], False
+    if response is None:
+        return "", False
+    return json.dumps(response, ensure_ascii=False), False
+
+
+def _tool_message(response: dict[str, Any], event_id: Any) -> dict[str, Any]:
+    text, is_error = _response_text(response.get("response"))
+    media = [p for p in (_neutral_part(x) for x in response.get("parts") or []
+                         if isinstance(x, dict)) if p is not None]
+    message: dict[str, Any] = {"type": "message", "role": "tool",
+                               "content": [{"type": "text", "text": text}, *media]
+                               if media else text}
+    if isinstance(event_id, str):
+        message["message_id"] = event_id
+    if isinstance(response.get("name"), str):
+        message["name"] = response["name"]
+    if isinstance(response.get("id"), str):
+        message["tool_call_id"] = response["id"]
+    if is_error:
+        message["is_error"] = True
+    return message
+
+
+def _event_messages(event: dict[str, Any]) -> list[dict[str, Any]]:
+    """The neutral messages one event holds, without ``original``."""
+    content = event.get("content")
+    parts = content.get("parts") if isinstance(content, dict) else None
+    if not isinstance(content, dict) or not isinstance(parts, list):
+        return []
+    shown: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    event_id = event.get("id")
+    for part in parts:
+        if not isinstance(part, dict):
+            continue
+        call, response = part.get("function_call"), part.get("function_response")
+        if isinstance(call, dict):
+            entry: dict[str, Any] = {"id": call.get("id"), "name": call.get("name"),
+                                     "arguments": call.get("args") or {}}
+            if not isinstance(entry["id"], str):
+                del entry["id"]
+            calls.append(entry)
+        elif isinstance(response, dict):
+            results.append(_tool_message(response, event_id))
+        elif (neutral := _neutral_part(part)) is not None:
+            shown.append(neutral)
+    if not shown and not calls:
+        return results
+    assistant = content.get("role") == "model" or bool(calls)
+    message: dict[str, Any] = {"type": "message", "role": "assistant" if assistant else "user",
+                               "content": _content(shown)}
+    if isinstance(event_id, str):
+        message["message_id"] = event_id
+    if assistant:
+        author = event.get("author")
+        if isinstance(author, str) and author and author != "user":
+            message["name"] = author
+    if calls:
+        message["tool_calls"] = calls
+    model = event.get("model_version")
+    if isinstance(model, str) and model:
+        message["model"] = model
+    usage = event.get("usage_metadata")
+    if isinstance(usage, dict) and ("prompt_token_count" in usage
+                                    or "candidates_token_count" in usage):
+        message["usage"] = {"input_tokens": usage.get("prompt_token_count"),
+                            "output_tokens": usage.get("candidates_token_count")}
+    # The model must see results right after their calls: in a user turn they lead.
+    return [message, *results] if assistant else [*results, message]
+
+
+def to_neutral(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Neutral messages for ADK events (``adk.event`` item data), in order.
+
+    Raises :class:`~ownstate.errors.InvalidInput` when an item is not a JSON object.
+    """
+    groups: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []
+    leading: list[dict[str, Any]] = []
+    for index, event in enumerate(items):
+        if not isinstance(event, dict):
+            raise InvalidInput(f"item {index} is not an ADK event's JSON object",
+                               field="items")
+        messages = _event_messages(event)
+        if messages:
+            groups.append(([*leading, event], messages))
+            leading = []
+        elif groups:
+            groups[-1][0].append(event)
+        else:
+            leading.append(event)
+    out: list[dict[str, Any]] = []
+    for events, messages in groups:
+        first, *rest = messages
+        first["original"] = {"format": FORMAT, "items": copy.deepcopy(events)}
+        for message in rest:
+            message["original"] = {"format": FORMAT, "item": message.get("message_id")}
+        out.extend(messages)
+    return out
+
+
+# neutral -> ADK ------------------------------------------------------------------------
+
+
+def _new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def _parse_data_url(url: str) -> tuple[str | None, bytes] | None:
+    """The media type and bytes of a ``data:`` URL, or None when it is not one."""
+    if not url.startswith("data:") or "," not in url:
+        return None
+    header, payload = url[5:].split(",", 1)
+    params = header.split(";")
+    media = params[0] or None
+    try:
+        if "base64" in params[1:]:
+            return media, _b64_to_bytes(urllib.parse.unquote(payload))
+        return media, urllib.parse.unquote_to_bytes(payload)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _note(part: dict[str, Any], why: str) -> dict[str, Any]:
+    """A text part standing in for media that cannot be carried."""
+    kind = part.get("type", "file")
+    asset = part.get("asset")
+    name = part.get("name")
+    if isinstance(asset, dict) and isinstance(asset.get("$asset"), str):
+        label = f"ownstate asset {asset['$asset']}"
+    elif isinstance(name, str) and name:
+        label = name
+    else:
+        label = "attachment"
+    return {"text": f"[{kind}: {label} ({why})]"}
+
+
+def _adk_media(part: dict[str, Any]) -> dict[str, Any]:
+    url = part.get("url")
+    media = part.get("media_type")
+    media_type = media if isinstance(media, str) and media else None
+    if not isinstance(url, str) or not url:
+        return _note(part, "not inlined")
+    parsed = _parse_data_url(url)
+    if parsed is not None:
+        data_media, data = parsed
+        return {"inline_data": {
+            "data": base64.urlsafe_b64encode(data).decode(),
+            "mime_type": media_type or data_media or "application/octet-stream"}}
+    if url.startswith("data:"):
+        return _note(part, "unreadable data URL")
+    guessed = mimetypes.guess_type(urllib.parse.urlsplit(url).path)[0]
+    return {"file_data": {"file_uri": url,
+                          "mime_type": media_type or guessed or "application/octet-stream"}}
+
+
+def _adk_parts(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"text": content}] if content else []
+    parts: list[dict[str, Any]] = []
+    for part in content if isinstance(content, list) else []:
+        if isinstance(part, str):
+            part = {"type": "text", "text": part}
+        if not isinstance(part, dict):
+            continue
+        kind = part.get("type")
+        text = part.get("text")
+        if kind == "text" and isinstance(text, str) and text:
+            parts.append({"text": text})
+        elif kind in ("image", "file"):
+            parts.append(_adk_media(part))
+    return parts
+
+
+def _arguments(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value) if value.strip() else {}
+        except ValueError:
+            return {"input": value}
+        return parsed if isinstance(parsed, dict) else {"input": value}
+    return {} if value is None else {"input": value}
+
+
+def _tool_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    texts: list[str] = []
+    for part in content if isinstance(content, list) else []:
+        if isinstance(part, str):
+            texts.append(part)
+        elif isinstance(part, dict):
+            if isinstance(part.get("text"), str):
+                texts.append(part["text"])
+            elif part.get("type") in ("image", "file"):
+                texts.append(_note(part, "not included")["text"])
+    return "\n".join(texts)
+
+
+def _response(message: dict[str, Any]) -> dict[str, Any]:
+    text = _tool_text(message.get("content"))
+    if message.get("is_error"):
+        return {"error": text}
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        parsed = None
+    return parsed if isinstance(parsed, dict) else {"result": text}
+
+
+@dataclass
+class _Turn:
+    """The calls of the latest assistant message and the results given to them."""
+
+    calls: list[tuple[str, str]]  # (id, name), in the order they were made
+    fresh: bool  # written from neutral fields (so the converter answers its orphans)
+    open: set[str] = field(default_factory=set)
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _spread(stamps: list[float | None], now: float) -> list[float]:
+    """Fill the ``None`` timestamps so that they increase between the given ones."""
+    out: list[float] = []
+    index = 0
+    while index < len(stamps):
+        given = stamps[index]
+        if given is not None:
+            out.append(given)
+            index += 1
+            continue
+        end = index
+        while end < len(stamps) and stamps[end] is None:
+            end += 1
+        count = end - index
+        low = out[-1] if out else None
+        high = stamps[end] if end < len(stamps) else None
+        if high is None:
+            start = now - count * _STEP
+            if low is not None and start <= low:
+                start = low + _STEP
+            out.extend(start + i * _STEP for i in range(count))
+        elif low is None or high - low <= 0:
+            out.extend(high - (count - i) * _STEP for i in range(count))
+        else:
+            gap = (high - low) / (count + 1)
+            out.extend(low + (i + 1) * gap for i in range(count))
+        index = end
+    return out
+
+
+class _Writer:
+    """Builds the event list of :func:`from_neutral`."""
+
+    def __init__(self, agent_name: str) -> None:
+        self.agent = agent_name
+        self.events: list[dict[str, Any]] = []
+        self.fresh: list[bool] = []
+        self.invocation = "e-" + _new_id()
+        self.turn: _Turn | None = None
+
+    def emit(self, author: str, role: str, parts: list[dict[str, Any]],
+             **extra: Any) -> None:
+        event: dict[str, Any] = {"id": _new_id(), "invocation_id": self.invocation,
+                                 "author": author, "content": {"role": role, "parts": parts},
+                                 **extra}
+        self.events.append(event)
+        self.fresh.append(True)
+
+    def carry(self, items: list[Any]) -> None:
+        self.flush()
+        for item in items:
+            self.events.append(copy.deepcopy(item))
+            self.fresh.append(False)
+
+    def flush(self) -> None:
+        """Write the results given so far to the current turn's calls (one event)."""
+        turn = self.turn
+        if turn is None or not turn.results:
+            return
+        order = {call_id: i for i, (call_id, _) in enumerate(turn.calls)}
+        parts = [turn.results[k] for k in sorted(turn.results, key=order.__getitem__)]
+        turn.results.clear()
+        self.emit(self.agent, "user", parts)
+
+    def close(self) -> None:
+        """End the current turn, answering the calls this converter wrote and nothing
+        answered."""
+        turn = self.turn
+        if turn is None:
+            return
+        if turn.fresh:
+            for call_id, name in turn.calls:
+                if call_id in turn.open:
+                    turn.results[call_id] = {"function_response": {
+                        "id": call_id, "name": name, "response": {"error": NO_RESULT}}}
+        self.flush()
+        self.turn = None
+
+    def finish(self) -> list[dict[str, Any]]:
+        self.close()
+        stamps: list[float | None] = []
+        for event, fresh in zip(self.events, self.fresh, strict=True):
+            given = event.get("timestamp")
+            stamps.append(None if fresh or not isinstance(given, (int, float))
+                          or isinstance(given, bool) else float(given))
+        for event, fresh, stamp in zip(self.events, self.fresh,
+                                       _spread(stamps, time.time()), strict=True):
+            if fresh:
+                event["timestamp"] = stamp
+        return self.events
+
+
+def _assistant_event(writer: _Writer, message: dict[str, Any]) -> None:
+    parts = _adk_parts(message.get("content"))
+    calls: list[tuple[str, str]] = []
+    for call in message.get("tool_calls") or []:
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            continue
+        given = call.get("id")
+        call_id = given if isinstance(given, str) and given else "adk-" + _new_id()
+        calls.append((call_id, call["name"]))
+        parts.append({"function_call": {"id": call_id, "args": _arguments(
+            call.get("arguments")), "name": call["name"]}})
+    writer.turn = _Turn(calls, fresh=True, open={c for c, _ in calls})
+    if not parts:
+        return
+    extra: dict[str, Any] = {}
+    if isinstance(message.get("model"), str) and message["model"]:
+        extra["model_version"] = message["model"]
+    usage = message.get("usage")
+    if isinstance(usage, dict):
+        counts = {"prompt_token_count": usage.get("input_tokens"),
+                  "candidates_token_count": usage.get("output_tokens")}
+        counts = {k: v for k, v in counts.items()
+                  if isinstance(v, int) and not isinstance(v, bool)}
+        if counts:
+            extra["usage_metadata"] = counts
+    writer.emit(writer.agent, "model", parts, **extra)
+
+
+def _calls_of(message: dict[str, Any]) -> list[tuple[str, str]]:
+    calls = []
+    for call in message.get("tool_calls") or []:
+        if isinstance(call, dict) and isinstance(call.get("id"), str):
+            calls.append((call["id"], str(call.get("name") or "")))
+    return calls
+
+
+def from_neutral(messages: Sequence[dict[str, Any]], *,
+                 agent_name: str = DEFAULT_AUTHOR) -> list[dict[str, Any]]:
+    """ADK event JSON for neutral ``messages``, in order (see the module docstring).
+
+    ``agent_name`` is the author of the assistant and tool events written from neutral
+    fields; pass the name of the agent that will continue the session so that ADK shows
+    the model those turns as its own. Raises :class:`~ownstate.errors.InvalidInput` when
+    a message is not a JSON object or ``agent_name`` is not a usable author.
+    """
+    if not isinstance(agent_name, str) or not agent_name.strip() or agent_name == "user":
+        raise InvalidInput("agent_name must be a non-empty name other than 'user'",
+                           field="agent_name")
+    writer = _Writer(agent_name)
+    carried: set[str] = set()  # ids of the events written from originals
+    carried_last = False  # the previous message was written from (or into) an original
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise InvalidInput(f"message {index} is not a JSON object", field="messages")
+        role = message.get("role")
+        original = message.get("original")
+        own = original if isinstance(original, dict) and original.get("format") == FORMAT \
+            else None
+        if own is not None and isinstance(own.get("items"), list):
+            mode = "carry"
+        elif own is not None and "item" in own and (
+                own["item"] in carried if isinstance(own["item"], str) else carried_last):
+            mode = "skip"  # its event was written with the message that owns it
+        else:
+            mode = "write"
+        if role == "tool":
+            turn = writer.turn
+            call_id = message.get("tool_call_id")
+            answers = turn is not None and isinstance(call_id, str) and call_id in turn.open
+            if turn is not None and answers:
+                turn.open.discard(str(call_id))
+            if mode == "write":
+                carried_last = False
+                if turn is not None and answers:
+                    name = dict(turn.calls)[str(call_id)]
+                    turn.results[str(call_id)] = {"function_response": {
+                        "id": call_id, "name": name, "response": _response(message)}}
+                continue  # an orphan result is dropped
+        elif role in ("system", "developer") and mode == "write":
+            continue
+        else:
+            writer.close()
+        if mode == "carry":
+            items = own["items"] if own is not None else []
+            writer.carry(items)
+            carried.update(i["id"] for i in items
+                           if isinstance(i, dict) and isinstance(i.get("id"), str))
+            carried_last = True
+        elif mode == "skip":
+            carried_last = True
+        else:
+            carried_last = False
+            if role == "user":
+                writer.invocation = "e-" + _new_id()
+                parts = _adk_parts(message.get("content"))
+                if parts:
+                    writer.emit("user", "user", parts)
+            elif role == "assistant":
+                _assistant_event(writer, message)
+            continue
+        if role == "assistant":
+            calls = _calls_of(message)
+            writer.turn = _Turn(calls, fresh=False, open={c for c, _ in calls})
+    return writer.finish()
