@@ -6,7 +6,8 @@ one sync client, from threads with a client each, from asyncio tasks on one asyn
 and (where the backend declares :attr:`~ownstate.backends.Capability.MULTIPROCESS`) from
 separate OS processes. Afterwards the history must hold every item exactly once, with
 ``seq`` exactly ``1..N``, every batch contiguous and in its own order, and each writer's
-batches in the order that writer appended them.
+batches in the order that writer appended them. Races on one id: one session id created
+by many threads, one idempotency key retried by many, one history popped by many.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ __all__ = [
     "test_concurrent_appends_with_a_client_per_thread",
     "test_concurrent_creation_of_one_session_id",
     "test_concurrent_pops_take_each_item_once",
+    "test_concurrent_retries_of_one_idempotency_key",
 ]
 
 T = TypeVar("T")
@@ -268,6 +270,41 @@ def test_concurrent_creation_of_one_session_id(
     stored = stores[0].get("case-1")
     assert (stored.actor_id, stored.metadata) == (winners[0].actor_id, winners[0].metadata)
     assert [s.session_id for s in stores[0].list_sessions()] == ["case-1"]
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["one-client", "client-per-thread"])
+def test_concurrent_retries_of_one_idempotency_key(
+    make_client: Callable[..., ownstate.Client], shared: bool
+) -> None:
+    """Eight threads send the same keyed append at once: it lands once and every thread gets
+    its items; a different request under the same key gets IdempotencyKeyReused."""
+    first = make_client()
+    session = _new_session(first)
+    clients = [first] * WRITERS if shared else [make_client() for _ in range(WRITERS)]
+    sessions = [c.session_stores.get("concurrency").get(session.session_id) for c in clients]
+    batch = [{"role": "user", "content": "charge once"}]
+    other = [{"role": "user", "content": "something else"}]
+
+    def append(n: int) -> list[ownstate.Item] | ownstate.IdempotencyKeyReused:
+        try:
+            return sessions[n].append_items(other if n == WRITERS - 1 else batch,
+                                            idempotency_key="pay-1")
+        except ownstate.IdempotencyKeyReused as exc:
+            return exc
+
+    outcomes = _in_threads(WRITERS, append)
+    stored = _history(session)
+    assert len(stored) == 1, "a retried append landed more than once"
+    (only,) = stored
+    for n, outcome in enumerate(outcomes):
+        if isinstance(outcome, ownstate.IdempotencyKeyReused):
+            continue
+        assert [i.item_id for i in outcome] == [only.item_id], f"thread {n}"
+    if only.data == other[0]:  # the odd request came first: every other one is refused
+        assert all(isinstance(o, ownstate.IdempotencyKeyReused) for o in outcomes[:-1])
+    else:
+        assert isinstance(outcomes[-1], ownstate.IdempotencyKeyReused)
+        assert not any(isinstance(o, ownstate.IdempotencyKeyReused) for o in outcomes[:-1])
 
 
 @pytest.mark.parametrize("shared", [True, False], ids=["one-client", "client-per-thread"])

@@ -452,16 +452,22 @@ class SessionsInPostgres(PostgresCore):
 
         async def run(cur: Cursor) -> list[Item]:
             if idempotency is not None:
-                # the row lock makes a retry wait for the first use of its key
+                # The row lock makes a retry wait for the first use of its key. The key is
+                # read by a second statement, whose snapshot is taken once the lock is
+                # held: a join in the locking statement would not see a key committed by
+                # the transaction it waited for.
                 await cur.execute(
-                    "SELECT k.request_hash, k.item_ids, s.sid FROM sessions s "
-                    "LEFT JOIN idempotency_keys k ON k.sid = s.sid AND k.key = %s "
+                    "SELECT s.sid FROM sessions s "
                     "WHERE s.tenant = %s AND s.store = %s AND s.session_id = %s "
-                    "FOR UPDATE OF s", (idempotency[0], tenant, store, session_id))
-                seen = await cur.fetchone()
-                if seen is None:
+                    "FOR UPDATE OF s", (tenant, store, session_id))
+                locked = await cur.fetchone()
+                if locked is None:
                     raise _not_found(store, session_id)
-                if seen[0] is not None:
+                await cur.execute(
+                    "SELECT request_hash, item_ids, sid FROM idempotency_keys "
+                    "WHERE sid = %s AND key = %s", (locked[0], idempotency[0]))
+                seen = await cur.fetchone()
+                if seen is not None:
                     return await self._replayed(cur, seen, session_id, idempotency)
             await cur.execute(_APPEND_WITH_KEY if idempotency else _APPEND, params, last=True)
             row = await cur.fetchone()
