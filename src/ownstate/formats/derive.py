@@ -1,8 +1,10 @@
 """Derived item columns: role, type, tool name, model and token counts read off ``data``.
 
 The derivation is best-effort and never fails: a shape it does not know yields ``None``
-columns. It understands OpenAI Responses items, Chat Completions style messages and the
-plain ``{"role": ..., "content": ...}`` message.
+columns. It understands OpenAI Responses items (with the Agents SDK's ``provider_data``), Chat
+Completions style messages, the plain ``{"role": ..., "content": ...}`` message, Claude
+transcript entries (the message under ``message``) and ADK events (``content.parts``; the
+``model`` role is reported as ``assistant``).
 """
 
 from __future__ import annotations
@@ -64,22 +66,62 @@ def _tool_name(data: dict[str, Any], item_type: str | None) -> str | None:
     return None
 
 
+def _tokens(usage: Any) -> tuple[int | None, int | None]:
+    if not isinstance(usage, dict):
+        return None, None
+    return (_int(usage.get("input_tokens", usage.get("prompt_tokens",
+                                                    usage.get("prompt_token_count")))),
+            _int(usage.get("output_tokens", usage.get("completion_tokens",
+                                                     usage.get("candidates_token_count")))))
+
+
+def _nested(data: dict[str, Any]) -> DerivedColumns | None:
+    """Columns of shapes that keep the message one level down: a Claude transcript entry
+    (``message``) and an ADK event (``content`` with ``parts``)."""
+    message = data.get("message")
+    if isinstance(message, dict) and "role" in message:
+        blocks = message.get("content")
+        tools = [b.get("name") for b in blocks if isinstance(b, dict)
+                 and b.get("type") == "tool_use" and isinstance(b.get("name"), str)
+                 ] if isinstance(blocks, list) else []
+        in_tokens, out_tokens = _tokens(message.get("usage"))
+        return DerivedColumns(_str(message.get("role")), _str(data.get("type")) or "message",
+                              ",".join(tools) or None, _str(message.get("model")),
+                              in_tokens, out_tokens)
+    content = data.get("content")
+    if isinstance(content, dict) and isinstance(content.get("parts"), list):
+        role = _str(content.get("role"))
+        calls = [p["function_call"].get("name") for p in content["parts"]
+                 if isinstance(p, dict) and isinstance(p.get("function_call"), dict)]
+        in_tokens, out_tokens = _tokens(data.get("usage_metadata"))
+        return DerivedColumns("assistant" if role == "model" else role, "message",
+                              ",".join(n for n in calls if isinstance(n, str)) or None,
+                              _str(data.get("model_version")), in_tokens, out_tokens)
+    return None
+
+
 def derive_columns(data: dict[str, Any]) -> DerivedColumns:
     """The queryable columns ``data``'s shape states; ``None`` where it states nothing."""
     role = _str(data.get("role"))
     item_type = _str(data.get("type"))
+    if role is None:
+        nested = _nested(data)
+        if nested is not None:
+            return nested
     if item_type is None and role is not None:
         item_type = "message"
-    usage = data.get("usage")
-    in_tokens = out_tokens = None
-    if isinstance(usage, dict):
-        in_tokens = _int(usage.get("input_tokens", usage.get("prompt_tokens")))
-        out_tokens = _int(usage.get("output_tokens", usage.get("completion_tokens")))
+    in_tokens, out_tokens = _tokens(data.get("usage"))
+    model = _str(data.get("model"))
+    provider = data.get("provider_data")
+    if isinstance(provider, dict):  # where the Agents SDK keeps a response's metadata
+        model = model or _str(provider.get("model"))
+        if in_tokens is None and out_tokens is None:
+            in_tokens, out_tokens = _tokens(provider.get("usage"))
     return DerivedColumns(
         role=role,
         type=item_type,
         tool_name=_tool_name(data, item_type),
-        model=_str(data.get("model")),
+        model=model,
         in_tokens=in_tokens,
         out_tokens=out_tokens,
     )
