@@ -81,9 +81,10 @@ def _nested(data: dict[str, Any]) -> DerivedColumns | None:
     message = data.get("message")
     if isinstance(message, dict) and "role" in message:
         blocks = message.get("content")
-        tools = [b.get("name") for b in blocks if isinstance(b, dict)
-                 and b.get("type") == "tool_use" and isinstance(b.get("name"), str)
-                 ] if isinstance(blocks, list) else []
+        tools: list[str] = [
+            b["name"] for b in blocks if isinstance(b, dict)
+            and b.get("type") == "tool_use" and isinstance(b.get("name"), str)
+        ] if isinstance(blocks, list) else []
         in_tokens, out_tokens = _tokens(message.get("usage"))
         return DerivedColumns(_str(message.get("role")), _str(data.get("type")) or "message",
                               ",".join(tools) or None, _str(message.get("model")),
