@@ -9,6 +9,7 @@ itself.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import pickle
 import threading
 from collections.abc import Callable, Iterator
@@ -360,3 +361,51 @@ def test_async_graph_interrupt_and_resume(saver: OwnstateSaver, client: ownstate
     assert client.runs.outstanding() == []
     assert [s.values for s in states] == [
         s.values for s in graph.get_state_history(config("a-1"))]
+
+
+# -- other channels, stored once per version -------------------------------------------------
+
+
+class DocState(MessagesState):
+    document: str
+
+
+# Text that does not compress away: ~5 KB of hex words.
+DOCUMENT = " ".join(hashlib.sha256(str(n).encode()).hexdigest()[:8] for n in range(600))
+
+
+def doc_graph(saver: Any) -> Any:
+    def read(state: DocState) -> dict[str, Any]:
+        if not state.get("document"):
+            return {"document": DOCUMENT,
+                    "messages": [AIMessage("loaded", id="ai-load")]}
+        last = state["messages"][-1]
+        return {"messages": [AIMessage(f"re: {last.content}", id=f"ai-{last.id}")]}
+
+    builder = StateGraph(DocState)
+    builder.add_node("read", read)
+    builder.add_edge(START, "read")
+    return builder.compile(checkpointer=saver)
+
+
+def test_a_large_channel_is_stored_once_per_version_and_survives_pruning(
+        saver: OwnstateSaver, client: ownstate.Client) -> None:
+    graph = doc_graph(saver)
+    for n in range(4):
+        graph.invoke({"messages": [human(f"q{n}")]}, config())
+    holder = client.runs.get(_holder(client)).checkpoint_scope()
+    sizes = [len(r.payload) for r in client.checkpoints.list(holder)]
+    assert max(sizes) > 3000          # the checkpoint that gave the document its version
+    assert sorted(sizes)[-2] < 1000   # every other one refers to it
+    assert graph.get_state(config()).values["document"] == DOCUMENT
+    history = list(graph.get_state_history(config()))
+    assert all(s.values["document"] == DOCUMENT
+               for s in history if s.metadata["step"] >= 1)
+
+    saver.prune(["t-1"], strategy="keep_latest")
+    (kept,) = client.checkpoints.list(holder)
+    assert len(kept.payload) > 3000   # the value moved into the checkpoint that keeps it
+    assert graph.get_state(config()).values["document"] == DOCUMENT
+    result = graph.invoke({"messages": [human("after")]}, config())
+    assert result["document"] == DOCUMENT
+    assert result["messages"][-1].content == "re: after"
