@@ -28,6 +28,7 @@ from hypothesis import settings
 from ownstate.backends.memory import MemoryBackend
 from ownstate.backends.sqlite import SqliteBackend
 from ownstate.testing import Target
+from ownstate.testing.fixtures import client, make_client  # noqa: F401  (for every test file)
 
 # CI replays the same property-test examples every run, so a red run always means a change
 # broke something; elsewhere every run explores new examples.
@@ -139,11 +140,11 @@ def _redis(tmp: Path) -> Target:
     def drop() -> None:
         import redis
 
-        client = redis.Redis.from_url(REDIS_URL)
-        keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+        server = redis.Redis.from_url(REDIS_URL)
+        keys = list(server.scan_iter(match=f"{prefix}:*", count=1000))
         if keys:
-            client.delete(*keys)
-        client.close()
+            server.delete(*keys)
+        server.close()
 
     from ownstate.backends.redis import RedisBackend
 

@@ -8,7 +8,6 @@ import itertools
 import json
 import threading
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,13 +43,6 @@ from ownstate.testing import Target
 
 OPTIONAL = ("list_sessions", "list_session_summaries", "delete", "list_subkeys")
 KEY: SessionKey = {"project_key": "proj", "session_id": "sess"}
-
-
-@pytest.fixture
-def client(target: Target) -> Iterator[ownstate.Client]:
-    c = ownstate.connect(target.url)
-    yield c
-    c.close()
 
 
 @pytest.fixture

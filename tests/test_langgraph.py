@@ -48,13 +48,6 @@ def saver(make_saver: Callable[..., OwnstateSaver]) -> OwnstateSaver:
     return make_saver()
 
 
-@pytest.fixture
-def client(target: Target) -> Iterator[ownstate.Client]:
-    made = ownstate.connect(target.url)
-    yield made
-    made.close()
-
-
 def config(thread: str = "t-1", **extra: Any) -> Any:
     return {"configurable": {"thread_id": thread, **extra}}
 

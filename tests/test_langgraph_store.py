@@ -44,13 +44,6 @@ AWKWARD_KEYS = ["", " ", "%", "%41", "tab\tkey", "ключ", "a.b/c:d"]
 
 
 @pytest.fixture
-def client(target: Target) -> Iterator[ownstate.Client]:
-    c = ownstate.connect(target.url)
-    yield c
-    c.close()
-
-
-@pytest.fixture
 def store(client: ownstate.Client) -> Iterator[OwnstateStore]:
     s = OwnstateStore(client)
     yield s

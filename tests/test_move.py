@@ -42,13 +42,6 @@ CUSTOMER = "customer-42"
 
 
 @pytest.fixture
-def client(target: Target) -> Iterator[ownstate.Client]:
-    made = ownstate.connect(target.url)
-    yield made
-    made.close()
-
-
-@pytest.fixture
 def make_saver(target: Target) -> Iterator[Any]:
     """Savers as separate processes would open them (each its own client), closed after."""
     made: list[OwnstateSaver] = []

@@ -106,6 +106,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidInput
+from . import _common
 
 __all__ = ["DEFAULT_AUTHOR", "FORMAT", "NO_RESULT", "from_neutral", "to_neutral"]
 
@@ -119,16 +120,11 @@ DEFAULT_AUTHOR = "assistant"
 NO_RESULT = "no result was recorded"
 
 # Spacing of the timestamps of new events (seconds).
-_STEP = 0.001
 
 
 # ADK -> neutral ------------------------------------------------------------------------
 
 
-def _b64_to_bytes(data: str) -> bytes:
-    """Base64 in either alphabet (pydantic writes the URL-safe one), padding optional."""
-    text = data.replace("-", "+").replace("_", "/")
-    return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
 
 
 def _media_part(blob: dict[str, Any], uri_key: str) -> dict[str, Any] | None:
@@ -140,7 +136,7 @@ def _media_part(blob: dict[str, Any], uri_key: str) -> dict[str, Any] | None:
         if not isinstance(raw, str):
             return None
         try:
-            encoded = base64.b64encode(_b64_to_bytes(raw)).decode()
+            encoded = base64.b64encode(_common.b64_to_bytes(raw)).decode()
         except (binascii.Error, ValueError):
             return None
         url = f"data:{media or 'application/octet-stream'};base64,{encoded}"
@@ -172,13 +168,6 @@ def _neutral_part(part: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
-    if not parts:
-        return ""
-    if len(parts) == 1 and parts[0]["type"] == "text":
-        text: str = parts[0]["text"]
-        return text
-    return parts
 
 
 def _response_text(response: Any) -> tuple[str, bool]:
@@ -241,7 +230,7 @@ def _event_messages(event: dict[str, Any]) -> list[dict[str, Any]]:
         return results
     assistant = content.get("role") == "model" or bool(calls)
     message: dict[str, Any] = {"type": "message", "role": "assistant" if assistant else "user",
-                               "content": _content(shown)}
+                               "content": _common.content(shown)}
     if isinstance(event_id, str):
         message["message_id"] = event_id
     if assistant:
@@ -298,33 +287,11 @@ def _new_id() -> str:
     return str(uuid.uuid4())
 
 
-def _parse_data_url(url: str) -> tuple[str | None, bytes] | None:
-    """The media type and bytes of a ``data:`` URL, or None when it is not one."""
-    if not url.startswith("data:") or "," not in url:
-        return None
-    header, payload = url[5:].split(",", 1)
-    params = header.split(";")
-    media = params[0] or None
-    try:
-        if "base64" in params[1:]:
-            return media, _b64_to_bytes(urllib.parse.unquote(payload))
-        return media, urllib.parse.unquote_to_bytes(payload)
-    except (binascii.Error, ValueError):
-        return None
 
 
 def _note(part: dict[str, Any], why: str) -> dict[str, Any]:
     """A text part standing in for media that cannot be carried."""
-    kind = part.get("type", "file")
-    asset = part.get("asset")
-    name = part.get("name")
-    if isinstance(asset, dict) and isinstance(asset.get("$asset"), str):
-        label = f"ownstate asset {asset['$asset']}"
-    elif isinstance(name, str) and name:
-        label = name
-    else:
-        label = "attachment"
-    return {"text": f"[{kind}: {label} ({why})]"}
+    return {"text": _common.note_text(part, why)}
 
 
 def _adk_media(part: dict[str, Any]) -> dict[str, Any]:
@@ -333,7 +300,7 @@ def _adk_media(part: dict[str, Any]) -> dict[str, Any]:
     media_type = media if isinstance(media, str) and media else None
     if not isinstance(url, str) or not url:
         return _note(part, "not inlined")
-    parsed = _parse_data_url(url)
+    parsed = _common.parse_data_url(url)
     if parsed is not None:
         data_media, data = parsed
         return {"inline_data": {
@@ -364,16 +331,6 @@ def _adk_parts(content: Any) -> list[dict[str, Any]]:
     return parts
 
 
-def _arguments(value: Any) -> dict[str, Any]:
-    if isinstance(value, dict):
-        return value
-    if isinstance(value, str):
-        try:
-            parsed = json.loads(value) if value.strip() else {}
-        except ValueError:
-            return {"input": value}
-        return parsed if isinstance(parsed, dict) else {"input": value}
-    return {} if value is None else {"input": value}
 
 
 def _tool_text(content: Any) -> str:
@@ -412,34 +369,6 @@ class _Turn:
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-def _spread(stamps: list[float | None], now: float) -> list[float]:
-    """Fill the ``None`` timestamps so that they increase between the given ones."""
-    out: list[float] = []
-    index = 0
-    while index < len(stamps):
-        given = stamps[index]
-        if given is not None:
-            out.append(given)
-            index += 1
-            continue
-        end = index
-        while end < len(stamps) and stamps[end] is None:
-            end += 1
-        count = end - index
-        low = out[-1] if out else None
-        high = stamps[end] if end < len(stamps) else None
-        if high is None:
-            start = now - count * _STEP
-            if low is not None and start <= low:
-                start = low + _STEP
-            out.extend(start + i * _STEP for i in range(count))
-        elif low is None or high - low <= 0:
-            out.extend(high - (count - i) * _STEP for i in range(count))
-        else:
-            gap = (high - low) / (count + 1)
-            out.extend(low + (i + 1) * gap for i in range(count))
-        index = end
-    return out
 
 
 class _Writer:
@@ -498,7 +427,7 @@ class _Writer:
             stamps.append(None if fresh or not isinstance(given, (int, float))
                           or isinstance(given, bool) else float(given))
         for event, fresh, stamp in zip(self.events, self.fresh,
-                                       _spread(stamps, time.time()), strict=True):
+                                       _common.spread(stamps, time.time()), strict=True):
             if fresh:
                 event["timestamp"] = stamp
         return self.events
@@ -513,7 +442,7 @@ def _assistant_event(writer: _Writer, message: dict[str, Any]) -> None:
         given = call.get("id")
         call_id = given if isinstance(given, str) and given else "adk-" + _new_id()
         calls.append((call_id, call["name"]))
-        parts.append({"function_call": {"id": call_id, "args": _arguments(
+        parts.append({"function_call": {"id": call_id, "args": _common.arguments(
             call.get("arguments")), "name": call["name"]}})
     writer.turn = _Turn(calls, fresh=True, open={c for c, _ in calls})
     if not parts:

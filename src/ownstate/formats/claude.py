@@ -102,9 +102,7 @@ Claude Code wrote them (it repairs its own interrupted turns when it resumes).
 from __future__ import annotations
 
 import base64
-import binascii
 import copy
-import json
 import re
 import time
 import urllib.parse
@@ -115,6 +113,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import InvalidInput
+from . import _common
 
 __all__ = ["FORMAT", "NO_RESULT", "SYNTHETIC_MODEL", "from_neutral", "to_neutral"]
 
@@ -131,15 +130,11 @@ _CHAIN_TYPES = frozenset({"user", "assistant", "progress", "system", "attachment
 _TOOL_ID_BAD = re.compile(r"[^A-Za-z0-9_-]")
 _IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 # Spacing of the timestamps of new entries (seconds).
-_STEP = 0.001
 
 
 # Claude -> neutral ---------------------------------------------------------------------
 
 
-def _b64_to_bytes(data: str) -> bytes:
-    text = data.replace("-", "+").replace("_", "/")
-    return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
 
 
 def _media_part(block: dict[str, Any]) -> dict[str, Any] | None:
@@ -181,13 +176,6 @@ def _neutral_part(block: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
-    if not parts:
-        return ""
-    if len(parts) == 1 and parts[0]["type"] == "text":
-        text: str = parts[0]["text"]
-        return text
-    return parts
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
@@ -203,7 +191,7 @@ def _tool_message(block: dict[str, Any], entry_id: Any,
     if isinstance(raw, str):
         content = raw
     else:
-        content = _content([p for p in (_neutral_part(b) for b in _blocks(raw))
+        content = _common.content([p for p in (_neutral_part(b) for b in _blocks(raw))
                             if p is not None])
     message: dict[str, Any] = {"type": "message", "role": "tool", "content": content}
     if isinstance(entry_id, str):
@@ -252,7 +240,7 @@ def _add_assistant_blocks(message: dict[str, Any], blocks: list[dict[str, Any]],
             message.setdefault("tool_calls", []).append(call)
         elif (part := _neutral_part(block)) is not None:
             parts.append(part)
-    message["content"] = _content(parts)
+    message["content"] = _common.content(parts)
 
 
 def to_neutral(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -321,7 +309,7 @@ def to_neutral(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             messages = list(results)
             if parts:
                 user: dict[str, Any] = {"type": "message", "role": "user",
-                                        "content": _content(parts)}
+                                        "content": _common.content(parts)}
                 if isinstance(entry_id, str):
                     user["message_id"] = entry_id
                 messages.append(user)
@@ -354,30 +342,11 @@ def to_neutral(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 # neutral -> Claude ---------------------------------------------------------------------
 
 
-def _parse_data_url(url: str) -> tuple[str | None, bytes] | None:
-    if not url.startswith("data:") or "," not in url:
-        return None
-    header, payload = url[5:].split(",", 1)
-    params = header.split(";")
-    try:
-        if "base64" in params[1:]:
-            return params[0] or None, _b64_to_bytes(urllib.parse.unquote(payload))
-        return params[0] or None, urllib.parse.unquote_to_bytes(payload)
-    except (binascii.Error, ValueError):
-        return None
 
 
 def _note(part: dict[str, Any], why: str) -> dict[str, Any]:
-    kind = part.get("type", "file")
-    asset = part.get("asset")
-    name = part.get("name")
-    if isinstance(asset, dict) and isinstance(asset.get("$asset"), str):
-        label = f"ownstate asset {asset['$asset']}"
-    elif isinstance(name, str) and name:
-        label = name
-    else:
-        label = "attachment"
-    return {"type": "text", "text": f"[{kind}: {label} ({why})]"}
+    """A text part standing in for media that cannot be carried."""
+    return {"type": "text", "text": _common.note_text(part, why)}
 
 
 def _claude_media(part: dict[str, Any]) -> dict[str, Any]:
@@ -386,7 +355,7 @@ def _claude_media(part: dict[str, Any]) -> dict[str, Any]:
     media_type = media.lower() if isinstance(media, str) and media else None
     if not isinstance(url, str) or not url:
         return _note(part, "not inlined")
-    parsed = _parse_data_url(url)
+    parsed = _common.parse_data_url(url)
     if url.startswith("data:") and parsed is None:
         return _note(part, "unreadable data URL")
     is_web = url.startswith(("https://", "http://"))
@@ -444,16 +413,6 @@ def _claude_blocks(content: Any, *, media: bool = True) -> list[dict[str, Any]]:
     return blocks
 
 
-def _arguments(value: Any) -> dict[str, Any]:
-    if isinstance(value, dict):
-        return value
-    if isinstance(value, str):
-        try:
-            parsed = json.loads(value) if value.strip() else {}
-        except ValueError:
-            return {"input": value}
-        return parsed if isinstance(parsed, dict) else {"input": value}
-    return {} if value is None else {"input": value}
 
 
 def _tool_id(value: Any) -> str | None:
@@ -475,34 +434,6 @@ def _seconds(value: Any) -> float | None:
         return None
 
 
-def _spread(stamps: list[float | None], now: float) -> list[float]:
-    """Fill the ``None`` timestamps so that they increase between the given ones."""
-    out: list[float] = []
-    index = 0
-    while index < len(stamps):
-        given = stamps[index]
-        if given is not None:
-            out.append(given)
-            index += 1
-            continue
-        end = index
-        while end < len(stamps) and stamps[end] is None:
-            end += 1
-        count = end - index
-        low = out[-1] if out else None
-        high = stamps[end] if end < len(stamps) else None
-        if high is None:
-            start = now - count * _STEP
-            if low is not None and start <= low:
-                start = low + _STEP
-            out.extend(start + i * _STEP for i in range(count))
-        elif low is None or high - low <= 0:
-            out.extend(high - (count - i) * _STEP for i in range(count))
-        else:
-            gap = (high - low) / (count + 1)
-            out.extend(low + (i + 1) * gap for i in range(count))
-        index = end
-    return out
 
 
 @dataclass
@@ -583,7 +514,7 @@ class _Writer:
                   else _seconds(entry.get("timestamp"))
                   for entry, fresh in zip(self.entries, self.fresh, strict=True)]
         for entry, fresh, stamp in zip(self.entries, self.fresh,
-                                       _spread(stamps, time.time()), strict=True):
+                                       _common.spread(stamps, time.time()), strict=True):
             if fresh:
                 entry["timestamp"] = _iso(stamp)
         return self.entries
@@ -598,7 +529,7 @@ def _assistant_entry(writer: _Writer, message: dict[str, Any], used: set[str]) -
         call_id = _tool_id(call.get("id")) or f"toolu_{uuid.uuid4().hex[:24]}"
         calls.append(call_id)
         blocks.append({"type": "tool_use", "id": call_id, "name": call["name"],
-                       "input": _arguments(call.get("arguments"))})
+                       "input": _common.arguments(call.get("arguments"))})
     writer.turn = _Turn(calls, fresh=True, open=set(calls))
     if not blocks:
         return
