@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncGenerator, Coroutine, Iterator
+from collections.abc import AsyncGenerator, Coroutine
 from typing import Any, TypeVar
 
 import pytest
@@ -39,13 +39,6 @@ APP = "support"
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
-
-
-@pytest.fixture
-def client(target: Target) -> Iterator[ownstate.Client]:
-    c = ownstate.connect(target.url)
-    yield c
-    c.close()
 
 
 @pytest.fixture
@@ -430,6 +423,223 @@ def test_redelivered_and_partial_events(client: ownstate.Client,
 
     run(main())
     assert len(stored_items(client, "u1", "r")) == 1
+
+
+# the read cache ---------------------------------------------------------------------------
+
+
+def texts_of(session: Any) -> list[str]:
+    return [e.content.parts[0].text for e in session.events]
+
+
+def test_cached_reads_follow_changes_made_elsewhere(target: Target, client: ownstate.Client,
+                                                    service: OwnstateSessionService) -> None:
+    key = ownstate_session_id(APP, "u1", "cc")
+
+    async def main() -> None:
+        session = await service.create_session(app_name=APP, user_id="u1", session_id="cc",
+                                               state={"k": 0})
+        for n in range(3):
+            await service.append_event(session, text_event(
+                "user", f"m{n}", state={"k": n + 1}, timestamp=1000.0 + n))
+
+        async def read(**config: Any) -> tuple[list[str], dict[str, Any]]:
+            found = await service.get_session(
+                app_name=APP, user_id="u1", session_id="cc",
+                config=GetSessionConfig(**config) if config else None)
+            assert found is not None
+            return texts_of(found), found.state
+
+        assert await read() == (["m0", "m1", "m2"], {"k": 3})
+        other = OwnstateSessionService.from_url(target.url)  # another process
+        try:
+            async def theirs() -> Any:
+                found = await other.get_session(app_name=APP, user_id="u1", session_id="cc")
+                assert found is not None
+                return found
+
+            # appended elsewhere: the next read has it, filters included
+            await other.append_event(await theirs(), text_event(
+                "agent", "m3", state={"k": 4, "j": 1}, timestamp=1003.0))
+            assert await read() == (["m0", "m1", "m2", "m3"], {"k": 4, "j": 1})
+            assert await read(num_recent_events=2) == (["m2", "m3"], {"k": 4, "j": 1})
+            assert await read(after_timestamp=1002.0) == (["m2", "m3"], {"k": 4, "j": 1})
+            handle = client.session_stores.get("adk").get(key)
+            # popped: the event and the state it set are gone
+            handle.pop_item()
+            assert await read() == (["m0", "m1", "m2"], {"k": 3})
+            # popped and replaced by another item at the same position
+            handle.pop_item()
+            await other.append_event(await theirs(), text_event("agent", "m2b",
+                                                                state={"k": 9}))
+            assert await read() == (["m0", "m1", "m2b"], {"k": 9})
+            # cleared (the initial state went with the items), then appended to
+            handle.clear()
+            assert await read() == ([], {})
+            await other.append_event(await theirs(), text_event("agent", "after clear"))
+            assert await read() == (["after clear"], {})
+            # deleted, then made again with other state
+            await other.delete_session(app_name=APP, user_id="u1", session_id="cc")
+            assert await service.get_session(app_name=APP, user_id="u1",
+                                             session_id="cc") is None
+            await other.create_session(app_name=APP, user_id="u1", session_id="cc",
+                                       state={"fresh": True})
+            assert await read() == ([], {"fresh": True})
+            # deleted and made again between two reads, holding as many items as before
+            await other.delete_session(app_name=APP, user_id="u1", session_id="cc")
+            await other.create_session(app_name=APP, user_id="u1", session_id="cc",
+                                       state={"again": 1})
+            assert await read() == ([], {"again": 1})
+            await other.delete_session(app_name=APP, user_id="u1", session_id="cc")
+            await other.create_session(app_name=APP, user_id="u1", session_id="cc",
+                                       state={"third": 1})
+            await other.append_event(await theirs(), text_event("agent", "n0"))
+            assert await read() == (["n0"], {"third": 1})
+            # another framework's message: converted, and the session keeps working
+            client.session_stores.get("adk").get(key).append_items(
+                [{"type": "message", "role": "user", "content": "from elsewhere"}],
+                format="ownstate.message")
+            assert (await read())[0] == ["n0", "from elsewhere"]
+            assert (await read(num_recent_events=1))[0] == ["from elsewhere"]
+            loaded = await service.get_session(app_name=APP, user_id="u1", session_id="cc")
+            assert loaded is not None
+            await service.append_event(loaded, text_event("agent", "n1", state={"x": 1}))
+            assert await read() == (["n0", "from elsewhere", "n1"], {"third": 1, "x": 1})
+        finally:
+            other.close()
+
+    run(main())
+
+
+def test_a_warm_read_fetches_only_the_new_items(client: ownstate.Client,
+                                                service: OwnstateSessionService,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    async def main() -> list[int]:
+        session = await service.create_session(app_name=APP, user_id="u1", session_id="w")
+        for n in range(30):
+            await service.append_event(session, text_event("user", f"m{n}"))
+        assert len(texts_of(await service.get_session(app_name=APP, user_id="u1",
+                                                      session_id="w"))) == 30
+        fetched.clear()
+        await service.append_event(session, text_event("user", "new 1"))
+        await service.append_event(session, text_event("user", "new 2", state={"s": 1}))
+        again = await service.get_session(app_name=APP, user_id="u1", session_id="w")
+        assert again is not None
+        assert texts_of(again)[-3:] == ["m29", "new 1", "new 2"]
+        assert len(again.events) == 32
+        assert again.state == {"s": 1}
+        return fetched
+
+    fetched: list[int] = []
+    original = client.backend.list_items
+
+    async def counting(*args: Any, **kwargs: Any) -> Any:
+        found = await original(*args, **kwargs)
+        fetched.append(len(found))
+        return found
+
+    monkeypatch.setattr(client.backend, "list_items", counting)
+    # the last item read before (which proves the cache still holds) and the two new ones
+    assert run(main()) == [3]
+
+
+def test_changing_a_returned_session_changes_nothing_cached(
+        service: OwnstateSessionService) -> None:
+    async def main() -> None:
+        session = await service.create_session(app_name=APP, user_id="u1", session_id="m",
+                                               state={"k": {"deep": [1]}, "app:a": 1})
+        await service.append_event(session, text_event("user", "one", state={"j": 1}))
+        await service.append_event(session, text_event("user", "two"))
+
+        async def read() -> Any:
+            found = await service.get_session(app_name=APP, user_id="u1", session_id="m")
+            assert found is not None
+            return found
+
+        first = await read()
+        first.state["k"]["deep"].append(2)
+        first.state["j"] = "changed"
+        first.state["app:a"] = "changed"
+        first.events.pop(0)
+        first.events.append(text_event("user", "never stored"))
+        second = await read()
+        assert texts_of(second) == ["one", "two"]
+        assert second.state == {"k": {"deep": [1]}, "j": 1, "app:a": 1}
+        assert second.events is not first.events
+
+    run(main())
+
+
+def test_stale_sessions_are_caught_with_warm_caches(target: Target,
+                                                    service: OwnstateSessionService) -> None:
+    async def main() -> None:
+        await service.create_session(app_name=APP, user_id="u1", session_id="race")
+        other = OwnstateSessionService.from_url(target.url)  # another process
+        try:
+            async def read(svc: OwnstateSessionService) -> Any:
+                found = await svc.get_session(app_name=APP, user_id="u1", session_id="race")
+                assert found is not None
+                return found
+
+            ours, theirs = await read(service), await read(other)  # both caches warm
+            await service.append_event(ours, text_event("user", "ours"))
+            with pytest.raises(StaleSessionError):
+                await other.append_event(theirs, text_event("user", "theirs"))
+            theirs = await read(other)
+            assert texts_of(theirs) == ["ours"]
+            await other.append_event(theirs, text_event("agent", "theirs"))
+            with pytest.raises(StaleSessionError):
+                await service.append_event(ours, text_event("user", "ours again"))
+            # Several rounds of both racing from fresh reads: one append through each time.
+            for n in range(3):
+                ours, theirs = await read(service), await read(other)
+                outcomes = await asyncio.gather(
+                    service.append_event(ours, text_event("user", f"ours {n}")),
+                    other.append_event(theirs, text_event("agent", f"theirs {n}")),
+                    return_exceptions=True)
+                assert sorted(type(o).__name__ for o in outcomes) == ["Event",
+                                                                     "StaleSessionError"]
+            mine, yours = await read(service), await read(other)
+            assert texts_of(mine) == texts_of(yours)
+            assert len(mine.events) == 5
+            # A re-delivered event (the same object, or an equal copy) stays a no-op with
+            # a warm cache; a new one is stored.
+            await service.append_event(mine, mine.events[1])
+            await service.append_event(mine, Event.model_validate(
+                mine.events[2].model_dump(mode="json")))
+            await service.append_event(mine, text_event("user", "last"))
+            assert texts_of(await read(other))[-2:] == [texts_of(mine)[-2], "last"]
+            assert len((await read(other)).events) == 6
+        finally:
+            other.close()
+
+    run(main())
+
+
+def test_the_cache_is_bounded(client: ownstate.Client) -> None:
+    small = OwnstateSessionService(client, event_cache_size=4)
+
+    async def main() -> None:
+        for sid, count in (("a", 3), ("b", 3), ("c", 6)):
+            session = await small.create_session(app_name=APP, user_id="u1", session_id=sid)
+            for n in range(count):
+                await small.append_event(session, text_event("user", f"{sid}{n}"))
+        for _ in range(2):
+            for sid, count in (("a", 3), ("b", 3), ("c", 6)):
+                found = await small.get_session(app_name=APP, user_id="u1", session_id=sid)
+                assert found is not None
+                assert texts_of(found) == [f"{sid}{n}" for n in range(count)]
+                await small.append_event(found, text_event("user", f"{sid}+"))
+                assert found.events[-1].content.parts[0].text == f"{sid}+"
+                found.events.pop()  # so that the next round expects the same
+                handle = client.session_stores.get("adk").get(
+                    ownstate_session_id(APP, "u1", sid))
+                handle.pop_item()
+        assert small._cached_events <= 4
+
+    run(main())
+    with pytest.raises(InvalidInput):
+        OwnstateSessionService(client, event_cache_size=-1)
 
 
 # bad input --------------------------------------------------------------------------------

@@ -130,13 +130,6 @@ def texts(items: list[Any]) -> list[str]:
 
 
 @pytest.fixture
-def client(target: Target) -> Iterator[ownstate.Client]:
-    c = ownstate.connect(target.url)
-    yield c
-    c.close()
-
-
-@pytest.fixture
 def other_client(target: Target) -> Iterator[ownstate.Client]:
     """A second client on the same database: another process, as far as ownstate knows."""
     c = ownstate.connect(target.url)
@@ -214,6 +207,163 @@ def test_sessions_are_isolated_like_sqlite_sessions(client: ownstate.Client,
     assert run(script(*ours)) == run(script(*reference))
     for session in reference:
         session.close()
+
+
+# the read cache: another process changes the conversation between reads -------------------
+
+
+async def interleaved_script(mine: Any, theirs: Any) -> list[Any]:
+    """Reads through ``mine`` while ``theirs`` (another process) changes the same
+    conversation between them; returns every answer."""
+    seen = [await mine.get_items()]
+    await theirs.add_items(ITEMS[:3])
+    seen += [await mine.get_items(), await mine.get_items(2)]
+    await mine.add_items(ITEMS[3:4])
+    await theirs.add_items(ITEMS[4:5])
+    seen += [await mine.get_items(), await mine.get_items(2), await mine.get_items(0)]
+    seen.append(await theirs.pop_item())  # an item mine has read
+    seen.append(await mine.get_items())
+    seen.append(await theirs.pop_item())
+    await theirs.add_items(ITEMS[5:7])  # other items where the popped ones were
+    seen += [await mine.get_items(), await mine.get_items(1)]
+    seen.append(await mine.pop_item())
+    seen += [await mine.get_items(), await theirs.get_items()]
+    await theirs.clear_session()
+    seen += [await mine.get_items(), await mine.get_items(3), await mine.pop_item()]
+    await theirs.add_items(ITEMS[7:])
+    await mine.add_items(ITEMS[:2])
+    seen += [await mine.get_items(), await theirs.get_items(2)]
+    await mine.clear_session()
+    await theirs.add_items(ITEMS[2:3])
+    seen += [await theirs.get_items(), await mine.get_items(), await mine.get_items(5)]
+    return seen
+
+
+def test_reads_follow_changes_made_elsewhere_like_sqlite_sessions(
+        client: ownstate.Client, other_client: ownstate.Client, tmp_path: Any) -> None:
+    db = tmp_path / "agents.db"
+    reference = [SQLiteSession("conv-x", db), SQLiteSession("conv-x", db)]
+    expected = run(interleaved_script(*reference))
+    for session in reference:
+        session.close()
+    assert expected[1] == ITEMS[:3]
+    mine = OwnstateSession("conv-x", client)
+    theirs = OwnstateSession("conv-x", other_client)
+    assert run(interleaved_script(mine, theirs)) == expected
+    # the same, with the session made by the first write of either side
+    mine = OwnstateSession("conv-y", other_client)
+    theirs = OwnstateSession("conv-y", client, item_cache_size=0)
+    assert run(interleaved_script(mine, theirs)) == expected
+
+
+def test_reads_follow_a_session_deleted_and_made_again(client: ownstate.Client,
+                                                       other_client: ownstate.Client) -> None:
+    mine = OwnstateSession("conv-d", client)
+    run(mine.add_items(ITEMS[:3]))
+    assert run(mine.get_items()) == ITEMS[:3]
+    store = other_client.session_stores.get(DEFAULT_STORE)
+    store.get("conv-d").delete()
+    assert run(mine.get_items()) == []
+    assert run(mine.pop_item()) is None
+    store.add(actor_id="someone", session_id="conv-d").append_items(
+        ITEMS[4:7], format="openai.responses")
+    assert run(mine.get_items()) == ITEMS[4:7]
+    # deleted and made again between two reads, as long as before
+    store.get("conv-d").delete()
+    store.add(actor_id="someone", session_id="conv-d").append_items(
+        ITEMS[1:4], format="openai.responses")
+    assert run(mine.get_items()) == ITEMS[1:4]
+    assert run(mine.get_items(1)) == ITEMS[3:4]
+    # deleted, then written by this session: made again by it
+    store.get("conv-d").delete()
+    run(mine.add_items(ITEMS[:1]))
+    assert run(mine.get_items()) == ITEMS[:1]
+    assert store.get("conv-d").actor_id == "openai-agents"
+
+
+def test_another_frameworks_items_between_reads(client: ownstate.Client,
+                                                other_client: ownstate.Client) -> None:
+    mine = OwnstateSession("conv-f", client)
+    run(mine.add_items(ITEMS[:2]))
+    assert run(mine.get_items()) == ITEMS[:2]
+    handle = other_client.session_stores.get(DEFAULT_STORE).get("conv-f")
+    handle.append_items([{"type": "message", "role": "user", "content": "from elsewhere"}],
+                        format="ownstate.message")
+    converted = handle.history(as_format="openai.responses")
+    assert converted[:2] == ITEMS[:2]
+    assert converted[-1]["content"] == "from elsewhere"
+    assert run(mine.get_items()) == converted
+    assert run(mine.get_items(1)) == converted[-1:]
+    run(mine.add_items(ITEMS[2:3]))
+    assert run(mine.get_items()) == converted + ITEMS[2:3]
+    assert run(mine.pop_item()) == ITEMS[2]
+    assert run(mine.get_items()) == converted
+
+
+def test_changing_returned_items_changes_no_later_read(client: ownstate.Client) -> None:
+    session = OwnstateSession("conv-m", client)
+    given = copy.deepcopy(ITEMS)
+    run(session.add_items(given))
+    given[1]["content"][0]["text"] = "changed by the caller after add_items"
+    for limit in (None, 3, None, 3):  # a cold read, then warm ones
+        handed = run(session.get_items(limit))
+        for item in handed:
+            item["role"] = "tampered"
+            content = item.get("content")
+            if isinstance(content, list):
+                content[0]["text"] = "tampered"
+                content.append({"type": "input_text", "text": "injected"})
+        handed.append({"role": "user", "content": "injected"})
+        assert run(session.get_items()) == ITEMS
+        assert run(session.get_items(3)) == ITEMS[-3:]
+    popped = run(session.pop_item())
+    assert popped == ITEMS[-1]
+    popped["content"] = "tampered"
+    assert run(session.get_items()) == ITEMS[:-1]
+
+
+def test_a_warm_read_fetches_only_the_new_items(client: ownstate.Client,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    session = OwnstateSession("conv-w", client)
+    run(session.add_items([{"role": "user", "content": f"m{i}"} for i in range(50)]))
+    assert len(run(session.get_items())) == 50
+    fetched: list[int] = []
+    original = client.backend.list_items
+
+    async def counting(*args: Any, **kwargs: Any) -> Any:
+        found = await original(*args, **kwargs)
+        fetched.append(len(found))
+        return found
+
+    monkeypatch.setattr(client.backend, "list_items", counting)
+    run(session.add_items(ITEMS[:2]))
+    assert run(session.get_items())[-3:] == [{"role": "user", "content": "m49"}, *ITEMS[:2]]
+    # the last item read before (which proves the cache still holds) and the two new ones
+    assert fetched == [3]
+    fetched.clear()
+    assert run(session.get_items(2)) == ITEMS[:2]
+    assert fetched == [1]
+    # popping the newest item through the session keeps the rest cached; clearing it
+    # leaves nothing to check
+    assert run(session.pop_item()) == ITEMS[1]
+    fetched.clear()
+    assert run(session.get_items(1)) == ITEMS[:1]
+    assert fetched == [1]
+    run(session.clear_session())
+    run(session.add_items(ITEMS[2:3]))
+    fetched.clear()
+    assert run(session.get_items()) == ITEMS[2:3]
+    assert fetched == [1]
+    run(session.add_items([{"role": "user", "content": f"m{i}"} for i in range(50)]))
+    # the cache is bounded: a history longer than item_cache_size is read whole each time
+    small = OwnstateSession("conv-w", client, item_cache_size=10)
+    fetched.clear()
+    for _ in range(2):
+        assert len(run(small.get_items())) == 51
+    assert fetched == [51, 51]
+    for bad in (-1, True, 1.5, "3"):
+        with pytest.raises(InvalidInput):
+            OwnstateSession("conv-w", client, item_cache_size=bad)  # type: ignore[arg-type]
 
 
 def test_items_are_stored_as_given_in_one_ownstate_session(client: ownstate.Client) -> None:

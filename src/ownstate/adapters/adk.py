@@ -33,11 +33,12 @@ import copy
 import hashlib
 import json
 import re
+import threading
 import uuid
 import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -106,6 +107,9 @@ _NOT_SCOPED = (State.APP_PREFIX, State.USER_PREFIX, State.TEMP_PREFIX)
 #: How many times an append retries after finding that items appended at the same
 #: revision were popped since (each pop at one revision costs one retry).
 _MAX_POPPED_RETRIES = 64
+#: The most sessions whose histories are kept between reads (see _Cached).
+_MAX_CACHED_SESSIONS = 1024
+_ADK_FORMATS = (EVENT_FORMAT, STATE_FORMAT)
 
 T = TypeVar("T")
 
@@ -173,19 +177,27 @@ def _session_delta(delta: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in delta.items() if not k.startswith(_NOT_SCOPED)}
 
 
+def _fold_into(state: dict[str, Any], item: Item) -> None:
+    data = item.data
+    if item.format == EVENT_FORMAT:
+        actions = data.get("actions")
+        delta = actions.get("state_delta") if isinstance(actions, dict) else None
+        if isinstance(delta, dict):
+            state.update(_session_delta(delta))
+    elif item.format == STATE_FORMAT and isinstance(data.get("state"), dict):
+        state.update(data["state"])
+
+
 def _fold_state(items: Iterable[Item]) -> dict[str, Any]:
     """The session-scoped state a history amounts to, in order."""
     state: dict[str, Any] = {}
     for item in items:
-        data = item.data
-        if item.format == EVENT_FORMAT:
-            actions = data.get("actions")
-            delta = actions.get("state_delta") if isinstance(actions, dict) else None
-            if isinstance(delta, dict):
-                state.update(_session_delta(delta))
-        elif item.format == STATE_FORMAT and isinstance(data.get("state"), dict):
-            state.update(data["state"])
+        _fold_into(state, item)
     return state
+
+
+def _all_adk(items: Iterable[Item]) -> bool:
+    return all(i.format in _ADK_FORMATS for i in items)
 
 
 def _foreign_events(items: Sequence[Item]) -> list[Event]:
@@ -257,6 +269,63 @@ class _Stale(Exception):
     """Raised inside a coroutine; turned into ADK's StaleSessionError by the caller."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Cached:
+    """What this service last read of one session's history, kept so that the next read
+    fetches only the items that follow it.
+
+    The cache trusts nothing it cannot check: the next read asks for the items from
+    ``seq`` on, and uses the cache only if the first of them is still the item
+    ``item_id`` in a session created at ``created``. Items are immutable and leave a
+    session only from its end (``pop_item``) or all at once (``clear``, deleting the
+    session), and item ids are never reused, so then the items up to ``seq`` are the ones
+    cached. Anything else (a pop, a clear, the session made again, another framework's
+    items) sends the read down the full path. Sessions holding other frameworks' items are
+    never cached. Apart from ``ids``, which only grows, an entry is never changed once
+    made (a later read or append makes a new one), so a reader holding one always sees a
+    consistent history.
+    """
+
+    created: datetime
+    seq: int  # the last item read (0 and "" when the history was empty)
+    item_id: str
+    events: list[Event]
+    stamps: list[float]  # each event's stored timestamp, what after_timestamp compares
+    state: dict[str, Any]  # the session-scoped state the history folds to; never handed out
+    #: The ids of the events, and of events appended through this service since: only
+    #: ever grows, and may be shared with later entries (a superset is all _maybe_held
+    #: needs).
+    ids: set[str]
+    #: The newest item appended through this service on top of this read, and how many
+    #: events the Session object it was appended to then holds (see _maybe_held).
+    tip: tuple[int, str]
+    count: int
+    last_id: str | None
+
+    @classmethod
+    def read(cls, created: datetime, last: tuple[int, str], events: list[Event],
+             stamps: list[float], state: dict[str, Any], ids: set[str]) -> _Cached:
+        return cls(created, last[0], last[1], events, stamps, state, ids, last, len(events),
+                   events[-1].id if events else None)
+
+    def extended(self, items: Sequence[Item], events: list[Event]) -> _Cached:
+        """This history followed by ``items`` (read after it; all ADK's) and their
+        ``events``."""
+        if not items:
+            return _Cached.read(self.created, (self.seq, self.item_id), self.events,
+                                self.stamps, self.state, self.ids)
+        state = dict(self.state)
+        for item in items:
+            _fold_into(state, item)
+        ids = self.ids
+        ids.update(e.id for e in events)
+        last = items[-1]
+        return _Cached.read(self.created, (last.seq, last.item_id), self.events + events,
+                            self.stamps + [_timestamp(i) for i in items
+                                           if i.format == EVENT_FORMAT],
+                            state, ids)
+
+
 async def _run_all(inline: bool, *coros: Awaitable[Any]) -> list[Any]:
     """Await ``coros``: one after another on a backend that never waits (nothing to
     overlap, and tasks would only add cost), concurrently otherwise."""
@@ -316,11 +385,14 @@ class _Snapshot:
     """What a read of one session found."""
 
     handle: AsyncSession
+    #: The whole history; or its newest part (not complete); or, with ``base``, the items
+    #: that follow what ``base`` holds.
     items: list[Item]
-    complete: bool  # items is the whole history (else its newest part, no session state)
+    complete: bool  # items is the whole history, or all that follows base
     last: Item | None
     app_state: dict[str, Any]
     user_state: dict[str, Any]
+    base: _Cached | None = None
 
 
 class OwnstateSessionService(BaseSessionService):
@@ -330,8 +402,10 @@ class OwnstateSessionService(BaseSessionService):
     Build it from a connected client (``ownstate.connect(...)`` or
     ``await ownstate.connect_async(...)``), or with :meth:`from_url`. ``store`` names the
     session store and ``state_store`` the memory store of ``app:`` and ``user:`` state;
-    both are created when first needed. ``event_cache_size`` bounds the events kept parsed
-    between reads (0 turns the cache off; see ``docs/adk.md``).
+    both are created when first needed. The service keeps the history of the sessions it
+    read last, so that the next read fetches only the items appended since;
+    ``event_cache_size`` bounds the events kept in all (0 turns the cache off; see
+    ``docs/adk.md``).
 
     Errors: ADK's own where ADK defines one (``AlreadyExistsError``,
     ``SessionNotFoundError``, ``StaleSessionError``); otherwise ownstate's:
@@ -393,6 +467,11 @@ class OwnstateSessionService(BaseSessionService):
         self._handles: OrderedDict[str, AsyncSession] = OrderedDict()
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary())
+        # The histories last read, by ownstate session id, least recently used first; at
+        # most event_cache_size events in all (see _Cached).
+        self._cache: OrderedDict[str, _Cached] = OrderedDict()
+        self._cached_events = 0
+        self._cache_lock = threading.Lock()  # sync callers may share the service
 
     def _key(self, app_name: str, user_id: str, session_id: str) -> str:
         """The ownstate session id of an ADK session (see ``session_ids``)."""
@@ -422,6 +501,58 @@ class OwnstateSessionService(BaseSessionService):
         self._handles.move_to_end(handle.session_id)
         if len(self._handles) > 1024:
             self._handles.popitem(last=False)
+
+    def _cached(self, key: str) -> _Cached | None:
+        with self._cache_lock:
+            entry = self._cache.get(key)
+            if entry is not None:
+                self._cache.move_to_end(key)
+            return entry
+
+    def _keep(self, key: str, entry: _Cached | None) -> None:
+        """Keep ``entry`` as the history of ``key`` (``None``: forget it), evicting the
+        least recently read histories past ``event_cache_size`` events."""
+        with self._cache_lock:
+            old = self._cache.pop(key, None)
+            if old is not None:
+                self._cached_events -= len(old.events)
+            if entry is None or len(entry.events) > self._event_cache_size:
+                return
+            self._cache[key] = entry
+            self._cached_events += len(entry.events)
+            while (self._cached_events > self._event_cache_size
+                   or len(self._cache) > _MAX_CACHED_SESSIONS):
+                _, evicted = self._cache.popitem(last=False)
+                self._cached_events -= len(evicted.events)
+
+    def _appended(self, key: str, revision: _Revision, item: Item, event_id: str) -> None:
+        """Note an event appended at ``revision`` (see _maybe_held). The read anchor stays
+        where it was: nothing proves the item lies right after it, so the next read reads
+        it like any other new item."""
+        with self._cache_lock:
+            entry = self._cache.get(key)
+            if (entry is None or entry.tip != (revision.seq, revision.item_id)
+                    or item.seq != revision.seq + 1):
+                return
+            entry.ids.add(event_id)
+            self._cache[key] = replace(entry, tip=(item.seq, item.item_id),
+                                       count=entry.count + 1, last_id=event_id)
+
+    def _maybe_held(self, key: str, session: Session, event: Event) -> bool:
+        """Whether ``session.events`` may hold an event with ``event``'s id; ``False``
+        only when that is certain. For a Session object as this service left it (at the
+        revision of a cached history, with as many events, the same last one) the
+        history's id set answers at once; otherwise look."""
+        with self._cache_lock:
+            entry = self._cache.get(key)
+        revision = _Revision.parse(session._storage_update_marker)
+        events = session.events
+        if (entry is None or revision is None
+                or (revision.seq, revision.item_id) != entry.tip
+                or len(events) != entry.count
+                or (events[-1].id if events else None) != entry.last_id):
+            return True
+        return event.id in entry.ids
 
     def _event(self, item: Item) -> Event:
         """The event an ``adk.event`` item holds. Items never change once appended, so an
@@ -494,6 +625,7 @@ class OwnstateSessionService(BaseSessionService):
         except AlreadyExists as exc:
             raise AlreadyExistsError(f"Session with id {session_id} already exists.") from exc
         self._remember_handle(handle)
+        self._keep(key, None)  # a history cached under this id was another session's
         merged = _merge_state(app_state, user_state, initial)
         updated = last.create_time if last else handle.record.last_activity_time
         return self._session(app_name, user_id, session_id, updated, merged, [],
@@ -543,9 +675,28 @@ class OwnstateSessionService(BaseSessionService):
             self._read(key, app_name, user_id, recent, bool(after)))
         if snapshot is None:
             self._handles.pop(key, None)
+            self._keep(key, None)
             return None
         self._remember_handle(snapshot.handle)
-        if any(i.format not in (EVENT_FORMAT, STATE_FORMAT) for i in snapshot.items):
+        record = snapshot.handle.record
+        has_state = _LABEL_STATE in record.metadata
+        entry = self._cache_from(key, snapshot)
+        if entry is not None:
+            if after:
+                events = [e for e, t in zip(entry.events, entry.stamps, strict=True)
+                          if t >= after]
+            else:
+                events = list(entry.events)
+            if recent is not None:
+                events = events[-recent:] if recent else []
+            merged = _merge_state(snapshot.app_state, snapshot.user_state, entry.state)
+            return self._session(app_name, user_id, session_id, record.last_activity_time,
+                                 merged, events, _Revision(entry.seq, entry.item_id, has_state))
+        if snapshot.base is not None:
+            # Another framework's items follow what was cached: read everything again.
+            snapshot = await self._bridge.acall(
+                self._read(key, app_name, user_id, None, False)) or snapshot
+        if not _all_adk(snapshot.items):
             if not snapshot.complete:
                 snapshot = await self._bridge.acall(
                     self._read(key, app_name, user_id, None, False)) or snapshot
@@ -563,14 +714,64 @@ class OwnstateSessionService(BaseSessionService):
                 kept = kept[-recent:] if recent else []
             events = [self._event(i) for i in kept]
         session_state = _fold_state(snapshot.items) if snapshot.complete else {}
-        record = snapshot.handle.record
         merged = _merge_state(snapshot.app_state, snapshot.user_state, session_state)
         return self._session(app_name, user_id, session_id, record.last_activity_time, merged,
-                             events, _Revision.of(snapshot.last, _LABEL_STATE in record.metadata))
+                             events, _Revision.of(snapshot.last, has_state))
+
+    def _cache_from(self, key: str, snapshot: _Snapshot) -> _Cached | None:
+        """The history a read amounts to, kept for the next read; ``None`` when it cannot
+        be cached (the cache is off, the read was partial, another framework wrote part of
+        the session, or it holds more than ``event_cache_size`` events)."""
+        items = snapshot.items
+        if not snapshot.complete or self._event_cache_size == 0 or not _all_adk(items):
+            self._keep(key, None)
+            return None
+        base = snapshot.base
+        if base is not None:
+            entry = base.extended(items, [self._event(i) for i in items
+                                          if i.format == EVENT_FORMAT])
+        else:
+            kept = [i for i in items if i.format == EVENT_FORMAT]
+            if len(kept) > self._event_cache_size:
+                self._keep(key, None)
+                return None
+            events = [self._event(i) for i in kept]
+            last = (items[-1].seq, items[-1].item_id) if items else (0, "")
+            entry = _Cached.read(snapshot.handle.record.create_time, last, events,
+                                 [_timestamp(i) for i in kept], _fold_state(items),
+                                 {e.id for e in events})
+        self._keep(key, entry)
+        return entry
 
     async def _read(self, key: str, app_name: str, user_id: str, recent: int | None,
                     filtered_by_time: bool) -> _Snapshot | None:
-        store, _ = await self._ready()
+        store, facts = await self._ready()
+        inline = self._client.backend.runs_inline
+        base = self._cached(key)
+        known = self._handles.get(key)
+        if base is not None:
+            # Only what follows the cached history, read with the record and the state.
+            if known is not None:
+                found, after, app_facts, user_facts = await _run_all(
+                    inline, self._record(store, key), self._after(known, base),
+                    facts.recall(_app_subject(app_name)), facts.recall(user_id))
+                app_state = _scoped_values(app_facts, _state_prefix(app_name, "app"))
+                user_state = _scoped_values(user_facts, _state_prefix(app_name, "user"))
+            else:
+                found, (app_state, user_state) = await _run_all(
+                    inline, self._record(store, key), self._state_of(app_name, user_id))
+                after = await self._after(found, base) if found is not None else None
+            if found is None:
+                return None
+            if after is not None and found.record.create_time == base.created:
+                return _Snapshot(found, after, True, after[-1] if after else None,
+                                 app_state, user_state, base)
+            try:  # the cached history is gone (popped, cleared, made again): read it all
+                items = [i async for i in found.list_items(order_by="create_time asc")]
+            except SessionNotFound:
+                return None
+            return _Snapshot(found, items, True, items[-1] if items else None,
+                             app_state, user_state)
 
         async def history() -> tuple[AsyncSession, list[Item], bool] | None:
             try:
@@ -587,13 +788,42 @@ class OwnstateSessionService(BaseSessionService):
             except SessionNotFound:
                 return None
 
-        found, (app_state, user_state) = await _run_all(
-            self._client.backend.runs_inline, history(), self._state_of(app_name, user_id))
-        if found is None:
+        found_history, (app_state, user_state) = await _run_all(
+            inline, history(), self._state_of(app_name, user_id))
+        if found_history is None:
             return None
-        handle, items, complete = found
+        handle, items, complete = found_history
         return _Snapshot(handle, items, complete, items[-1] if items else None,
                          app_state, user_state)
+
+    @staticmethod
+    async def _record(store: AsyncSessionStore, key: str) -> AsyncSession | None:
+        try:
+            return await store.get(key)
+        except SessionNotFound:
+            return None
+
+    async def _after(self, handle: AsyncSession, base: _Cached) -> list[Item] | None:
+        """The items after those ``base`` holds; ``None`` if its last one is gone (or the
+        session is). The page starts at that last item, which proves it is still there."""
+        page_size = self._client.limits.max_page_size
+        try:
+            page = await handle.list_items_page(order_by="create_time asc",
+                                                page_size=page_size,
+                                                after_seq=max(base.seq - 1, 0))
+            items = page.items
+            while page.next_page_token is not None:
+                page = await handle.list_items_page(order_by="create_time asc",
+                                                    page_size=page_size,
+                                                    page_token=page.next_page_token)
+                items.extend(page.items)
+        except SessionNotFound:
+            return None
+        if base.seq == 0:
+            return items
+        if not items or (items[0].seq, items[0].item_id) != (base.seq, base.item_id):
+            return None
+        return items[1:]
 
     async def _newest(self, handle: AsyncSession, recent: int) -> list[Item] | None:
         """The newest items holding ``recent`` events (and at least the newest item), in
@@ -675,6 +905,7 @@ class OwnstateSessionService(BaseSessionService):
         """
         key = self._key(app_name, user_id, session_id)
         self._handles.pop(key, None)
+        self._keep(key, None)
         await self._bridge.acall(self._delete(key))
 
     async def _delete(self, key: str) -> None:
@@ -710,13 +941,18 @@ class OwnstateSessionService(BaseSessionService):
         """
         if event.partial:
             return event
+        try:
+            known_key: str | None = self._key(session.app_name, session.user_id, session.id)
+        except InvalidInput:
+            known_key = None  # refused below, unless the event is already held
         # An equal re-delivery of an event the session already holds is a no-op, as in
         # ADK's InMemorySessionService.
-        if any(e is event or e == event for e in session.events if e.id == event.id):
+        if (known_key is None or self._maybe_held(known_key, session, event)) and any(
+                e is event or e == event for e in session.events if e.id == event.id):
             return event
         app_name = _name(session.app_name, "app_name")
         user_id = _name(session.user_id, "user_id")
-        key = self._key(app_name, user_id, session.id)
+        key = known_key or self._key(app_name, user_id, session.id)
         # temp: keys are never stored; the event object keeps them until the write is done,
         # so that a refused event leaves it (and the session) as they were.
         given = (event.actions.state_delta if event.actions else None) or {}
@@ -734,44 +970,47 @@ class OwnstateSessionService(BaseSessionService):
         if lock is None:
             lock = self._locks[key] = asyncio.Lock()
         async with lock:
-            revision = _Revision.parse(session._storage_update_marker)
+            marked = _Revision.parse(session._storage_update_marker)
             last_event_id = session.events[-1].id if session.events else None
             try:
-                handle, item, has_state = await self._bridge.acall(self._append(
-                    key, self._handles.get(key), revision, last_event_id, data,
+                handle, item, revision = await self._bridge.acall(self._append(
+                    key, self._handles.get(key), marked, last_event_id, data,
                     bool(deltas["session"]), specs))
             except _Stale:
                 raise StaleSessionError(_STALE_MESSAGE) from None
             except SessionNotFound:
                 self._handles.pop(key, None)
+                self._keep(key, None)
                 raise SessionNotFoundError(f"Session {session.id} not found.") from None
             self._remember_handle(handle)
+            self._appended(key, revision, item, event.id)
             self._apply_temp_state(session, event)
             event = self._trim_temp_delta_state(event)
             session.last_update_time = item.create_time.timestamp()
             session._storage_update_marker = _Revision(item.seq, item.item_id,
-                                                       has_state).marker()
+                                                       revision.has_state).marker()
             return self._commit_event_to_session(session, event)
 
     async def _append(
         self, key: str, handle: AsyncSession | None, revision: _Revision | None,
         last_event_id: str | None, data: dict[str, JSON], session_state: bool,
         specs: list[dict[str, Any]],
-    ) -> tuple[AsyncSession, Item, bool]:
+    ) -> tuple[AsyncSession, Item, _Revision]:
+        """Append at ``revision`` (found by _probe when ``None``); returns the handle, the
+        item, and the revision the item was appended at (``has_state`` as it is now)."""
         store, facts = await self._ready()
         if handle is None:
             handle = await store.get(key)
         if revision is None:
             revision = await self._probe(handle, last_event_id)
-        has_state = revision.has_state
-        if session_state and not has_state:
+        if session_state and not revision.has_state:
             # Before the append, so that a reader never misses state it should fold.
             await handle.update_metadata({_LABEL_STATE: "1"})
-            has_state = True
+            revision = replace(revision, has_state=True)
         item = await self._append_at(handle, revision, data)
         if specs:
             await facts.remember_many([{**spec, "source": item} for spec in specs])
-        return handle, item, has_state
+        return handle, item, revision
 
     async def _append_at(self, handle: AsyncSession, revision: _Revision,
                          data: dict[str, JSON]) -> Item:
