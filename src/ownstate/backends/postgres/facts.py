@@ -260,25 +260,29 @@ class FactsInPostgres(PostgresCore):
                      valid_at: datetime, known_at: datetime) -> list[Fact]:
         # per key, of the facts that cover valid_at as believed at known_at, the one
         # recorded last
+        # One statement answers both "which facts" and "does the store exist": the facts
+        # are joined to a one-row probe of the store, so an empty answer still says which.
         key_filter = "" if keys is None else "AND key = ANY(%s) "
         query = (
+            "SELECT f.* FROM (SELECT 1 FROM memory_stores WHERE tenant = %s AND name = %s) "
+            "AS store LEFT JOIN LATERAL ("
             f"SELECT DISTINCT ON (key) {_FACT_COLUMNS} FROM facts "
             "WHERE tenant = %s AND subject = %s AND memory_store = %s " + key_filter +
             "AND recorded_at <= %s AND valid_from <= %s "
             "AND (superseded_at IS NULL OR superseded_at > %s OR valid_to > %s) "
-            "ORDER BY key, fid DESC"
+            "ORDER BY key, fid DESC) AS f ON true ORDER BY f.key"
         )
-        params: list[Any] = [tenant, subject, store]
+        params: list[Any] = [tenant, store, tenant, subject, store]
         if keys is not None:
             params.append(list(keys))
         params += [known_at, valid_at, known_at, valid_at]
 
         async def run(cur: Cursor) -> list[Fact]:
             await cur.execute(query, params)
-            found = [_fact(r) for r in await cur.fetchall()]
-            if not found:  # the store is only looked up when it might be missing
-                await self._require_memory_store(cur, tenant, store)
-            return found
+            rows = await cur.fetchall()
+            if not rows:
+                raise _store_not_found(store)
+            return [_fact(r) for r in rows if r[0] is not None]
 
         return await self._read(tenant, run)
 
