@@ -775,3 +775,43 @@ def test_a_failing_resume_closes_the_run_failed(client: ownstate.Client) -> None
     with pytest.raises(IndexError):
         run(resume())
     assert client.runs.get(held.run_id).status == "failed"
+
+
+# runs recorded by run hooks --------------------------------------------------------------
+
+
+def test_run_hooks_record_each_run_and_approvals_park_that_run(client: ownstate.Client
+                                                               ) -> None:
+    session = OwnstateSession("case-hooks", client)
+    model = CannedModel(say("Hello."), call("refund", {"amount": 5}, "call_h"))
+    refunds: list[int] = []
+    agent = support_agent(model, refunds)
+
+    first = run(Runner.run(agent, "hi", session=session, hooks=session.run_hooks(),
+                           run_config=CONFIG))
+    assert first.final_output == "Hello."
+    (done,) = client.runs.list(framework="openai.agents")
+    assert (done.status, done.thread_key) == ("done", "case-hooks")
+
+    paused = run(Runner.run(agent, "refund please", session=session,
+                            hooks=session.run_hooks(), run_config=CONFIG))
+    assert paused.interruptions
+    (running,) = client.runs.outstanding(status="running")
+    held = run(session.hold_for_approval(paused))
+    assert held.run_id == running.run_id  # the hooks' run is the one that waits
+    assert [r.run_id for r in client.runs.outstanding()] == [held.run_id]
+    assert len(list(client.runs.list(framework="openai.agents"))) == 2
+
+
+def test_run_hooks_record_nothing_while_another_framework_runs(client: ownstate.Client
+                                                               ) -> None:
+    session = OwnstateSession("case-busy", client)
+    run(session.add_items([{"role": "user", "content": "hi"}]))
+    handle = client.session_stores.get("openai-agents").get("case-busy")
+    other = client.runs.open_run(handle, "langgraph")
+    agent = support_agent(CannedModel(say("Hello.")), [])
+    result = run(Runner.run(agent, "hi again", session=session, hooks=session.run_hooks(),
+                            run_config=CONFIG))
+    assert result.final_output == "Hello."
+    assert [r.run_id for r in client.runs.list()] == [other.run_id]
+    assert client.runs.get(other.run_id).status == "running"
