@@ -811,3 +811,45 @@ def test_runner_two_turns_then_a_fresh_service_sees_everything(target: Target) -
             fresh.close()
 
     run(main())
+
+
+# invocations as runs ------------------------------------------------------------------------
+
+
+def test_the_run_plugin_records_each_invocation(target: Target) -> None:
+    from google.adk.apps import App
+
+    from ownstate.adapters.adk import OwnstateRunPlugin
+
+    async def main() -> None:
+        client = await ownstate.connect_async(target.url)
+        service = OwnstateSessionService(client)
+        session = await service.create_session(app_name=APP, user_id="u1")
+        model = ScriptedModel(model="scripted", replies=["One.", "Two.", "Three."], seen=[])
+        agent = LlmAgent(name="helper", model=model, instruction="Be brief.")
+        runner = Runner(app=App(name=APP, root_agent=agent,
+                                plugins=[OwnstateRunPlugin(service)]),
+                        session_service=service)
+        for text in ["first", "second"]:
+            async for _ in runner.run_async(
+                    user_id="u1", session_id=session.id,
+                    new_message=types.Content(role="user", parts=[types.Part(text=text)])):
+                pass
+        runs = [r async for r in client.runs.list()]
+        assert [(r.framework, r.status, r.thread_key) for r in runs] == [
+            ("adk", "done", session.id)] * 2
+
+        # while another framework drives the session, nothing is recorded for ADK
+        handle = await (await client.session_stores.get("adk")).get(
+            ownstate_session_id(APP, "u1", session.id))
+        other = await client.runs.open_run(handle, "langgraph")
+        async for _ in runner.run_async(
+                user_id="u1", session_id=session.id,
+                new_message=types.Content(role="user", parts=[types.Part(text="third")])):
+            pass
+        assert len([r async for r in client.runs.list()]) == 3
+        assert (await client.runs.get(other.run_id)).status == "running"
+        await runner.close()
+        await client.close()
+
+    run(main())
