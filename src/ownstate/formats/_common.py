@@ -98,3 +98,20 @@ def spread(stamps: list[float | None], now: float) -> list[float]:
             out.extend(low + (i + 1) * gap for i in range(count))
         index = end
     return out
+
+
+def original_of(message: dict[str, Any], fmt: str, carried: set[str], carried_last: bool
+                ) -> tuple[str, dict[str, Any] | None]:
+    """How ``from_neutral`` writes ``message`` in format ``fmt``, and the message's own
+    ``original`` in that format (or ``None``): ``"carry"`` (the original's items, exactly),
+    ``"skip"`` (the items were written with the message that owns them: ``carried`` holds
+    their ids, ``carried_last`` says whether the previous message was carried), or
+    ``"write"`` (from the neutral fields)."""
+    original = message.get("original")
+    own = original if isinstance(original, dict) and original.get("format") == fmt else None
+    if own is not None and isinstance(own.get("items"), list):
+        return "carry", own
+    if own is not None and "item" in own and (
+            own["item"] in carried if isinstance(own["item"], str) else carried_last):
+        return "skip", own
+    return "write", own

@@ -488,16 +488,8 @@ def from_neutral(messages: Sequence[dict[str, Any]], *,
         if not isinstance(message, dict):
             raise InvalidInput(f"message {index} is not a JSON object", field="messages")
         role = message.get("role")
-        original = message.get("original")
-        own = original if isinstance(original, dict) and original.get("format") == FORMAT \
-            else None
-        if own is not None and isinstance(own.get("items"), list):
-            mode = "carry"
-        elif own is not None and "item" in own and (
-                own["item"] in carried if isinstance(own["item"], str) else carried_last):
-            mode = "skip"  # its event was written with the message that owns it
-        else:
-            mode = "write"
+        # "skip": its event was written with the message that owns it
+        mode, own = _common.original_of(message, FORMAT, carried, carried_last)
         if role == "tool":
             turn = writer.turn
             call_id = message.get("tool_call_id")
