@@ -402,3 +402,45 @@ def test_a_large_channel_is_stored_once_per_version_and_survives_pruning(
     result = graph.invoke({"messages": [human("after")]}, config())
     assert result["document"] == DOCUMENT
     assert result["messages"][-1].content == "re: after"
+
+
+# -- subgraphs ----------------------------------------------------------------------------------
+
+
+def nested_graph(saver: Any) -> Any:
+    """An outer graph whose second node is a subgraph that keeps its own checkpoints and
+    stops for a human."""
+    def inner(state: MessagesState) -> dict[str, Any]:
+        answer = interrupt("ok?")
+        return {"messages": [AIMessage(f"inner {answer}", id="in")]}
+
+    sub = StateGraph(MessagesState)
+    sub.add_node("inner", inner)
+    sub.add_edge(START, "inner")
+
+    def outer(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage("outer", id="out")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("outer", outer)
+    builder.add_node("sub", sub.compile(checkpointer=True))
+    builder.add_edge(START, "outer")
+    builder.add_edge("outer", "sub")
+    return builder.compile(checkpointer=saver)
+
+
+def test_a_subgraph_interrupt_and_its_namespaces(saver: OwnstateSaver,
+                                                 client: ownstate.Client) -> None:
+    ours, theirs = nested_graph(saver), nested_graph(InMemorySaver())
+    for graph in (ours, theirs):
+        graph.invoke({"messages": [human("hi")]}, config())
+        if graph is ours:
+            (waiting,) = client.runs.outstanding()
+            assert waiting.awaiting is not None
+            assert waiting.awaiting["interrupts"][0]["value"] == "ok?"
+        result = graph.invoke(Command(resume="yes"), config())
+        assert [m.content for m in result["messages"]] == ["hi", "outer", "inner yes"]
+    assert history_values(ours, config()) == history_values(theirs, config())
+    holder = client.runs.get(_holder(client)).checkpoint_scope()
+    assert {r.namespace for r in client.checkpoints.list(holder)} - {""}  # the subgraph's own
+    assert [r.status for r in client.runs.list(framework="langgraph")] == ["done"]

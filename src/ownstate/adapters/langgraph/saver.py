@@ -71,7 +71,14 @@ from ...formats.langchain import to_messages
 from ...formats.neutral import FORMAT as MESSAGE_FORMAT
 from ...formats.neutral import to_neutral
 from ...limits import SESSION_ID_RE
-from ...model import CheckpointRecord, CheckpointScope, Item, PendingWrite, Run
+from ...model import (
+    ACTIVE_RUN_STATUSES,
+    CheckpointRecord,
+    CheckpointScope,
+    Item,
+    PendingWrite,
+    Run,
+)
 from .._bridge import Bridge
 from ._history import History, is_history
 
@@ -121,6 +128,15 @@ async def _wait(future: concurrent.futures.Future[Any]) -> Any:
     return await asyncio.wrap_future(future)
 
 
+async def _wait_event(event: threading.Event, timeout: float) -> bool:
+    """Wait for an event another call of this saver sets, as :func:`_wait` does."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return event.wait(timeout)
+    return await loop.run_in_executor(None, event.wait, timeout)
+
+
 def _session_id(thread_id: str) -> str:
     if SESSION_ID_RE.fullmatch(thread_id):
         return thread_id
@@ -160,6 +176,9 @@ def _json_value(value: Any) -> Any:
     return value
 
 
+_HOLDER = "\x00holder"  # the key of the holder's creation among a thread's claims
+
+
 def _key(config: RunnableConfig, checkpoint_id: str | None) -> tuple[str, str, str | None]:
     configurable = config.get("configurable") or {}
     return (str(configurable.get("thread_id")), _namespace(config), checkpoint_id)
@@ -188,6 +207,12 @@ class _Arrivals:
             self._waiting.pop(key, None)
         if event is not None:
             event.set()
+
+    def storing(self, thread_id: str, namespace: str) -> list[threading.Event]:
+        """The puts of a thread's namespace this saver has under way."""
+        with self._lock:
+            return [event for (thread, ns, _), event in self._waiting.items()
+                    if thread == thread_id and ns == namespace and not event.is_set()]
 
     def give_up(self, key: tuple[Any, ...], event: threading.Event) -> None:
         """Stop waiting for a checkpoint no put of this saver announced in time."""
@@ -367,13 +392,50 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
             thread.held = True
         return True
 
+    async def _make_holder(self, thread: _Thread, *, invocation: bool) -> bool:
+        """Make sure the thread's first run exists; returns whether this call opened it,
+        as the invocation's run when ``invocation`` (else closed at once: it only holds
+        checkpoints, as for ``update_state`` on a new thread or a subgraph's own).
+
+        A thread's root graph and its subgraphs store checkpoints concurrently, so the
+        first of them makes the run and the others wait for it."""
+        if thread.held:
+            return False
+        with self._claims_lock:
+            pending = thread.claims.get(_HOLDER)
+            mine = pending is None
+            if pending is None:
+                pending = thread.claims[_HOLDER] = concurrent.futures.Future()
+        if not mine:
+            await _wait(pending)
+            return False
+        try:
+            opened = False
+            if not await self._has_holder(thread):
+                if invocation:
+                    await self._open(thread, thread.scope.run_id)
+                    opened = True
+                else:
+                    try:
+                        run = await self.client.runs.open_run(
+                            thread.session, FRAMEWORK, thread.thread_id[:256],
+                            run_id=thread.scope.run_id)
+                    except AlreadyExists:
+                        pass  # another replica made it meanwhile
+                    else:
+                        await self._finish(run.run_id, "done")
+                thread.held = True
+        except BaseException as exc:
+            with self._claims_lock:
+                thread.claims.pop(_HOLDER, None)
+            pending.set_exception(exc)
+            raise
+        pending.set_result(None)
+        return opened
+
     async def _ensure_holder(self, thread: _Thread) -> None:
         """Open the thread's first run, which holds its checkpoints, if it has none."""
-        if not await self._has_holder(thread):
-            await self._open(thread, thread.scope.run_id)
-            thread.held = True
-            # Not an invocation: the run exists only to hold the checkpoints.
-            await self._close(thread, "done")
+        await self._make_holder(thread, invocation=False)
 
     # -- runs -------------------------------------------------------------------------------
     #
@@ -477,12 +539,15 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
             await self._finish(run_id, status, token, **extra)
 
     async def _active(self, thread: _Thread) -> Run | None:
-        """The thread's active LangGraph run, read from the database."""
-        for status in ("running", "awaiting_human"):
-            page = await self.client.runs.list_page(session=thread.session, status=status,
-                                                    framework=FRAMEWORK, page_size=1)
-            if page.items:
-                return page.items[0]
+        """The thread's active LangGraph run, read from the database.
+
+        One query: a session has at most one active run, and it is its newest, so the
+        newest LangGraph run is read and kept if active. (Two queries, one per status,
+        could both miss a run that moves from waiting to running between them.)"""
+        page = await self.client.runs.list_page(session=thread.session, framework=FRAMEWORK,
+                                                page_size=1)
+        if page.items and page.items[0].status in ACTIVE_RUN_STATUSES:
+            return page.items[0]
         return None
 
     async def _begin(self, thread: _Thread, metadata: CheckpointMetadata) -> None:
@@ -497,18 +562,17 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
             return
         if source == "input" and thread.active is not None:
             await self._close(thread, "done")
-        wanted = metadata.get("run_id")
-        if not await self._has_holder(thread):
-            wanted = thread.scope.run_id  # the thread's first run holds its checkpoints
-        elif source == "loop":
-            run = await self._active(thread)
-            if run is not None:  # resumed, or continued after a stop: claim it
-                await self._claim(thread, run.run_id)
-                thread.first_step = None  # begun elsewhere: its first step is not known
-                return
-        valid = isinstance(wanted, str) and SESSION_ID_RE.fullmatch(wanted)
-        await self._open(thread, wanted if valid else None)
-        thread.held = True
+        # The thread's first invocation opens the run that holds its checkpoints.
+        if not await self._make_holder(thread, invocation=True):
+            if source == "loop":
+                run = await self._active(thread)
+                if run is not None:  # resumed, or continued after a stop: claim it
+                    await self._claim(thread, run.run_id)
+                    thread.first_step = None  # begun elsewhere: first step not known
+                    return
+            wanted = metadata.get("run_id")
+            valid = isinstance(wanted, str) and SESSION_ID_RE.fullmatch(wanted)
+            await self._open(thread, wanted if valid else None)
         step = metadata.get("step")
         thread.first_step = (step if source == "input" else step - 1) if isinstance(
             step, int) else None
@@ -564,6 +628,9 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
         if namespace == "":
             await self._begin(thread, stored_metadata)
         else:
+            if not thread.held:  # let the root graph's first checkpoint open the run
+                for event in self._arrivals.storing(thread_id, ""):
+                    await _wait_event(event, self._writes_wait)
             await self._ensure_holder(thread)
         payload = await self._encode(thread, namespace, checkpoint, new_versions)
         try:
