@@ -249,6 +249,7 @@ class _Thread:
     token: int | None = None  # the fencing token of this process's lease on it
     renew_at: float = 0.0  # when to extend that lease (time.monotonic())
     first_step: int | None = None  # the LangGraph step that run began at
+    resumed_from: str | None = None  # the checkpoint this saver last resumed the run from
     # run id -> the claim of its lease in progress (or made) by this saver
     claims: dict[str, concurrent.futures.Future[int | None]] = field(default_factory=dict)
     # (namespace, channel, version) -> id of the checkpoint holding that value
@@ -550,7 +551,8 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
             return page.items[0]
         return None
 
-    async def _begin(self, thread: _Thread, metadata: CheckpointMetadata) -> None:
+    async def _begin(self, thread: _Thread, metadata: CheckpointMetadata,
+                     parent_id: str | None) -> None:
         """Track the run a root checkpoint belongs to, before it is stored."""
         source = metadata.get("source")
         if source not in ("input", "loop"):
@@ -567,6 +569,7 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
             if source == "loop":
                 run = await self._active(thread)
                 if run is not None:  # resumed, or continued after a stop: claim it
+                    thread.resumed_from = parent_id
                     await self._claim(thread, run.run_id)
                     thread.first_step = None  # begun elsewhere: first step not known
                     return
@@ -602,9 +605,15 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
             await self.client.runs.mark_awaiting(run_id, awaiting, requested_by=FRAMEWORK,
                                                  fencing_token=token)
         elif RESUME in channels:
-            run = await self._active(thread)
-            if run is not None:
-                await self._claim(thread, run.run_id)
+            # The resume's writes may be stored after the graph has gone on (they are
+            # written in the background): once this saver has claimed the run for a
+            # resume from this checkpoint, a late write must not claim it again.
+            resumed = (config.get("configurable") or {}).get("checkpoint_id")
+            if thread.resumed_from != resumed or resumed is None:
+                thread.resumed_from = resumed
+                run = await self._active(thread)
+                if run is not None:
+                    await self._claim(thread, run.run_id)
         elif ERROR in channels:
             if thread.active is None:
                 run = await self._active(thread)
@@ -626,7 +635,7 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
         stored_metadata = get_serializable_checkpoint_metadata(config, metadata)
         parent_id = get_checkpoint_id(config)
         if namespace == "":
-            await self._begin(thread, stored_metadata)
+            await self._begin(thread, stored_metadata, parent_id)
         else:
             if not thread.held:  # let the root graph's first checkpoint open the run
                 for event in self._arrivals.storing(thread_id, ""):
