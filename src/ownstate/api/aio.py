@@ -20,7 +20,7 @@ from ..backends import Backend, NewItem, open_backend, resolve_url
 from ..backends.base import SessionOrder
 from ..errors import InvalidInput
 from ..formats.derive import derive_columns, infer_format
-from ..formats.neutral import FORMATS, convert
+from ..formats.neutral import check_format, convert
 from ..limits import Limits
 from ..model import JSON, Item, Page, SessionRecord, SessionStoreRecord
 from ._paging import AsyncPager, page_by_name
@@ -265,9 +265,7 @@ class AsyncSession:
         Raises :class:`~ownstate.errors.InvalidInput` (unknown format, or an item its
         format's converter cannot read), :class:`~ownstate.errors.SessionNotFound`.
         """
-        if not isinstance(as_format, str) or as_format not in FORMATS:
-            raise InvalidInput(f"as_format must be one of {', '.join(sorted(FORMATS))}",
-                               field="as_format")
+        check_format(as_format)  # before anything is read
         items: list[Item] = []
         token = None
         while True:

@@ -52,7 +52,7 @@ from typing import Any
 from ..errors import InvalidInput
 from ..model import Item
 
-__all__ = ["FORMAT", "FORMATS", "convert", "from_neutral", "to_neutral"]
+__all__ = ["FORMAT", "FORMATS", "check_format", "convert", "from_neutral", "to_neutral"]
 
 #: The format tag of neutral message items.
 FORMAT = "ownstate.message"
@@ -79,6 +79,15 @@ def _converter(fmt: str, direction: str) -> Converter:
 
 def _is_message(data: Any) -> bool:
     return isinstance(data, dict) and "role" in data and "content" in data
+
+
+def check_format(value: object) -> str:
+    """``value`` when it names a format a history can be converted to, else
+    :class:`~ownstate.errors.InvalidInput` (``field="as_format"``)."""
+    if not isinstance(value, str) or value not in FORMATS:
+        raise InvalidInput(f"cannot convert a history to {value!r}; known formats: "
+                           f"{', '.join(sorted(FORMATS))}", field="as_format")
+    return value
 
 
 def to_neutral(items: Sequence[Item]) -> list[dict[str, Any]]:
@@ -117,11 +126,8 @@ def to_neutral(items: Sequence[Item]) -> list[dict[str, Any]]:
 def from_neutral(messages: Sequence[dict[str, Any]], to: str) -> list[dict[str, Any]]:
     """``messages`` in the shape of format ``to``. Raises
     :class:`~ownstate.errors.InvalidInput` for a format ownstate cannot produce."""
-    if to == FORMAT:
+    if check_format(to) == FORMAT:
         return [dict(m) for m in messages]
-    if to not in _MODULES:
-        raise InvalidInput(f"cannot convert a history to {to!r}; known formats: "
-                           f"{', '.join(sorted(FORMATS))}", field="as_format")
     return _converter(to, "from_neutral")(messages)
 
 
@@ -131,9 +137,6 @@ def convert(items: Sequence[Item], to: str) -> list[dict[str, Any]]:
     Items already in that format come back exactly as stored; the others go through the
     neutral message. Raises :class:`~ownstate.errors.InvalidInput` for an unknown format.
     """
-    if to not in FORMATS:
-        raise InvalidInput(f"cannot convert a history to {to!r}; known formats: "
-                           f"{', '.join(sorted(FORMATS))}", field="as_format")
-    if to != FORMAT and items and all(item.format == to for item in items):
+    if check_format(to) != FORMAT and items and all(item.format == to for item in items):
         return [item.data for item in items]
     return from_neutral(to_neutral(items), to)

@@ -33,7 +33,7 @@ import threading
 import time
 import zlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,6 +130,8 @@ async def _wait(future: concurrent.futures.Future[Any]) -> Any:
 
 async def _wait_event(event: threading.Event, timeout: float) -> bool:
     """Wait for an event another call of this saver sets, as :func:`_wait` does."""
+    if event.is_set():
+        return True
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
@@ -228,14 +230,6 @@ class _Arrivals:
             return self._waiting.setdefault(key, threading.Event())
 
 
-class _NotYet(Exception):
-    """The checkpoint a write belongs to is not stored (yet)."""
-
-    def __init__(self, error: Exception) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
 @dataclass
 class _Thread:
     """What this process knows about one thread; the database is always the authority."""
@@ -251,7 +245,7 @@ class _Thread:
     first_step: int | None = None  # the LangGraph step that run began at
     resumed_from: str | None = None  # the checkpoint this saver last resumed the run from
     # run id -> the claim of its lease in progress (or made) by this saver
-    claims: dict[str, concurrent.futures.Future[int | None]] = field(default_factory=dict)
+    claims: dict[str, concurrent.futures.Future[None]] = field(default_factory=dict)
     # (namespace, channel, version) -> id of the checkpoint holding that value
     origins: dict[tuple[str, str, Any], str] = field(default_factory=dict)
     # (namespace, channel, version) -> the stored form of a history channel
@@ -393,6 +387,30 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
             thread.held = True
         return True
 
+    async def _once(self, thread: _Thread, key: str,
+                    work: Callable[[], Awaitable[None]]) -> bool:
+        """Run ``work`` once among this saver's concurrent calls for one thread: the first
+        call for ``key`` runs it, the others wait for its outcome (its error too). Returns
+        whether this call ran it. A failed run is forgotten, so a later call tries again;
+        :meth:`_release` forgets a run's claim once the run is paused or closed."""
+        with self._claims_lock:
+            pending = thread.claims.get(key)
+            mine = pending is None
+            if pending is None:
+                pending = thread.claims[key] = concurrent.futures.Future()
+        if not mine:
+            await _wait(pending)
+            return False
+        try:
+            await work()
+        except BaseException as exc:
+            with self._claims_lock:
+                thread.claims.pop(key, None)
+            pending.set_exception(exc)
+            raise
+        pending.set_result(None)
+        return True
+
     async def _make_holder(self, thread: _Thread, *, invocation: bool) -> bool:
         """Make sure the thread's first run exists; returns whether this call opened it,
         as the invocation's run when ``invocation`` (else closed at once: it only holds
@@ -402,16 +420,10 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
         first of them makes the run and the others wait for it."""
         if thread.held:
             return False
-        with self._claims_lock:
-            pending = thread.claims.get(_HOLDER)
-            mine = pending is None
-            if pending is None:
-                pending = thread.claims[_HOLDER] = concurrent.futures.Future()
-        if not mine:
-            await _wait(pending)
-            return False
-        try:
-            opened = False
+        opened = False
+
+        async def make() -> None:
+            nonlocal opened
             if not await self._has_holder(thread):
                 if invocation:
                     await self._open(thread, thread.scope.run_id)
@@ -425,13 +437,9 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
                         pass  # another replica made it meanwhile
                     else:
                         await self._finish(run.run_id, "done")
-                thread.held = True
-        except BaseException as exc:
-            with self._claims_lock:
-                thread.claims.pop(_HOLDER, None)
-            pending.set_exception(exc)
-            raise
-        pending.set_result(None)
+            thread.held = True
+
+        await self._once(thread, _HOLDER, make)
         return opened
 
     async def _ensure_holder(self, thread: _Thread) -> None:
@@ -492,26 +500,16 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
         saver never holds two fencing tokens for one run."""
         if thread.active == run_id:
             return
-        with self._claims_lock:
-            pending = thread.claims.get(run_id)
-            mine = pending is None
-            if pending is None:
-                pending = thread.claims[run_id] = concurrent.futures.Future()
-        if not mine:
-            await _wait(pending)
-            return
-        try:
-            lease = await self.client.runs.resume(run_id, self._owner, ttl=self._lease_ttl)
-        except RunClosed:
-            pending.set_result(None)
-            return
-        except BaseException as exc:
-            with self._claims_lock:
-                thread.claims.pop(run_id, None)
-            pending.set_exception(exc)
-            raise
-        self._held(thread, run_id, lease.fencing_token)
-        pending.set_result(lease.fencing_token)
+
+        async def claim() -> None:
+            try:
+                lease = await self.client.runs.resume(run_id, self._owner,
+                                                      ttl=self._lease_ttl)
+            except RunClosed:
+                return
+            self._held(thread, run_id, lease.fencing_token)
+
+        await self._once(thread, run_id, claim)
 
     def _release(self, thread: _Thread) -> tuple[str | None, int | None]:
         """Stop driving the thread's run (paused or closed); returns its id and token."""
@@ -695,9 +693,9 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
                                field="checkpoint_id")
         thread = await self._thread(thread_id)
         if thread is None:
-            raise _NotYet(CheckpointNotFound(
+            raise CheckpointNotFound(
                 f"no checkpoint {checkpoint_id!r} in thread {thread_id!r}",
-                checkpoint_id=checkpoint_id))
+                checkpoint_id=checkpoint_id)
         pending = []
         for index, (channel, value) in enumerate(writes):
             type_tag, data = self.serde.dumps_typed(value)
@@ -707,11 +705,8 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
                     type_tag, data = type_tag + _ZLIB, packed
             pending.append(PendingWrite(task_id, WRITES_IDX_MAP.get(channel, index), channel,
                                         type_tag, data, task_path))
-        try:
-            await self.client.checkpoints.put_writes(thread.scope, checkpoint_id, pending,
-                                                     namespace=namespace)
-        except (CheckpointNotFound, RunNotFound) as exc:
-            raise _NotYet(exc) from exc
+        await self.client.checkpoints.put_writes(thread.scope, checkpoint_id, pending,
+                                                 namespace=namespace)
         if namespace == "":
             await self._after_writes(thread, writes, config)
 
@@ -1037,24 +1032,16 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
         stored = self._arrivals.pending(key)
         if stored is not None and not stored.wait(self._writes_wait):
             self._arrivals.give_up(key, stored)
-        try:
-            self._bridge.call(self._aput_writes(config, writes, task_id, task_path))
-        except _NotYet as not_yet:
-            raise not_yet.error from None
+        self._bridge.call(self._aput_writes(config, writes, task_id, task_path))
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                           task_id: str, task_path: str = "") -> None:
         """Async :meth:`put_writes`."""
         key = _key(config, get_checkpoint_id(config))
         stored = self._arrivals.pending(key)
-        if stored is not None and not stored.is_set() and not await (
-                asyncio.get_running_loop().run_in_executor(None, stored.wait,
-                                                           self._writes_wait)):
+        if stored is not None and not await _wait_event(stored, self._writes_wait):
             self._arrivals.give_up(key, stored)
-        try:
-            await self._bridge.acall(self._aput_writes(config, writes, task_id, task_path))
-        except _NotYet as not_yet:
-            raise not_yet.error from None
+        await self._bridge.acall(self._aput_writes(config, writes, task_id, task_path))
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread's checkpoints and pending writes. Its session (the
