@@ -265,8 +265,9 @@ def roles(admin: Any, schema: str) -> Iterator[tuple[str, str]]:
 def _fill(url: str, tenant: str) -> None:
     """One of everything, for ``tenant``."""
     with ownstate.connect(url, tenant=tenant, migrate=False) as client:
-        session = client.session_stores.create("shared-name").add(actor_id="user:1",
-                                                                  session_id="s1")
+        session = client.session_stores.create("shared-name", owner="user:1").add(
+            actor_id="user:1", session_id="s1")
+        client.api_keys.create("user:1")
         (item,) = session.append_items([{"role": "user", "content": f"hello from {tenant}"}],
                                        idempotency_key="first")
         run = client.runs.open_run(session, "langgraph", owner="w")

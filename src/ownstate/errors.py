@@ -10,7 +10,8 @@
     │   ├── FactNotFound
     │   ├── RunNotFound            also: a run outside the caller's checkpoint scope
     │   ├── CheckpointNotFound
-    │   └── AssetNotFound
+    │   ├── AssetNotFound
+    │   └── KeyNotFound            no API key with this id in the tenant
     ├── Conflict                   the request is valid but clashes with what is stored
     │   ├── AlreadyExists          a caller-chosen name or id is taken
     │   ├── HasChildren            a session with forks was deleted without force=True
@@ -22,6 +23,8 @@
     │   └── RunClosed              the run has ended and cannot be changed
     ├── InvalidInput               the request itself is wrong: bad name, bad data, bad token
     │   └── LimitExceeded          a documented size bound was crossed
+    ├── PermissionDenied           the caller may see the thing but not do this to it
+    │   └── Unauthenticated        no API key, an unknown one, or a revoked one
     ├── BackendUnavailable         the datastore could not be reached or failed mid-call
     └── SchemaVersion              the database schema is missing, older or newer than this code
 
@@ -47,10 +50,12 @@ __all__ = [
     "IdempotencyKeyReused",
     "InvalidInput",
     "ItemNotFound",
+    "KeyNotFound",
     "LeaseHeld",
     "LimitExceeded",
     "NotFound",
     "OwnstateError",
+    "PermissionDenied",
     "RunClosed",
     "RunNotFound",
     "SchemaVersion",
@@ -58,6 +63,7 @@ __all__ = [
     "StaleLease",
     "StoreNotEmpty",
     "StoreNotFound",
+    "Unauthenticated",
 ]
 
 
@@ -136,6 +142,12 @@ class AssetNotFound(NotFound):
     """No asset with this id. Carries ``asset_id``."""
 
     code = "asset_not_found"
+
+
+class KeyNotFound(NotFound):
+    """No API key with this id in the tenant. Carries ``key_id``."""
+
+    code = "key_not_found"
 
 
 class Conflict(OwnstateError):
@@ -223,6 +235,23 @@ class LimitExceeded(InvalidInput):
     """A documented size bound was crossed. Carries ``field``, ``limit`` and ``actual``."""
 
     code = "limit_exceeded"
+
+
+class PermissionDenied(OwnstateError):
+    """The caller's principal lacks the permission the operation needs.
+
+    Raised only where the caller may already see the thing (it holds READ on the store):
+    a caller who may not see it gets the same :class:`NotFound` as for something that does
+    not exist. Carries ``store`` and ``needed`` (the permission level) where known.
+    """
+
+    code = "permission_denied"
+
+
+class Unauthenticated(PermissionDenied):
+    """The request carried no API key, or one that is unknown or revoked."""
+
+    code = "unauthenticated"
 
 
 class BackendUnavailable(OwnstateError):

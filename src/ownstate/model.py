@@ -14,14 +14,17 @@ __all__ = [
     "ACTIVE_RUN_STATUSES",
     "CLOSED_RUN_STATUSES",
     "JSON",
+    "PERMISSION_LEVELS",
     "RUN_STATUSES",
     "SOURCE_TYPES",
+    "ApiKey",
     "AssetRef",
     "CheckpointRecord",
     "CheckpointScope",
     "Effect",
     "Fact",
     "FactExplanation",
+    "Grant",
     "Item",
     "Lease",
     "MemoryStoreRecord",
@@ -352,3 +355,41 @@ class AssetRef:
     def to_json(self) -> dict[str, JSON]:
         """The form an item or checkpoint stores: ``{"$asset": id, ...}``."""
         return {"$asset": self.asset_id, "media_type": self.media_type, "size": self.size}
+
+
+# access ------------------------------------------------------------------------------
+
+#: Store permission levels, weakest first; each includes the ones before it. READ reads a
+#: store's contents, WRITE changes them, MANAGE also grants, revokes and deletes the store.
+#: The principal that created a store through the server owns it, which gives MANAGE.
+PERMISSION_LEVELS: tuple[str, ...] = ("READ", "WRITE", "MANAGE")
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    """An API key's record; the secret itself is shown once at creation and never stored.
+
+    A key authenticates one ``principal`` of one ``tenant``; an ``admin`` key may do
+    everything in its tenant, whatever the store grants say.
+    """
+
+    key_id: str
+    tenant: str
+    principal: str
+    admin: bool
+    create_time: datetime
+    revoked_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """One principal's access to one session store or memory store.
+
+    ``kind`` is ``"session_store"`` or ``"memory_store"``; ``level`` is one of
+    :data:`PERMISSION_LEVELS`, or ``"OWNER"`` for the store's owner.
+    """
+
+    kind: str
+    store: str
+    principal: str
+    level: str

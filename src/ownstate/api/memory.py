@@ -26,11 +26,13 @@ from ..model import (
     SOURCE_TYPES,
     Fact,
     FactExplanation,
+    Grant,
     Item,
     MemoryStoreRecord,
     Page,
     SessionRecord,
 )
+from . import access as _access
 from ._paging import AsyncPager, page_by_name
 from ._scope import Scope
 
@@ -137,6 +139,26 @@ class AsyncMemoryStore:
     def create_time(self) -> datetime:
         """When the memory store was created."""
         return self._record.create_time
+
+    async def grant_permission(self, principal: str, permission: str) -> Grant:
+        """Give ``principal`` ``permission`` (READ, WRITE or MANAGE) on this store, replacing
+        what it had. The HTTP server enforces grants; the library records them.
+
+        Raises :class:`~ownstate.errors.InvalidInput`.
+        """
+        return await _access.grant_permission(self._scope, "memory_store", self.name, principal,
+                                              permission)
+
+    async def revoke_permission(self, principal: str) -> None:
+        """Take away ``principal``'s grant on this store (its ownership stays).
+
+        Raises :class:`~ownstate.errors.InvalidInput`.
+        """
+        await _access.revoke_permission(self._scope, "memory_store", self.name, principal)
+
+    async def permissions(self) -> list[Grant]:
+        """Every grant on this store, the owner's included, by principal."""
+        return await _access.permissions(self._scope, "memory_store", self.name)
 
     def _new_fact(self, subject: object, key: object, value: object, confidence: object,
                   source: object, source_type: object, valid_from: object) -> NewFact:
@@ -368,14 +390,18 @@ class AsyncMemoryStores:
     def __init__(self, scope: Scope) -> None:
         self._scope = scope
 
-    async def create(self, name: str) -> AsyncMemoryStore:
-        """Create a memory store named with 3-55 chars of ``[a-z0-9_-]``.
+    async def create(self, name: str, *, owner: str | None = None) -> AsyncMemoryStore:
+        """Create a memory store named with 3-55 chars of ``[a-z0-9_-]``, owned by
+        ``owner`` (a principal) when one is given.
 
         Raises :class:`~ownstate.errors.AlreadyExists`, :class:`~ownstate.errors.InvalidInput`.
         """
         s = self._scope
-        record = await s.backend.create_memory_store(s.tenant, _validate.store_name(name),
-                                                     _ids.now())
+        valid = _validate.store_name(name)
+        if owner is not None:
+            _access.principal_name(owner)
+        record = await s.backend.create_memory_store(s.tenant, valid, _ids.now())
+        await _access.start_grants(s, "memory_store", valid, owner)
         return AsyncMemoryStore(s, record)
 
     async def get(self, name: str) -> AsyncMemoryStore:
@@ -417,7 +443,10 @@ class AsyncMemoryStores:
         Raises :class:`~ownstate.errors.StoreNotFound`, :class:`~ownstate.errors.InvalidInput`.
         """
         s = self._scope
-        return await s.backend.delete_memory_store(s.tenant, _validate.store_name(name))
+        valid = _validate.store_name(name)
+        deleted = await s.backend.delete_memory_store(s.tenant, valid)
+        await s.backend.drop_grants(s.tenant, "memory_store", valid)
+        return deleted
 
     async def erase_subject(self, subject: str, *,
                             include_sessions: bool = False) -> dict[str, int]:

@@ -12,6 +12,7 @@ from typing import ClassVar
 
 from ..base import Backend, Capability
 from ._data import _Data
+from .access import AccessInMemory
 from .assets import AssetsInMemory
 from .checkpoints import CheckpointsInMemory
 from .facts import FactsInMemory
@@ -25,10 +26,11 @@ _shared_lock = threading.Lock()
 
 
 class MemoryBackend(SessionsInMemory, FactsInMemory, RunsInMemory, CheckpointsInMemory,
-                    AssetsInMemory, Backend):
+                    AssetsInMemory, AccessInMemory, Backend):
     """Every kind of state, kept in process memory."""
 
-    capabilities: ClassVar[frozenset[str]] = frozenset({Capability.TEXT_SEARCH})
+    capabilities: ClassVar[frozenset[str]] = frozenset({Capability.TEXT_SEARCH,
+                                                               Capability.OPERATOR})
 
     def __init__(self, name: str | None = None) -> None:
         if name:

@@ -60,6 +60,8 @@ class _Data:
     checkpoints: dict[Any, Any] = field(default_factory=dict)
     assets: dict[Any, Any] = field(default_factory=dict)
     blobs: dict[Any, Any] = field(default_factory=dict)
+    api_keys: dict[Any, Any] = field(default_factory=dict)
+    grants: dict[Any, Any] = field(default_factory=dict)
     counters: dict[str, int] = field(default_factory=dict)
 
     def next(self, counter: str) -> int:

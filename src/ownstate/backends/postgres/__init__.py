@@ -14,6 +14,7 @@ from psycopg import errors, sql
 from ...errors import BackendUnavailable, SchemaVersion
 from ..base import Backend, Capability
 from ._core import Cursor
+from .access import AccessInPostgres
 from .assets import AssetsInPostgres
 from .checkpoints import CheckpointsInPostgres
 from .facts import FactsInPostgres
@@ -25,11 +26,11 @@ __all__ = ["PostgresBackend"]
 
 
 class PostgresBackend(SessionsInPostgres, FactsInPostgres, RunsInPostgres,
-                      CheckpointsInPostgres, AssetsInPostgres, Backend):
+                      CheckpointsInPostgres, AssetsInPostgres, AccessInPostgres, Backend):
     """Every kind of state in PostgreSQL (psycopg 3 and its async pool)."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
-        {Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.MIGRATIONS,
+        {Capability.OPERATOR, Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.MIGRATIONS,
          Capability.TEXT_SEARCH}
     )
 

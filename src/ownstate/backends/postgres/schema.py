@@ -10,13 +10,16 @@ table gets row-level security, forced even for the table owner::
     CREATE POLICY tenant_isolation ON t
         USING (tenant = current_setting('ownstate.tenant', true))
         WITH CHECK (tenant = current_setting('ownstate.tenant', true));
+
+The one exception is ``api_keys``, whose policy also shows the row that ``find_api_key``
+is looking up, before the tenant is known (see ``access.py``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import assets, checkpoints, facts, runs, sessions
+from . import access, assets, checkpoints, facts, runs, sessions
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration", "row_level_security"]
 
@@ -54,6 +57,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         facts.SCHEMA + runs.SCHEMA + checkpoints.SCHEMA + assets.SCHEMA
         + row_level_security(*facts.TENANT_TABLES, *runs.TENANT_TABLES,
                              *checkpoints.TENANT_TABLES, *assets.TENANT_TABLES),
+    ),
+    Migration(
+        3,
+        "API keys and store grants",
+        access.SCHEMA + row_level_security(*access.TENANT_TABLES) + access.API_KEY_SECURITY,
     ),
 )
 

@@ -19,6 +19,7 @@ from typing import ClassVar
 from ...errors import InvalidInput, SchemaVersion
 from ..base import Backend, Capability
 from ._core import parse_redis_url
+from .access import AccessInRedis
 from .assets import AssetsInRedis
 from .checkpoints import CheckpointsInRedis
 from .facts import FactsInRedis
@@ -32,7 +33,7 @@ LAYOUT_VERSION = 1
 
 
 class RedisBackend(FactsInRedis, SessionsInRedis, CheckpointsInRedis, RunsInRedis,
-                   AssetsInRedis, Backend):
+                   AssetsInRedis, AccessInRedis, Backend):
     """Every kind of state in Redis or Redis Cluster (redis-py's asyncio client).
 
     Give it a URL, or a ready ``redis.asyncio.Redis`` / ``RedisCluster`` made with
@@ -43,7 +44,7 @@ class RedisBackend(FactsInRedis, SessionsInRedis, CheckpointsInRedis, RunsInRedi
     """
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
-        {Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.MIGRATIONS,
+        {Capability.OPERATOR, Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.MIGRATIONS,
          Capability.TEXT_SEARCH}
     )
 

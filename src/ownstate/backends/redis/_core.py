@@ -3,15 +3,17 @@
 Key layout
 ----------
 Every key starts with the prefix (``?prefix=`` in the URL, default ``ownstate``) and a
-hash tag naming the tenant, so nothing is ever stored or found outside its tenant. The tag
-decides the hash slot, and so (on Redis Cluster) the node:
+hash tag naming the tenant, so nothing is ever stored or found outside its tenant (API
+keys apart: they are found by id, and carry their tenant inside). The tag decides the hash
+slot, and so (on Redis Cluster) the node:
 
 =========================  ==================================================================
 tag                        what lives in its slot
 =========================  ==================================================================
 ``{T}``                    the tenant's lists of session and memory stores; the run
                            directory (run id -> store and session), run order and the set
-                           of runs that may be active; the asset directory
+                           of runs that may be active; the asset directory; the index of
+                           its API keys; every store grant, and their index by principal
 ``{T/S}``                  session store ``S``: its record and the index of its sessions
 ``{T/S/R}``                the session tree rooted at session ``R``: the root and every
                            fork of it, with their items, runs, effects, checkpoints and
@@ -19,6 +21,8 @@ tag                        what lives in its slot
 ``{T/S/X}``                for a fork ``X``: only its claim on the name, naming its root
 ``{T#M}``                  memory store ``M``: its record and every fact in it
 ``{T$H}``                  the content of an asset whose SHA-256 is ``H``
+``{!key/K}``               API key ``K``, found by its id alone (see access.py): the one
+                           tag that does not start with a tenant
 =========================  ==================================================================
 
 A session and its forks share one slot so that fork, delete with descendants, and every

@@ -17,6 +17,7 @@ from typing import ClassVar
 from ...errors import SchemaVersion
 from ..base import Backend, Capability
 from ._core import write
+from .access import AccessInSqlite
 from .assets import AssetsInSqlite
 from .checkpoints import CheckpointsInSqlite
 from .facts import FactsInSqlite
@@ -28,7 +29,7 @@ __all__ = ["SqliteBackend"]
 
 
 class SqliteBackend(SessionsInSqlite, FactsInSqlite, RunsInSqlite, CheckpointsInSqlite,
-                    AssetsInSqlite, Backend):
+                    AssetsInSqlite, AccessInSqlite, Backend):
     """Every kind of state in one SQLite file.
 
     Give it a path, or a ready ``sqlite3.Connection`` (which it then uses inline and never
@@ -38,7 +39,7 @@ class SqliteBackend(SessionsInSqlite, FactsInSqlite, RunsInSqlite, CheckpointsIn
     """
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
-        {Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.MIGRATIONS,
+        {Capability.OPERATOR, Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.MIGRATIONS,
          Capability.TEXT_SEARCH}
     )
 

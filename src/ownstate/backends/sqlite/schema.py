@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import assets, checkpoints, facts, runs
+from . import access, assets, checkpoints, facts, runs
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration"]
 
@@ -102,5 +102,6 @@ MIGRATIONS: tuple[Migration, ...] = (
 _SECOND = facts.SCHEMA + runs.SCHEMA + checkpoints.SCHEMA + assets.SCHEMA
 if _SECOND:
     MIGRATIONS += (Migration(2, "memory facts, runs, checkpoints and assets", _SECOND),)
+MIGRATIONS += (Migration(3, "API keys and store grants", access.SCHEMA),)
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -1,0 +1,142 @@
+"""API keys and store grants: who may reach the HTTP server, and what each store opens.
+
+A key's secret is shown once, when the key is made; only its SHA-256 digest is stored (the
+secret is 256 random bits, so a fast digest is as strong as a slow one) and checks compare
+digests in constant time. Grants are records: the library itself trusts its caller and
+checks none of them; the HTTP server checks them on every request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+
+from .._ids import now
+from ..errors import InvalidInput, Unauthenticated
+from ..model import PERMISSION_LEVELS, ApiKey, Grant
+from ._scope import Scope
+
+__all__ = ["TOKEN_PREFIX", "AsyncApiKeys", "grant_permission", "parse_token", "permission_level",
+           "permissions", "principal_name", "revoke_permission", "start_grants"]
+
+#: Every API key starts with this, so a leaked one is easy to find in logs and scanners.
+TOKEN_PREFIX = "osk_"
+UNKNOWN_KEY = "the API key is unknown or revoked"
+_KEY_ID_RE = re.compile(r"[0-9a-f]{16}")
+_SECRET_RE = re.compile(r"[A-Za-z0-9_-]{43}")
+_PRINCIPAL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@:+-]{0,127}")
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def principal_name(principal: str) -> str:
+    """``principal`` if it is 1-128 chars of ``[A-Za-z0-9_.@:+-]``; else InvalidInput."""
+    if not isinstance(principal, str) or not _PRINCIPAL_RE.fullmatch(principal):
+        raise InvalidInput("principal must be 1-128 chars of [A-Za-z0-9_.@:+-]",
+                           field="principal")
+    return principal
+
+
+def parse_token(token: str) -> tuple[str, str]:
+    """``(key_id, secret)`` of a well-formed token; Unauthenticated otherwise."""
+    if isinstance(token, str) and token.startswith(TOKEN_PREFIX):
+        key_id, _, secret = token[len(TOKEN_PREFIX):].partition("_")
+        if _KEY_ID_RE.fullmatch(key_id) and _SECRET_RE.fullmatch(secret):
+            return key_id, secret
+    # One message for every refused token, so a refusal tells nothing about which part
+    # was wrong.
+    raise Unauthenticated(UNKNOWN_KEY)
+
+
+def permission_level(level: str) -> str:
+    """``level`` upper-cased if it is READ, WRITE or MANAGE; else InvalidInput."""
+    normal = level.upper() if isinstance(level, str) else ""
+    if normal not in PERMISSION_LEVELS:
+        raise InvalidInput(f"permission must be one of {list(PERMISSION_LEVELS)}",
+                           field="permission")
+    return normal
+
+
+class AsyncApiKeys:
+    """The tenant's API keys for the HTTP server: ``client.api_keys``."""
+
+    def __init__(self, scope: Scope) -> None:
+        self._scope = scope
+
+    async def create(self, principal: str, *, admin: bool = False) -> tuple[ApiKey, str]:
+        """A new key for ``principal`` in this tenant, and its token (``osk_...``).
+
+        The token is returned only here; store it now. Raises
+        :class:`~ownstate.errors.InvalidInput` (bad principal name).
+        """
+        s = self._scope
+        key = ApiKey(key_id=secrets.token_hex(8), tenant=s.tenant,
+                     principal=principal_name(principal), admin=bool(admin),
+                     create_time=now())
+        secret = secrets.token_urlsafe(32)
+        await s.backend.create_api_key(key, _digest(secret))
+        return key, f"{TOKEN_PREFIX}{key.key_id}_{secret}"
+
+    async def list(self) -> list[ApiKey]:
+        """Every key of this tenant, revoked ones included, oldest first."""
+        s = self._scope
+        return await s.backend.list_api_keys(s.tenant)
+
+    async def revoke(self, key_id: str) -> ApiKey:
+        """Revoke a key: every request carrying it is refused from now on.
+
+        Revoking twice is harmless. Raises :class:`~ownstate.errors.KeyNotFound`.
+        """
+        s = self._scope
+        if not isinstance(key_id, str) or not _KEY_ID_RE.fullmatch(key_id):
+            raise InvalidInput("key_id must be 16 lowercase hex digits", field="key_id")
+        return await s.backend.revoke_api_key(s.tenant, key_id, now())
+
+    async def authenticate(self, token: str) -> ApiKey:
+        """The live key this token belongs to, in any tenant.
+
+        Raises :class:`~ownstate.errors.Unauthenticated` for a malformed, unknown or revoked
+        token, with one message for all three.
+        """
+        key_id, secret = parse_token(token)
+        found = await self._scope.backend.find_api_key(key_id)
+        expected = found[1] if found is not None else _digest("")
+        matches = hmac.compare_digest(_digest(secret), expected)
+        if found is None or not matches or found[0].revoked_at is not None:
+            raise Unauthenticated(UNKNOWN_KEY)
+        return found[0]
+
+
+async def grant_permission(scope: Scope, kind: str, store: str, principal: str,
+                           level: str) -> Grant:
+    """Record ``principal``'s ``level`` on a store that the caller has already found."""
+    grant = Grant(kind, store, principal_name(principal), permission_level(level))
+    held = await scope.backend.get_grant(scope.tenant, kind, store, grant.principal)
+    if held == "OWNER":
+        # The owner already holds everything a grant could give; keep its ownership.
+        return Grant(kind, store, grant.principal, held)
+    await scope.backend.set_grant(scope.tenant, kind, store, grant.principal, grant.level)
+    return grant
+
+
+async def revoke_permission(scope: Scope, kind: str, store: str, principal: str) -> None:
+    """Take ``principal``'s grant away; an owner's ownership is not a grant and stays."""
+    name = principal_name(principal)
+    if await scope.backend.get_grant(scope.tenant, kind, store, name) != "OWNER":
+        await scope.backend.set_grant(scope.tenant, kind, store, name, None)
+
+
+async def start_grants(scope: Scope, kind: str, store: str, owner: str | None) -> None:
+    """A new store's grants: none left over from an earlier store of the same name, and
+    ``owner``'s ownership when one is named."""
+    await scope.backend.drop_grants(scope.tenant, kind, store)
+    if owner is not None:
+        await scope.backend.set_grant(scope.tenant, kind, store, owner, "OWNER")
+
+
+async def permissions(scope: Scope, kind: str, store: str) -> list[Grant]:
+    return await scope.backend.list_grants(scope.tenant, kind, store)

@@ -1,0 +1,71 @@
+"""The access port: API keys and the grants that open session and memory stores.
+
+Keys and grants live in the same database as the state they guard, so every server
+replica sharing that database agrees on who may do what.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from datetime import datetime
+
+from ...model import ApiKey, Grant
+
+__all__ = ["AccessPort", "StoreKind"]
+
+#: What a grant opens: ``"session_store"`` or ``"memory_store"``.
+StoreKind = str
+
+
+class AccessPort(ABC):
+    """Storage for API keys (by their secret's hash) and store grants."""
+
+    # API keys --------------------------------------------------------------------------
+
+    @abstractmethod
+    async def create_api_key(self, key: ApiKey, secret_hash: str) -> None:
+        """Store a new key with the SHA-256 hex digest of its secret. Raises AlreadyExists
+        when ``key.key_id`` is taken (in any tenant)."""
+
+    @abstractmethod
+    async def find_api_key(self, key_id: str) -> tuple[ApiKey, str] | None:
+        """The key with this id and its secret's hash, revoked or not; None when unknown.
+
+        The one lookup without a tenant: authentication is what tells the tenant.
+        """
+
+    @abstractmethod
+    async def list_api_keys(self, tenant: str) -> list[ApiKey]:
+        """The tenant's keys, revoked ones included, oldest first."""
+
+    @abstractmethod
+    async def revoke_api_key(self, tenant: str, key_id: str, now: datetime) -> ApiKey:
+        """Mark the key revoked (once: revoking again keeps the first time) and return it.
+
+        Raises KeyNotFound, also for another tenant's key.
+        """
+
+    # grants ----------------------------------------------------------------------------
+
+    @abstractmethod
+    async def set_grant(self, tenant: str, kind: StoreKind, store: str, principal: str,
+                        level: str | None) -> None:
+        """Give ``principal`` exactly ``level`` on the store (replacing what it had), or
+        with None take its grant away. Does not check that the store exists."""
+
+    @abstractmethod
+    async def get_grant(self, tenant: str, kind: StoreKind, store: str,
+                        principal: str) -> str | None:
+        """The principal's level on the store, or None."""
+
+    @abstractmethod
+    async def list_grants(self, tenant: str, kind: StoreKind, store: str) -> list[Grant]:
+        """Every grant on the store, ordered by principal."""
+
+    @abstractmethod
+    async def list_principal_grants(self, tenant: str, principal: str) -> list[Grant]:
+        """Every grant ``principal`` holds in the tenant, ordered by (kind, store)."""
+
+    @abstractmethod
+    async def drop_grants(self, tenant: str, kind: StoreKind, store: str) -> int:
+        """Remove every grant on the store (when it is deleted); returns how many."""

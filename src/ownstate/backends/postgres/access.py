@@ -1,0 +1,188 @@
+"""API keys and store grants in PostgreSQL.
+
+``store_grants`` gets the usual row-level security. ``api_keys`` cannot have only that:
+authenticating a request finds its key by ``key_id`` before anything says which tenant
+it belongs to. Its one policy therefore also shows a row whose ``key_id`` equals the
+setting ``ownstate.api_key``, and the function ``find_api_key`` sets that setting to
+the id it was asked for, reads that one row, and clears it again. A query that forgets its
+tenant predicate still sees only the current tenant's keys; writes are checked against
+the tenant alone. No role is needed that bypasses row-level security, and nothing runs
+with the owner's rights (``SECURITY DEFINER`` would not help anyway: the policies are
+forced for the owner too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from ...errors import AlreadyExists, KeyNotFound
+from ...model import ApiKey, Grant
+from ._core import Cursor, PostgresCore
+
+__all__ = ["API_KEY_SECURITY", "SCHEMA", "TENANT_TABLES", "AccessInPostgres"]
+
+#: This part's tables and lookup function, applied by migration 3 (see schema.py).
+SCHEMA: tuple[str, ...] = (
+    """
+    CREATE TABLE api_keys (
+        key_id      text COLLATE "C" PRIMARY KEY,
+        tenant      text NOT NULL,
+        principal   text COLLATE "C" NOT NULL,
+        admin       boolean NOT NULL,
+        create_time timestamptz NOT NULL,
+        revoked_at  timestamptz,
+        secret_hash text NOT NULL
+    )
+    """,
+    "CREATE INDEX api_keys_by_tenant ON api_keys (tenant, create_time, key_id)",
+    """
+    CREATE TABLE store_grants (
+        tenant    text NOT NULL,
+        kind      text COLLATE "C" NOT NULL,
+        store     text COLLATE "C" NOT NULL,
+        principal text COLLATE "C" NOT NULL,
+        level     text NOT NULL,
+        PRIMARY KEY (tenant, kind, store, principal)
+    )
+    """,
+    "CREATE INDEX store_grants_by_principal ON store_grants (tenant, principal, kind, store)",
+    """
+    CREATE FUNCTION find_api_key(wanted text) RETURNS SETOF api_keys LANGUAGE plpgsql
+    SET search_path FROM CURRENT AS $$
+    BEGIN
+        PERFORM set_config('ownstate.api_key', wanted, true);
+        RETURN QUERY SELECT * FROM api_keys WHERE key_id = wanted;
+        PERFORM set_config('ownstate.api_key', '', true);
+    END
+    $$
+    """,
+)
+
+#: Tables whose rows carry a tenant and get the plain row-level security policy.
+TENANT_TABLES = ("store_grants",)
+
+#: Row-level security for ``api_keys``: the tenant's rows, plus the one row that
+#: ``find_api_key`` is looking up; rows written must be the tenant's.
+API_KEY_SECURITY: tuple[str, ...] = (
+    "ALTER TABLE api_keys ENABLE ROW LEVEL SECURITY",
+    "ALTER TABLE api_keys FORCE ROW LEVEL SECURITY",
+    "CREATE POLICY tenant_isolation ON api_keys "
+    "USING (tenant = current_setting('ownstate.tenant', true) "
+    "OR key_id = current_setting('ownstate.api_key', true)) "
+    "WITH CHECK (tenant = current_setting('ownstate.tenant', true))",
+)
+
+_KEY_COLUMNS = "key_id, tenant, principal, admin, create_time, revoked_at"
+
+
+def _key(row: Sequence[Any]) -> ApiKey:
+    return ApiKey(key_id=row[0], tenant=row[1], principal=row[2], admin=bool(row[3]),
+                  create_time=row[4], revoked_at=row[5])
+
+
+class AccessInPostgres(PostgresCore):
+    """The access port on PostgreSQL."""
+
+    # API keys --------------------------------------------------------------------------
+
+    async def create_api_key(self, key: ApiKey, secret_hash: str) -> None:
+        async def run(cur: Cursor) -> None:
+            # ON CONFLICT sees the key ids of every tenant, whatever the policy shows
+            await cur.execute(
+                f"INSERT INTO api_keys ({_KEY_COLUMNS}, secret_hash) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                (key.key_id, key.tenant, key.principal, key.admin, key.create_time,
+                 key.revoked_at, secret_hash), last=True)
+            if cur.rowcount == 0:
+                raise AlreadyExists(f"an API key {key.key_id!r} exists", key_id=key.key_id)
+
+        await self._write(key.tenant, run)
+
+    async def find_api_key(self, key_id: str) -> tuple[ApiKey, str] | None:
+        async def run(cur: Cursor) -> tuple[ApiKey, str] | None:
+            await cur.execute(f"SELECT {_KEY_COLUMNS}, secret_hash FROM find_api_key(%s)",
+                              (key_id,))
+            row = await cur.fetchone()
+            return (_key(row), row[6]) if row is not None else None
+
+        # no tenant: the function shows the one row asked for (see the module docstring)
+        return await self._read(None, run)
+
+    async def list_api_keys(self, tenant: str) -> list[ApiKey]:
+        async def run(cur: Cursor) -> list[ApiKey]:
+            await cur.execute(f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE tenant = %s "
+                              "ORDER BY create_time, key_id", (tenant,))
+            return [_key(r) for r in await cur.fetchall()]
+
+        return await self._read(tenant, run)
+
+    async def revoke_api_key(self, tenant: str, key_id: str, now: datetime) -> ApiKey:
+        async def run(cur: Cursor) -> ApiKey:
+            await cur.execute(
+                "UPDATE api_keys SET revoked_at = coalesce(revoked_at, %s) "
+                f"WHERE tenant = %s AND key_id = %s RETURNING {_KEY_COLUMNS}",
+                (now, tenant, key_id), last=True)
+            row = await cur.fetchone()
+            if row is None:
+                raise KeyNotFound(f"no API key {key_id!r}", key_id=key_id)
+            return _key(row)
+
+        return await self._write(tenant, run)
+
+    # grants ----------------------------------------------------------------------------
+
+    async def set_grant(self, tenant: str, kind: str, store: str, principal: str,
+                        level: str | None) -> None:
+        async def run(cur: Cursor) -> None:
+            if level is None:
+                await cur.execute(
+                    "DELETE FROM store_grants WHERE tenant = %s AND kind = %s AND store = %s "
+                    "AND principal = %s", (tenant, kind, store, principal), last=True)
+            else:
+                await cur.execute(
+                    "INSERT INTO store_grants (tenant, kind, store, principal, level) "
+                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (tenant, kind, store, principal) "
+                    "DO UPDATE SET level = excluded.level",
+                    (tenant, kind, store, principal, level), last=True)
+
+        await self._write(tenant, run)
+
+    async def get_grant(self, tenant: str, kind: str, store: str,
+                        principal: str) -> str | None:
+        async def run(cur: Cursor) -> str | None:
+            await cur.execute(
+                "SELECT level FROM store_grants WHERE tenant = %s AND kind = %s AND store = %s "
+                "AND principal = %s", (tenant, kind, store, principal))
+            row = await cur.fetchone()
+            return str(row[0]) if row is not None else None
+
+        return await self._read(tenant, run)
+
+    async def list_grants(self, tenant: str, kind: str, store: str) -> list[Grant]:
+        async def run(cur: Cursor) -> list[Grant]:
+            await cur.execute(
+                "SELECT principal, level FROM store_grants WHERE tenant = %s AND kind = %s "
+                "AND store = %s ORDER BY principal", (tenant, kind, store))
+            return [Grant(kind, store, r[0], r[1]) for r in await cur.fetchall()]
+
+        return await self._read(tenant, run)
+
+    async def list_principal_grants(self, tenant: str, principal: str) -> list[Grant]:
+        async def run(cur: Cursor) -> list[Grant]:
+            await cur.execute(
+                "SELECT kind, store, level FROM store_grants WHERE tenant = %s "
+                "AND principal = %s ORDER BY kind, store", (tenant, principal))
+            return [Grant(r[0], r[1], principal, r[2]) for r in await cur.fetchall()]
+
+        return await self._read(tenant, run)
+
+    async def drop_grants(self, tenant: str, kind: str, store: str) -> int:
+        async def run(cur: Cursor) -> int:
+            await cur.execute(
+                "DELETE FROM store_grants WHERE tenant = %s AND kind = %s AND store = %s",
+                (tenant, kind, store), last=True)
+            return int(cur.rowcount)
+
+        return await self._write(tenant, run)

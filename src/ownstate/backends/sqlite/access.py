@@ -1,0 +1,160 @@
+"""API keys and store grants in SQLite."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from ..._ids import format_time, parse_time
+from ...errors import AlreadyExists, KeyNotFound
+from ...model import ApiKey, Grant
+from ._core import SqliteCore, write
+
+__all__ = ["SCHEMA", "AccessInSqlite"]
+
+#: This part's tables, applied by migration 3 (see schema.py).
+#:
+#: ``api_keys`` is keyed by ``key_id`` alone: authentication finds a key before it knows
+#: the tenant. ``store_grants`` names its store by kind and name, with no foreign key:
+#: session and memory stores live in different tables, and a store's grants are dropped
+#: by ownstate when the store is deleted.
+SCHEMA: tuple[str, ...] = (
+    """
+    CREATE TABLE api_keys (
+        key_id      TEXT PRIMARY KEY,
+        tenant      TEXT NOT NULL,
+        principal   TEXT NOT NULL,
+        admin       INTEGER NOT NULL CHECK (admin IN (0, 1)),
+        create_time TEXT NOT NULL,
+        revoked_at  TEXT,
+        secret_hash TEXT NOT NULL
+    ) WITHOUT ROWID
+    """,
+    "CREATE INDEX api_keys_by_tenant ON api_keys (tenant, create_time, key_id)",
+    """
+    CREATE TABLE store_grants (
+        tenant    TEXT NOT NULL,
+        kind      TEXT NOT NULL,
+        store     TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        level     TEXT NOT NULL,
+        PRIMARY KEY (tenant, kind, store, principal)
+    ) WITHOUT ROWID
+    """,
+    "CREATE INDEX store_grants_by_principal ON store_grants (tenant, principal, kind, store)",
+)
+
+_KEY_COLUMNS = "key_id, tenant, principal, admin, create_time, revoked_at"
+
+
+def _key(row: Sequence[Any]) -> ApiKey:
+    return ApiKey(key_id=row[0], tenant=row[1], principal=row[2], admin=bool(row[3]),
+                  create_time=parse_time(row[4]),
+                  revoked_at=parse_time(row[5]) if row[5] is not None else None)
+
+
+class AccessInSqlite(SqliteCore):
+    """The access port on SQLite."""
+
+    # API keys --------------------------------------------------------------------------
+
+    async def create_api_key(self, key: ApiKey, secret_hash: str) -> None:
+        revoked = format_time(key.revoked_at) if key.revoked_at is not None else None
+
+        def run(conn: sqlite3.Connection) -> None:
+            with write(conn):
+                inserted = conn.execute(
+                    f"INSERT INTO api_keys ({_KEY_COLUMNS}, secret_hash) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    (key.key_id, key.tenant, key.principal, int(key.admin),
+                     format_time(key.create_time), revoked, secret_hash))
+                if inserted.rowcount == 0:
+                    raise AlreadyExists(f"an API key {key.key_id!r} exists", key_id=key.key_id)
+
+        await self._run(run)
+
+    async def find_api_key(self, key_id: str) -> tuple[ApiKey, str] | None:
+        def run(conn: sqlite3.Connection) -> tuple[ApiKey, str] | None:
+            row = conn.execute(f"SELECT {_KEY_COLUMNS}, secret_hash FROM api_keys "
+                               "WHERE key_id = ?", (key_id,)).fetchone()
+            return (_key(row), row[6]) if row is not None else None
+
+        return await self._run(run)
+
+    async def list_api_keys(self, tenant: str) -> list[ApiKey]:
+        def run(conn: sqlite3.Connection) -> list[ApiKey]:
+            rows = conn.execute(f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE tenant = ? "
+                                "ORDER BY create_time, key_id", (tenant,))
+            return [_key(r) for r in rows]
+
+        return await self._run(run)
+
+    async def revoke_api_key(self, tenant: str, key_id: str, now: datetime) -> ApiKey:
+        def run(conn: sqlite3.Connection) -> ApiKey:
+            with write(conn):
+                row = conn.execute(
+                    "UPDATE api_keys SET revoked_at = ifnull(revoked_at, ?) "
+                    f"WHERE tenant = ? AND key_id = ? RETURNING {_KEY_COLUMNS}",
+                    (format_time(now), tenant, key_id)).fetchone()
+                if row is None:
+                    raise KeyNotFound(f"no API key {key_id!r}", key_id=key_id)
+            return _key(row)
+
+        return await self._run(run)
+
+    # grants ----------------------------------------------------------------------------
+
+    async def set_grant(self, tenant: str, kind: str, store: str, principal: str,
+                        level: str | None) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            with write(conn):
+                if level is None:
+                    conn.execute("DELETE FROM store_grants WHERE tenant = ? AND kind = ? "
+                                 "AND store = ? AND principal = ?",
+                                 (tenant, kind, store, principal))
+                else:
+                    conn.execute(
+                        "INSERT INTO store_grants (tenant, kind, store, principal, level) "
+                        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant, kind, store, principal) "
+                        "DO UPDATE SET level = excluded.level",
+                        (tenant, kind, store, principal, level))
+
+        await self._run(run)
+
+    async def get_grant(self, tenant: str, kind: str, store: str,
+                        principal: str) -> str | None:
+        def run(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute("SELECT level FROM store_grants WHERE tenant = ? AND kind = ? "
+                               "AND store = ? AND principal = ?",
+                               (tenant, kind, store, principal)).fetchone()
+            return str(row[0]) if row is not None else None
+
+        return await self._run(run)
+
+    async def list_grants(self, tenant: str, kind: str, store: str) -> list[Grant]:
+        def run(conn: sqlite3.Connection) -> list[Grant]:
+            rows = conn.execute("SELECT principal, level FROM store_grants WHERE tenant = ? "
+                                "AND kind = ? AND store = ? ORDER BY principal",
+                                (tenant, kind, store))
+            return [Grant(kind, store, r[0], r[1]) for r in rows]
+
+        return await self._run(run)
+
+    async def list_principal_grants(self, tenant: str, principal: str) -> list[Grant]:
+        def run(conn: sqlite3.Connection) -> list[Grant]:
+            rows = conn.execute("SELECT kind, store, level FROM store_grants WHERE tenant = ? "
+                                "AND principal = ? ORDER BY kind, store", (tenant, principal))
+            return [Grant(r[0], r[1], principal, r[2]) for r in rows]
+
+        return await self._run(run)
+
+    async def drop_grants(self, tenant: str, kind: str, store: str) -> int:
+        def run(conn: sqlite3.Connection) -> int:
+            with write(conn):
+                deleted = conn.execute("DELETE FROM store_grants WHERE tenant = ? AND kind = ? "
+                                       "AND store = ?", (tenant, kind, store))
+            return int(deleted.rowcount)
+
+        return await self._run(run)
