@@ -28,6 +28,7 @@ SOURCES = {
     "AsyncRuns": ("runs", "Runs"),
     "AsyncCheckpoints": ("checkpoints", "Checkpoints"),
     "AsyncAssets": ("assets", "Assets"),
+    "AsyncApiKeys": ("access", "ApiKeys"),
     "AsyncClient": ("aio", "Client"),
 }
 TWINS = {name: twin for name, (_, twin) in SOURCES.items()}

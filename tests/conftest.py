@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from functools import cache
@@ -43,7 +44,7 @@ REQUIRED = {b.strip() for b in os.environ.get("OWNSTATE_REQUIRE_BACKENDS", "").s
             if b.strip()}
 #: Backends whose every port is built; the others can be run by naming them in
 #: OWNSTATE_TEST_BACKENDS while they are being completed.
-COMPLETE = ("memory", "sqlite", "postgres", "redis")
+COMPLETE = ("memory", "sqlite", "postgres", "redis", "http")
 
 
 @cache
@@ -153,6 +154,53 @@ def _redis(tmp: Path) -> Target:
                   RedisBackend.capabilities, cleanup=drop)
 
 
+@cache
+def _live_server() -> Any:
+    """One server for the whole test process, over a shared in-memory database; each test
+    gets tenants of its own on it, which is an empty database as far as the test can see."""
+    import atexit
+
+    from ownstate.testing.server import LiveServer
+
+    server = LiveServer(f"memory://http-{uuid.uuid4().hex}", key_cache_seconds=0.5)
+    atexit.register(server.stop)
+    return server
+
+
+def _http(tmp: Path) -> Target:
+    import ownstate
+
+    server = _live_server()
+    suffix = uuid.uuid4().hex[:12]
+    tokens: dict[str, str] = {}
+
+    def token_for(tenant: str) -> str:
+        if tenant not in tokens:
+            tokens[tenant] = server.mint_key(tenant=tenant, principal="conformance",
+                                             admin=True)
+        return tokens[tenant]
+
+    main = f"t-{suffix}"
+
+    def opener(tenant: str | None = None, **kwargs: Any) -> ownstate.Client:
+        # A test's tenant names map to fresh tenants of this test, each with its own key;
+        # a malformed name goes to connect() unchanged, to be refused there.
+        if tenant is None:
+            return ownstate.connect(server.url, token=token_for(main), **kwargs)
+        if not _TENANT_RE.fullmatch(tenant):
+            return ownstate.connect(server.url, tenant=tenant, token=token_for(main),
+                                    **kwargs)
+        real = f"{tenant[:48]}-{suffix}"
+        return ownstate.connect(server.url, token=token_for(real), **kwargs)
+
+    from ownstate.backends.http import HttpBackend
+
+    return Target("http", server.url_with(token_for(main)), HttpBackend.capabilities,
+                  opener=opener)
+
+
+_TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
+
 TARGETS: dict[str, Callable[[Path], Target]] = {
     "memory": lambda tmp: Target("memory", f"memory://{uuid.uuid4().hex}",
                                  MemoryBackend.capabilities),
@@ -160,6 +208,7 @@ TARGETS: dict[str, Callable[[Path], Target]] = {
                                  SqliteBackend.capabilities),
     "postgres": _postgres,
     "redis": _redis,
+    "http": _http,
 }
 
 _chosen = os.environ.get("OWNSTATE_TEST_BACKENDS")

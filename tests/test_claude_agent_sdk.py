@@ -150,7 +150,7 @@ def test_keys_ownstate_ids_cannot_hold(store: OwnstateSessionStore) -> None:
 
 
 def test_named_store_and_tenant(target: Target) -> None:
-    with ownstate.connect(target.url) as c1, ownstate.connect(target.url, tenant="t2") as c2:
+    with target.connect() as c1, target.connect(tenant="t2") as c2:
         a = OwnstateSessionStore(c1, store="cc-a")
         b = OwnstateSessionStore(c1, store="cc-b")
         other_tenant = OwnstateSessionStore(c2, store="cc-a")

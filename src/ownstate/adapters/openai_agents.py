@@ -315,7 +315,7 @@ class OwnstateSession:
         session_id: str,
         url: str | None = None,
         *,
-        tenant: str = "default",
+        tenant: str | None = None,
         store: str = DEFAULT_STORE,
         actor_id: str = DEFAULT_ACTOR_ID,
         session_settings: SessionSettings | Mapping[str, Any] | None = None,

@@ -6,6 +6,7 @@ from ..backends import open_backend, resolve_url
 from ..limits import Limits
 from ._paging import AsyncPager
 from ._portal import InlinePortal, Portal, ThreadPortal
+from .access import AsyncApiKeys
 from .aio import (
     AsyncClient,
     AsyncSession,
@@ -19,6 +20,7 @@ from .checkpoints import AsyncCheckpoints
 from .memory import AsyncMemoryStore, AsyncMemoryStores
 from .runs import AsyncRuns
 from .sync import (
+    ApiKeys,
     Assets,
     Checkpoints,
     Client,
@@ -31,7 +33,9 @@ from .sync import (
 )
 
 __all__ = [
+    "ApiKeys",
     "Assets",
+    "AsyncApiKeys",
     "AsyncAssets",
     "AsyncCheckpoints",
     "AsyncClient",
@@ -58,21 +62,26 @@ __all__ = [
 def connect(
     url: str | None = None,
     *,
-    tenant: str = "default",
+    tenant: str | None = None,
+    token: str | None = None,
     limits: Limits | None = None,
     migrate: bool = True,
 ) -> Client:
     """Open a sync client on ``url``.
 
     The URL is the argument, else ``OWNSTATE_URL``, else ``sqlite:///ownstate.db``:
-    ``memory://``, ``sqlite:///path.db``, ``postgresql://...``, ``redis://...``. ``tenant``
-    scopes everything the client reads and writes. With ``migrate=False`` the schema is
-    only verified, never changed.
+    ``memory://``, ``sqlite:///path.db``, ``postgresql://...``, ``redis://...``, or
+    ``http(s)://host:port`` for an ownstate server, with its API key as ``token`` (else the
+    URL's password, else ``OWNSTATE_TOKEN``). ``tenant`` scopes everything the client
+    reads and writes (default ``"default"``; on a server, the key's tenant). With
+    ``migrate=False`` the schema is only verified, never changed.
 
     Raises :class:`~ownstate.errors.InvalidInput` (unknown scheme, bad tenant),
+    :class:`~ownstate.errors.Unauthenticated` (a server refused the key),
+    :class:`~ownstate.errors.PermissionDenied` (``tenant`` is not the key's),
     :class:`~ownstate.errors.SchemaVersion`, :class:`~ownstate.errors.BackendUnavailable`.
     """
-    backend = open_backend(resolve_url(url), inline=True)
+    backend = open_backend(resolve_url(url), inline=True, token=token)
     portal: Portal = InlinePortal() if backend.runs_inline else ThreadPortal()
     try:
         impl = portal.call(start_client(backend, tenant=tenant, limits=limits, migrate=migrate))

@@ -18,11 +18,12 @@ from .._ids import new_id, now
 from .._tokens import decode_token, encode_token
 from ..backends import Backend, NewItem, open_backend, resolve_url
 from ..backends.base import SessionOrder
-from ..errors import InvalidInput
+from ..errors import InvalidInput, PermissionDenied
 from ..formats.derive import derive_columns, infer_format
 from ..formats.neutral import check_format, convert
 from ..limits import Limits
-from ..model import JSON, Item, Page, SessionRecord, SessionStoreRecord
+from ..model import JSON, Grant, Item, Page, SessionRecord, SessionStoreRecord
+from . import access as _access
 from ._paging import AsyncPager, page_by_name
 from ._scope import Scope as _Scope
 from .assets import AsyncAssets
@@ -69,53 +70,68 @@ class AsyncSession:
     """One session: its record as last read, and every operation on its history.
 
     Attribute values are a snapshot from when the handle was made or last refreshed;
-    operations always act on what is stored now.
+    operations always act on what is stored now. A handle from ``session_stores.session()``
+    has read nothing yet: only ``store`` and ``session_id`` are known until ``refresh()``.
     """
 
-    def __init__(self, scope: _Scope, record: SessionRecord) -> None:
+    def __init__(self, scope: _Scope, record: SessionRecord | None, *,
+                 store: str | None = None, session_id: str | None = None) -> None:
         self._scope = scope
         self._record = record
+        self._store = record.store if record is not None else str(store)
+        self._session_id = record.session_id if record is not None else str(session_id)
 
     def __repr__(self) -> str:
-        return f"<Session {self._record.store}/{self._record.session_id}>"
+        return f"<Session {self._store}/{self._session_id}>"
+
+    def _read(self) -> SessionRecord:
+        if self._record is None:
+            raise InvalidInput("this session handle has not read the session yet; "
+                               "call refresh() first", field="session",
+                               store=self._store, session_id=self._session_id)
+        return self._record
 
     @property
     def record(self) -> SessionRecord:
-        """The stored record as last read."""
-        return self._record
+        """The stored record as last read.
+
+        Raises :class:`~ownstate.errors.InvalidInput` on a handle that has read nothing yet
+        (as do the attributes below other than ``store`` and ``session_id``).
+        """
+        return self._read()
 
     @property
     def store(self) -> str:
         """The name of the session store this session lives in."""
-        return self._record.store
+        return self._store
 
     @property
     def session_id(self) -> str:
-        return self._record.session_id
+        return self._session_id
 
     @property
     def actor_id(self) -> str:
-        return self._record.actor_id
+        return self._read().actor_id
 
     @property
     def parent_session_id(self) -> str | None:
-        return self._record.parent_session_id
+        return self._read().parent_session_id
 
     @property
     def root_session_id(self) -> str:
-        return self._record.root_session_id
+        return self._read().root_session_id
 
     @property
     def metadata(self) -> dict[str, str]:
-        return dict(self._record.metadata)
+        return dict(self._read().metadata)
 
     @property
     def create_time(self) -> datetime:
-        return self._record.create_time
+        return self._read().create_time
 
     @property
     def last_activity_time(self) -> datetime:
-        return self._record.last_activity_time
+        return self._read().last_activity_time
 
     async def refresh(self) -> AsyncSession:
         """Re-read the stored record into this handle and return it.
@@ -348,6 +364,26 @@ class AsyncSessionStore:
     def create_time(self) -> datetime:
         return self._record.create_time
 
+    async def grant_permission(self, principal: str, permission: str) -> Grant:
+        """Give ``principal`` ``permission`` (READ, WRITE or MANAGE) on this store, replacing
+        what it had. The HTTP server enforces grants; the library records them.
+
+        Raises :class:`~ownstate.errors.InvalidInput`.
+        """
+        return await _access.grant_permission(self._scope, "session_store", self.name, principal,
+                                              permission)
+
+    async def revoke_permission(self, principal: str) -> None:
+        """Take away ``principal``'s grant on this store (its ownership stays).
+
+        Raises :class:`~ownstate.errors.InvalidInput`.
+        """
+        await _access.revoke_permission(self._scope, "session_store", self.name, principal)
+
+    async def permissions(self) -> list[Grant]:
+        """Every grant on this store, the owner's included, by principal."""
+        return await _access.permissions(self._scope, "session_store", self.name)
+
     async def add(
         self,
         *,
@@ -437,13 +473,18 @@ class AsyncSessionStores:
     def __init__(self, scope: _Scope) -> None:
         self._scope = scope
 
-    async def create(self, name: str) -> AsyncSessionStore:
-        """Create a store named with 3-55 chars of ``[a-z0-9_-]``.
+    async def create(self, name: str, *, owner: str | None = None) -> AsyncSessionStore:
+        """Create a store named with 3-55 chars of ``[a-z0-9_-]``, owned by ``owner`` (a
+        principal) when one is given.
 
         Raises :class:`~ownstate.errors.AlreadyExists`, :class:`~ownstate.errors.InvalidInput`.
         """
         s = self._scope
-        record = await s.backend.create_store(s.tenant, _validate.store_name(name), now())
+        valid = _validate.store_name(name)
+        if owner is not None:
+            _access.principal_name(owner)
+        record = await s.backend.create_store(s.tenant, valid, now())
+        await _access.start_grants(s, "session_store", valid, owner)
         return AsyncSessionStore(s, record)
 
     async def get(self, name: str) -> AsyncSessionStore:
@@ -451,6 +492,20 @@ class AsyncSessionStores:
         s = self._scope
         record = await s.backend.get_store(s.tenant, _validate.store_name(name))
         return AsyncSessionStore(s, record)
+
+    async def session(self, store: str, session_id: str) -> AsyncSession:
+        """A handle on session ``session_id`` of ``store``, made without reading either, so
+        that a write costs one round trip. Its operations act on what is stored and raise
+        :class:`~ownstate.errors.SessionNotFound` when there is no such session; its
+        attributes other than ``store`` and ``session_id`` need ``refresh()`` first.
+
+        Raises :class:`~ownstate.errors.InvalidInput` for a malformed store name or an
+        empty ``session_id``.
+        """
+        valid = _validate.store_name(store)
+        if not isinstance(session_id, str) or not session_id:
+            raise InvalidInput("session_id must be a non-empty string", field="session_id")
+        return AsyncSession(self._scope, None, store=valid, session_id=session_id)
 
     async def list_page(
         self, *, page_size: int | None = None, page_token: str | None = None
@@ -478,7 +533,10 @@ class AsyncSessionStores:
         Raises :class:`~ownstate.errors.StoreNotFound`.
         """
         s = self._scope
-        return await s.backend.delete_store(s.tenant, _validate.store_name(name), force)
+        valid = _validate.store_name(name)
+        deleted = await s.backend.delete_store(s.tenant, valid, force)
+        await s.backend.drop_grants(s.tenant, "session_store", valid)
+        return deleted
 
 
 class AsyncClient:
@@ -494,6 +552,7 @@ class AsyncClient:
         "runs": "AsyncRuns",
         "checkpoints": "AsyncCheckpoints",
         "assets": "AsyncAssets",
+        "api_keys": "AsyncApiKeys",
     }
 
     def __init__(
@@ -513,6 +572,7 @@ class AsyncClient:
         self.runs = AsyncRuns(self._scope)
         self.checkpoints = AsyncCheckpoints(self._scope)
         self.assets = AsyncAssets(self._scope)
+        self.api_keys = _access.AsyncApiKeys(self._scope)
 
     def __repr__(self) -> str:
         return f"<AsyncClient tenant={self.tenant!r} backend={type(self.backend).__name__}>"
@@ -561,12 +621,24 @@ class AsyncClient:
 
 
 async def start_client(
-    backend: Backend, *, tenant: str, limits: Limits | None, migrate: bool
+    backend: Backend, *, tenant: str | None, limits: Limits | None, migrate: bool
 ) -> AsyncClient:
-    """Set up ``backend`` and wrap it in a client that owns it (closing it on failure)."""
+    """Set up ``backend`` and wrap it in a client that owns it (closing it on failure).
+
+    ``tenant`` defaults to the backend's own (a server's key decides it) or ``"default"``;
+    a tenant other than the one the key belongs to is refused with
+    :class:`~ownstate.errors.PermissionDenied`.
+    """
     try:
+        if tenant is not None and not (isinstance(tenant, str)
+                                       and _TENANT_RE.fullmatch(tenant)):
+            raise InvalidInput("tenant must be 1-64 chars of [A-Za-z0-9_.:-]", field="tenant")
         await backend.setup(migrate=migrate)
-        return AsyncClient(backend, tenant=tenant, limits=limits)
+        bound = backend.bound_tenant
+        if bound is not None and tenant is not None and tenant != bound:
+            raise PermissionDenied(f"this API key acts for tenant {bound!r}, not {tenant!r}",
+                                   tenant=tenant)
+        return AsyncClient(backend, tenant=bound or tenant or "default", limits=limits)
     except BaseException:
         await backend.close()
         raise
@@ -575,16 +647,20 @@ async def start_client(
 async def connect_async(
     url: str | None = None,
     *,
-    tenant: str = "default",
+    tenant: str | None = None,
+    token: str | None = None,
     limits: Limits | None = None,
     migrate: bool = True,
 ) -> AsyncClient:
     """Open an async client on ``url``; the same surface as :func:`ownstate.connect`.
 
-    The URL is the argument, else ``OWNSTATE_URL``, else ``sqlite:///ownstate.db``. With
+    The URL is the argument, else ``OWNSTATE_URL``, else ``sqlite:///ownstate.db``; an
+    ``http(s)://`` URL reaches an ownstate server with the API key ``token``. With
     ``migrate=False`` the schema is only verified (for processes that may not run DDL).
     Raises :class:`~ownstate.errors.InvalidInput` (unknown scheme),
+    :class:`~ownstate.errors.Unauthenticated` (a server refused the key),
+    :class:`~ownstate.errors.PermissionDenied` (``tenant`` is not the key's),
     :class:`~ownstate.errors.SchemaVersion`, :class:`~ownstate.errors.BackendUnavailable`.
     """
-    backend = open_backend(resolve_url(url))
+    backend = open_backend(resolve_url(url), token=token)
     return await start_client(backend, tenant=tenant, limits=limits, migrate=migrate)

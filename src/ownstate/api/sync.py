@@ -17,14 +17,17 @@ from ..model import (
     ACTIVE_RUN_STATUSES,
     CLOSED_RUN_STATUSES,
     JSON,
+    PERMISSION_LEVELS,
     RUN_STATUSES,
     SOURCE_TYPES,
+    ApiKey,
     AssetRef,
     CheckpointRecord,
     CheckpointScope,
     Effect,
     Fact,
     FactExplanation,
+    Grant,
     Item,
     Lease,
     MemoryStoreRecord,
@@ -37,10 +40,10 @@ from ..model import (
     SessionRecord,
     SessionStoreRecord,
 )
-from . import aio, assets, checkpoints, memory, runs
+from . import access, aio, assets, checkpoints, memory, runs
 from ._portal import Portal
 
-__all__ = ["Assets", "Checkpoints", "Client", "MemoryStore", "MemoryStores", "Runs", "Session", "SessionStore", "SessionStores"]
+__all__ = ["ApiKeys", "Assets", "Checkpoints", "Client", "MemoryStore", "MemoryStores", "Runs", "Session", "SessionStore", "SessionStores"]
 
 
 def _twin(portal: Portal, value: Any) -> Any:
@@ -62,7 +65,8 @@ class Session:
     """One session: its record as last read, and every operation on its history.
 
     Attribute values are a snapshot from when the handle was made or last refreshed;
-    operations always act on what is stored now.
+    operations always act on what is stored now. A handle from ``session_stores.session()``
+    has read nothing yet: only ``store`` and ``session_id`` are known until ``refresh()``.
     """
 
     def __init__(self, portal: Portal, impl: aio.AsyncSession) -> None:
@@ -74,7 +78,11 @@ class Session:
 
     @property
     def record(self) -> SessionRecord:
-        """The stored record as last read."""
+        """The stored record as last read.
+
+        Raises :class:`~ownstate.errors.InvalidInput` on a handle that has read nothing yet
+        (as do the attributes below other than ``store`` and ``session_id``).
+        """
         return self._impl.record
 
     @property
@@ -239,6 +247,25 @@ class SessionStore:
     def create_time(self) -> datetime:
         return self._impl.create_time
 
+    def grant_permission(self, principal: str, permission: str) -> Grant:
+        """Give ``principal`` ``permission`` (READ, WRITE or MANAGE) on this store, replacing
+        what it had. The HTTP server enforces grants; the library records them.
+
+        Raises :class:`~ownstate.errors.InvalidInput`.
+        """
+        return self._portal.call(self._impl.grant_permission(principal, permission))
+
+    def revoke_permission(self, principal: str) -> None:
+        """Take away ``principal``'s grant on this store (its ownership stays).
+
+        Raises :class:`~ownstate.errors.InvalidInput`.
+        """
+        return self._portal.call(self._impl.revoke_permission(principal))
+
+    def permissions(self) -> list[Grant]:
+        """Every grant on this store, the owner's included, by principal."""
+        return self._portal.call(self._impl.permissions())
+
     def add(self, *, actor_id: str, session_id: str | None = None, metadata: Mapping[str, str] | None = None) -> Session:
         """Create a session for ``actor_id`` (required; it groups sessions and grants
         nothing). ``session_id`` is generated unless given.
@@ -277,16 +304,28 @@ class SessionStores:
         self._portal = portal
         self._impl = impl
 
-    def create(self, name: str) -> SessionStore:
-        """Create a store named with 3-55 chars of ``[a-z0-9_-]``.
+    def create(self, name: str, *, owner: str | None = None) -> SessionStore:
+        """Create a store named with 3-55 chars of ``[a-z0-9_-]``, owned by ``owner`` (a
+        principal) when one is given.
 
         Raises :class:`~ownstate.errors.AlreadyExists`, :class:`~ownstate.errors.InvalidInput`.
         """
-        return cast("SessionStore", _twin(self._portal, self._portal.call(self._impl.create(name))))
+        return cast("SessionStore", _twin(self._portal, self._portal.call(self._impl.create(name, owner=owner))))
 
     def get(self, name: str) -> SessionStore:
         """The store with this name. Raises :class:`~ownstate.errors.StoreNotFound`."""
         return cast("SessionStore", _twin(self._portal, self._portal.call(self._impl.get(name))))
+
+    def session(self, store: str, session_id: str) -> Session:
+        """A handle on session ``session_id`` of ``store``, made without reading either, so
+        that a write costs one round trip. Its operations act on what is stored and raise
+        :class:`~ownstate.errors.SessionNotFound` when there is no such session; its
+        attributes other than ``store`` and ``session_id`` need ``refresh()`` first.
+
+        Raises :class:`~ownstate.errors.InvalidInput` for a malformed store name or an
+        empty ``session_id``.
+        """
+        return cast("Session", _twin(self._portal, self._portal.call(self._impl.session(store, session_id))))
 
     def list_page(self, *, page_size: int | None = None, page_token: str | None = None) -> Page[SessionStore]:
         """One page of stores, by name. Raises :class:`~ownstate.errors.InvalidInput`,
@@ -330,6 +369,25 @@ class MemoryStore:
     def create_time(self) -> datetime:
         """When the memory store was created."""
         return self._impl.create_time
+
+    def grant_permission(self, principal: str, permission: str) -> Grant:
+        """Give ``principal`` ``permission`` (READ, WRITE or MANAGE) on this store, replacing
+        what it had. The HTTP server enforces grants; the library records them.
+
+        Raises :class:`~ownstate.errors.InvalidInput`.
+        """
+        return self._portal.call(self._impl.grant_permission(principal, permission))
+
+    def revoke_permission(self, principal: str) -> None:
+        """Take away ``principal``'s grant on this store (its ownership stays).
+
+        Raises :class:`~ownstate.errors.InvalidInput`.
+        """
+        return self._portal.call(self._impl.revoke_permission(principal))
+
+    def permissions(self) -> list[Grant]:
+        """Every grant on this store, the owner's included, by principal."""
+        return self._portal.call(self._impl.permissions())
 
     def remember(self, subject: str, key: str, value: JSON, *, confidence: float | None = None, source: Item | tuple[str, str, str] | None = None, source_type: str = 'agent', valid_from: datetime | None = None) -> Fact:
         """Record that ``key`` of ``subject`` is ``value`` and return the new fact.
@@ -451,12 +509,13 @@ class MemoryStores:
         self._portal = portal
         self._impl = impl
 
-    def create(self, name: str) -> MemoryStore:
-        """Create a memory store named with 3-55 chars of ``[a-z0-9_-]``.
+    def create(self, name: str, *, owner: str | None = None) -> MemoryStore:
+        """Create a memory store named with 3-55 chars of ``[a-z0-9_-]``, owned by
+        ``owner`` (a principal) when one is given.
 
         Raises :class:`~ownstate.errors.AlreadyExists`, :class:`~ownstate.errors.InvalidInput`.
         """
-        return cast("MemoryStore", _twin(self._portal, self._portal.call(self._impl.create(name))))
+        return cast("MemoryStore", _twin(self._portal, self._portal.call(self._impl.create(name, owner=owner))))
 
     def get(self, name: str) -> MemoryStore:
         """The memory store with this name.
@@ -847,6 +906,41 @@ class Assets:
         return self._portal.call(self._impl.list(_untwin(session)))
 
 
+class ApiKeys:
+    """The tenant's API keys for the HTTP server: ``client.api_keys``."""
+
+    def __init__(self, portal: Portal, impl: access.AsyncApiKeys) -> None:
+        self._portal = portal
+        self._impl = impl
+
+    def create(self, principal: str, *, admin: bool = False) -> tuple[ApiKey, str]:
+        """A new key for ``principal`` in this tenant, and its token (``osk_...``).
+
+        The token is returned only here; store it now. Raises
+        :class:`~ownstate.errors.InvalidInput` (bad principal name).
+        """
+        return self._portal.call(self._impl.create(principal, admin=admin))
+
+    def list(self) -> list[ApiKey]:
+        """Every key of this tenant, revoked ones included, oldest first."""
+        return self._portal.call(self._impl.list())
+
+    def revoke(self, key_id: str) -> ApiKey:
+        """Revoke a key: every request carrying it is refused from now on.
+
+        Revoking twice is harmless. Raises :class:`~ownstate.errors.KeyNotFound`.
+        """
+        return self._portal.call(self._impl.revoke(key_id))
+
+    def authenticate(self, token: str) -> ApiKey:
+        """The live key this token belongs to, in any tenant.
+
+        Raises :class:`~ownstate.errors.Unauthenticated` for a malformed, unknown or revoked
+        token, with one message for all three.
+        """
+        return self._portal.call(self._impl.authenticate(token))
+
+
 class Client:
     """Everything ownstate stores for one tenant, over one backend.
 
@@ -917,6 +1011,10 @@ class Client:
     def assets(self) -> Assets:
         return Assets(self._portal, self._impl.assets)
 
+    @property
+    def api_keys(self) -> ApiKeys:
+        return ApiKeys(self._portal, self._impl.api_keys)
+
 
 _TWINS: dict[type, Any] = {
     aio.AsyncSession: Session,
@@ -927,6 +1025,7 @@ _TWINS: dict[type, Any] = {
     runs.AsyncRuns: Runs,
     checkpoints.AsyncCheckpoints: Checkpoints,
     assets.AsyncAssets: Assets,
+    access.AsyncApiKeys: ApiKeys,
     aio.AsyncClient: Client,
 }
 _SYNC_TYPES = frozenset(_TWINS.values())

@@ -29,7 +29,7 @@ def _float_option(options: dict[str, list[str]], name: str, default: float) -> f
         raise InvalidInput(f"URL option {name}= must be a number", field="url") from exc
 
 
-def open_backend(url: str, *, inline: bool = False) -> Backend:
+def open_backend(url: str, *, inline: bool = False, token: str | None = None) -> Backend:
     """A backend for ``url``, not yet set up.
 
     - ``memory://`` (private) or ``memory://NAME`` (shared within this process)
@@ -47,6 +47,8 @@ def open_backend(url: str, *, inline: bool = False) -> Backend:
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     options = parse_qs(parts.query)
+    if token is not None and scheme not in ("http", "https"):
+        raise InvalidInput("token= is for http:// and https:// URLs", field="token")
     if scheme == "memory":
         from .memory import MemoryBackend
 
@@ -87,5 +89,9 @@ def open_backend(url: str, *, inline: bool = False) -> Backend:
         from .redis import RedisBackend
 
         return RedisBackend.from_url(url)
+    if scheme in ("http", "https"):
+        from .http import HttpBackend
+
+        return HttpBackend(url, token)
     raise InvalidInput(f"no backend for URL scheme {parts.scheme!r} (try memory:// or "
                        "sqlite:///path.db)", field="url")

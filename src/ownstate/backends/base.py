@@ -1,6 +1,6 @@
 """The one interface every backend implements, async because async is the source of truth.
 
-A backend is the sum of five ports (sessions, facts, runs, checkpoints, assets) plus its
+A backend is the sum of six ports (sessions, facts, runs, checkpoints, assets, access) plus its
 lifecycle. It stores records and enforces invariants in its datastore; it does not
 validate caller input (the public API does that first, identically for every backend) and
 it does not encode page tokens (it returns and accepts plain cursors).
@@ -15,6 +15,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import ClassVar
 
+from .ports.access import AccessPort
 from .ports.assets import AssetPort
 from .ports.checkpoints import CheckpointPort, NewCheckpoint
 from .ports.facts import FactPort, NewFact
@@ -45,9 +46,13 @@ class Capability:
     MIGRATIONS = "migrations"
     #: memory.search() is available
     TEXT_SEARCH = "text_search"
+    #: the client is the database's operator: it looks keys up and records grants and
+    #: owners as told (a server's client is a principal instead: the server authenticates
+    #: it and makes it the owner of what it creates)
+    OPERATOR = "operator"
 
 
-class Backend(SessionPort, FactPort, RunPort, CheckpointPort, AssetPort):
+class Backend(SessionPort, FactPort, RunPort, CheckpointPort, AssetPort, AccessPort):
     """Storage for every kind of ownstate state."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset()
@@ -57,6 +62,12 @@ class Backend(SessionPort, FactPort, RunPort, CheckpointPort, AssetPort):
         """True when no operation of this backend ever waits on an event loop, so a sync
         client may drive its coroutines directly on the calling thread."""
         return False
+
+    @property
+    def bound_tenant(self) -> str | None:
+        """The one tenant this backend may act for, when its credentials decide it (a
+        remote server's API key); None when the caller chooses."""
+        return None
 
     @abstractmethod
     async def setup(self, *, migrate: bool) -> None:

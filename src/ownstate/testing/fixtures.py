@@ -32,7 +32,7 @@ def make_client(target: Target) -> Iterator[Callable[..., ownstate.Client]]:
     opened: list[ownstate.Client] = []
 
     def make(**kwargs: Any) -> ownstate.Client:
-        made = ownstate.connect(target.url, **kwargs)
+        made = target.connect(**kwargs)
         opened.append(made)
         return made
 

@@ -38,7 +38,7 @@ from ownstate import _ids
 from ownstate.errors import InvalidInput
 from ownstate.model import Fact
 
-from .stateful import fresh_url
+from .stateful import fresh_url, open_fresh
 from .targets import Target
 
 __all__ = ["FactsMachine", "test_facts_state_machine"]
@@ -138,13 +138,16 @@ class FactsMachine(RuleBasedStateMachine):
 
     new_database: ClassVar[Callable[[], str]]
 
+    def open_client(self, **kwargs: Any) -> ownstate.Client:
+        """A client on a fresh database; override it where a URL alone cannot open one."""
+        return ownstate.connect(type(self).new_database(), **kwargs)
+
     def __init__(self) -> None:
         super().__init__()
         self.now = START
         self._real_now = _ids.now
         _ids.now = lambda: self.now
-        self.client = ownstate.connect(type(self).new_database(),
-                                       tenant=f"facts-{uuid.uuid4().hex}")
+        self.client = self.open_client(tenant=f"facts-{uuid.uuid4().hex}")
         self.memory = self.client.memory_stores.create("machine-memory")
         self.log: list[Remembered | Forgotten] = []
 
@@ -268,5 +271,8 @@ def test_facts_state_machine(target: Target, tmp_path: Path) -> None:
 
     class OnTarget(FactsMachine):
         new_database = staticmethod(lambda: fresh_url(target, directory))
+
+        def open_client(self, **kwargs: Any) -> ownstate.Client:
+            return open_fresh(target, directory, **kwargs)
 
     run_state_machine_as_test(OnTarget, settings=SETTINGS)

@@ -80,6 +80,14 @@ def fresh_url(target: Target, directory: Path) -> str:
     return target.url
 
 
+def open_fresh(target: Target, directory: Path, **kwargs: Any) -> ownstate.Client:
+    """A client on a new, empty database of the target (see :func:`fresh_url`), or through
+    the target's own opener when it has one (a server target gives each tenant a key)."""
+    if target.opener is not None:
+        return target.connect(**kwargs)
+    return ownstate.connect(fresh_url(target, directory), **kwargs)
+
+
 # -- the model -----------------------------------------------------------------------------
 
 
@@ -268,10 +276,14 @@ class SessionsMachine(RuleBasedStateMachine):
 
     new_database: ClassVar[Callable[[], str]]
 
+    def open_client(self, **kwargs: Any) -> ownstate.Client:
+        """A client on a fresh database; override it where a URL alone cannot open one
+        (a server, whose keys decide the tenant)."""
+        return ownstate.connect(type(self).new_database(), **kwargs)
+
     def __init__(self) -> None:
         super().__init__()
-        self.client = ownstate.connect(type(self).new_database(), limits=LIMITS,
-                                       tenant=f"machine-{uuid.uuid4().hex}")
+        self.client = self.open_client(limits=LIMITS, tenant=f"machine-{uuid.uuid4().hex}")
         self.model: ModelStores = {}
         # every handle ever made, so calls on deleted things can be tried too
         self.store_handles: dict[str, ownstate.SessionStore] = {}
@@ -732,5 +744,8 @@ def test_sessions_state_machine(target: Target, tmp_path: Path) -> None:
 
     class OnTarget(SessionsMachine):
         new_database = staticmethod(lambda: fresh_url(target, directory))
+
+        def open_client(self, **kwargs: Any) -> ownstate.Client:
+            return open_fresh(target, directory, **kwargs)
 
     run_state_machine_as_test(OnTarget, settings=SETTINGS)

@@ -1,0 +1,13 @@
+"""What every port over HTTP shares: the transport to the server."""
+
+from __future__ import annotations
+
+from ._transport import Transport
+
+__all__ = ["HttpBase"]
+
+
+class HttpBase:
+    """Holds the transport; each port mixin turns its calls into requests on it."""
+
+    _http: Transport

@@ -1,0 +1,76 @@
+"""API keys and store grants, over HTTP.
+
+Keys are made by the caller (only the secret's digest travels) and checked by the server;
+a client never looks a key up, so :meth:`find_api_key` is refused.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from ... import _wire
+from ...errors import PermissionDenied
+from ...model import ApiKey, Grant
+from ._base import HttpBase
+
+__all__ = ["AccessOverHttp", "grants_path"]
+
+KEYS = "/api/2.0/agents/api-keys"
+
+
+def grants_path(kind: str, store: str) -> str:
+    """Where a store's permissions live: under its session store or memory store."""
+    collection = "session-stores" if kind == "session_store" else "memory-stores"
+    return f"/api/2.0/agents/{collection}/{store}/permissions"
+
+
+class AccessOverHttp(HttpBase):
+    """The access port as calls to the server's key and permission routes."""
+
+    async def create_api_key(self, key: ApiKey, secret_hash: str) -> None:
+        await self._http.call("POST", KEYS, json={
+            "key_id": key.key_id, "principal": key.principal, "admin": key.admin,
+            "secret_sha256": secret_hash})
+
+    async def find_api_key(self, key_id: str) -> tuple[ApiKey, str] | None:
+        raise PermissionDenied("API keys are checked by the server, not looked up by clients")
+
+    async def list_api_keys(self, tenant: str) -> list[ApiKey]:
+        body = await self._http.call("GET", KEYS)
+        return [_wire.load(ApiKey, k) for k in body["api_keys"]]
+
+    async def revoke_api_key(self, tenant: str, key_id: str, now: datetime) -> ApiKey:
+        body = await self._http.call("POST", f"{KEYS}/{key_id}:revoke")
+        return _wire.load(ApiKey, body)
+
+    async def set_grant(self, tenant: str, kind: str, store: str, principal: str,
+                        level: str | None) -> None:
+        path = grants_path(kind, store)
+        if level == "OWNER":
+            # The server makes the creating principal the owner when it creates the store.
+            return
+        if level is None:
+            await self._http.call("POST", f"{path}:revoke",
+                                  json={"principal": {"name": principal}})
+        else:
+            await self._http.call("POST", f"{path}:grant",
+                                  json={"principal": {"name": principal}, "permission": level})
+
+    async def get_grant(self, tenant: str, kind: str, store: str,
+                        principal: str) -> str | None:
+        for grant in await self.list_grants(tenant, kind, store):
+            if grant.principal == principal:
+                return grant.level
+        return None
+
+    async def list_grants(self, tenant: str, kind: str, store: str) -> list[Grant]:
+        body = await self._http.call("GET", grants_path(kind, store))
+        return [_wire.load(Grant, g) for g in body["grants"]]
+
+    async def list_principal_grants(self, tenant: str, principal: str) -> list[Grant]:
+        body = await self._http.call("GET", "/api/2.0/agents/whoami/grants")
+        return [_wire.load(Grant, g) for g in body["grants"]]
+
+    async def drop_grants(self, tenant: str, kind: str, store: str) -> int:
+        # The server drops a store's grants itself when it deletes the store.
+        return 0

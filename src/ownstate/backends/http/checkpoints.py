@@ -1,0 +1,143 @@
+"""Checkpoints, always under their full run scope, over HTTP."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from ... import _wire
+from ...errors import SessionNotFound
+from ...limits import SESSION_ID_RE
+from ...model import (
+    JSON,
+    CheckpointRecord,
+    CheckpointScope,
+    PendingWrite,
+    RetentionPolicy,
+    RetentionReport,
+    RunUsage,
+)
+from ..ports.checkpoints import NewCheckpoint
+from ._base import HttpBase
+from .runs import API, missing_run, segment
+
+__all__ = ["CheckpointsOverHttp"]
+
+_UPLOAD = {"content-type": "application/octet-stream"}
+
+
+def _run_base(scope: CheckpointScope) -> str:
+    """The path of the scope's run; a scope whose ids no session or run could have names
+    no run, and gets the server's not-found without a request."""
+    if not (SESSION_ID_RE.fullmatch(scope.session_id) and SESSION_ID_RE.fullmatch(scope.run_id)):
+        raise missing_run(scope.run_id)
+    return (f"{API}/session-stores/{scope.store}/sessions/{segment(scope.session_id)}"
+            f"/runs/{segment(scope.run_id)}")
+
+
+def _envelope(fields: Mapping[str, Any], raw: Mapping[str, str] | None = None) -> bytes:
+    """One line of JSON: ``fields`` encoded, and ``raw`` values spliced in as JSON text
+    already encoded; then the line feed that ends it."""
+    parts = [json.dumps(k) + ":" + json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+             for k, v in fields.items()]
+    parts += [json.dumps(k) + ":" + v for k, v in (raw or {}).items()]
+    return ("{" + ",".join(parts) + "}\n").encode()
+
+
+def _record(body: Any) -> CheckpointRecord:
+    return _wire.load(CheckpointRecord, body)
+
+
+class CheckpointsOverHttp(HttpBase):
+    """The checkpoints port as calls to the server's routes."""
+
+    async def put_checkpoint(self, tenant: str, scope: CheckpointScope,
+                             checkpoint: NewCheckpoint, now: datetime) -> CheckpointRecord:
+        head = _envelope({"checkpoint_id": checkpoint.checkpoint_id,
+                          "type_tag": checkpoint.type_tag,
+                          "namespace": checkpoint.namespace,
+                          "parent_checkpoint_id": checkpoint.parent_checkpoint_id},
+                         {"metadata": checkpoint.metadata_json})
+        body = await self._http.call(
+            "POST", f"{_run_base(scope)}/checkpoints:put", params={"actor_id": scope.actor_id},
+            content=head + checkpoint.payload, headers=_UPLOAD)
+        return _record(body)
+
+    async def put_writes(self, tenant: str, scope: CheckpointScope, namespace: str,
+                         checkpoint_id: str, writes: Sequence[PendingWrite],
+                         now: datetime) -> None:
+        head = _envelope({"checkpoint_id": checkpoint_id, "namespace": namespace,
+                          "writes": [{"task_id": w.task_id, "index": w.index,
+                                      "channel": w.channel, "type_tag": w.type_tag,
+                                      "task_path": w.task_path, "size": len(w.payload)}
+                                     for w in writes]})
+        await self._http.call(
+            "POST", f"{_run_base(scope)}/checkpoints:put_writes",
+            params={"actor_id": scope.actor_id},
+            content=b"".join([head, *(w.payload for w in writes)]), headers=_UPLOAD)
+
+    async def get_checkpoint(self, tenant: str, scope: CheckpointScope, namespace: str,
+                             checkpoint_id: str | None) -> CheckpointRecord | None:
+        body = await self._http.call("GET", f"{_run_base(scope)}/checkpoints:get", params={
+            "actor_id": scope.actor_id, "namespace": namespace,
+            "checkpoint_id": checkpoint_id})
+        found = body.get("checkpoint")
+        return _record(found) if found is not None else None
+
+    async def list_checkpoints(self, tenant: str, scope: CheckpointScope,
+                               namespace: str | None, metadata: Mapping[str, JSON],
+                               before: str | None, limit: int | None) -> list[CheckpointRecord]:
+        wanted = (json.dumps(dict(metadata), ensure_ascii=False, separators=(",", ":"))
+                  if metadata else None)
+        body = await self._http.call("GET", f"{_run_base(scope)}/checkpoints", params={
+            "actor_id": scope.actor_id, "namespace": namespace, "metadata": wanted,
+            "before": before, "limit": limit})
+        return [_record(r) for r in body["checkpoints"]]
+
+    async def delete_checkpoints(self, tenant: str, scope: CheckpointScope,
+                                 namespace: str | None, checkpoint_ids: Sequence[str]) -> int:
+        body = await self._http.call(
+            "POST", f"{_run_base(scope)}/checkpoints:delete",
+            params={"actor_id": scope.actor_id},
+            json={"checkpoint_ids": list(checkpoint_ids), "namespace": namespace})
+        return int(body["deleted"])
+
+    async def delete_run_checkpoints(self, tenant: str, scope: CheckpointScope) -> int:
+        body = await self._http.call("DELETE", f"{_run_base(scope)}/checkpoints",
+                                     params={"actor_id": scope.actor_id})
+        return int(body["deleted"])
+
+    async def delete_session_checkpoints(self, tenant: str, actor_id: str, store: str,
+                                         session_id: str) -> int:
+        if not SESSION_ID_RE.fullmatch(session_id):
+            raise _wire.error_from_problem(404, _wire.problem_for(SessionNotFound(
+                "", store=store, session_id=session_id)))
+        body = await self._http.call(
+            "DELETE", f"{API}/session-stores/{store}/sessions/{segment(session_id)}/checkpoints",
+            params={"actor_id": actor_id})
+        return int(body["deleted"])
+
+    async def copy_checkpoints(self, tenant: str, source: CheckpointScope,
+                               target: CheckpointScope) -> int:
+        origin = _run_base(source)
+        _run_base(target)
+        body = await self._http.call(
+            "POST", f"{origin}/checkpoints:copy",
+            params={"actor_id": source.actor_id},
+            json={"target": {"actor_id": target.actor_id, "store": target.store,
+                             "session_id": target.session_id, "run_id": target.run_id}})
+        return int(body["copied"])
+
+    async def apply_retention(self, tenant: str, policy: RetentionPolicy,
+                              now: datetime) -> RetentionReport:
+        body = await self._http.call("POST", f"{API}/checkpoints:apply_retention", json={
+            "keep_last": policy.keep_last, "max_age_seconds": policy.max_age_seconds,
+            "drop_when_run_ends": policy.drop_when_run_ends})
+        return _wire.load(RetentionReport, body)
+
+    async def checkpoint_usage(self, tenant: str, run_id: str | None) -> list[RunUsage]:
+        body = await self._http.call("GET", f"{API}/checkpoints:usage",
+                                     params={"run_id": run_id})
+        return [_wire.load(RunUsage, u) for u in body["usage"]]

@@ -1,0 +1,142 @@
+"""Runs, leases and effects, over HTTP."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+from ... import _wire
+from ...errors import LeaseHeld, RunNotFound
+from ...limits import SESSION_ID_RE
+from ...model import Effect, Lease, Run
+from ._base import HttpBase
+
+__all__ = ["RunsOverHttp", "missing_run", "run_path"]
+
+API = "/api/2.0/agents"
+RUNS = f"{API}/runs"
+
+
+def missing_run(run_id: str) -> RunNotFound:
+    """The not-found the server gives for ``run_id``, made here without asking it."""
+    error = _wire.error_from_problem(404, _wire.problem_for(
+        RunNotFound(f"no run {run_id!r}", run_id=run_id)))
+    assert isinstance(error, RunNotFound)
+    return error
+
+
+def run_path(run_id: str) -> str:
+    """The path of the run ``run_id``.
+
+    Every run id was checked as a session-like id when the run was opened, so an id that
+    could not have been names no run: it raises :class:`~ownstate.errors.RunNotFound`
+    here, exactly as the server would, rather than being sent, where a ``/`` or ``?`` in
+    it would change the route.
+    """
+    if not SESSION_ID_RE.fullmatch(run_id):
+        raise missing_run(run_id)
+    return f"{RUNS}/{run_id}"
+
+
+def segment(value: str) -> str:
+    """``value`` as path text the server decodes back to exactly ``value``; dots are
+    encoded too, so that ``.`` and ``..`` are never taken for relative segments."""
+    return quote(value, safe="").replace(".", "%2E")
+
+
+def _lease(body: Any) -> Lease:
+    return _wire.load(Lease, body)
+
+
+class RunsOverHttp(HttpBase):
+    """The runs port as calls to the server's routes."""
+
+    async def open_run(self, tenant: str, store: str, session_id: str, run_id: str,
+                       framework: str, thread_key: str | None, owner: str | None,
+                       ttl_seconds: float, now: datetime) -> Run:
+        path = f"{API}/session-stores/{store}/sessions/{segment(session_id)}/runs"
+        body = await self._http.call("POST", path, json={
+            "framework": framework, "thread_key": thread_key, "run_id": run_id,
+            "owner": owner, "ttl": ttl_seconds})
+        return _wire.load(Run, body)
+
+    async def get_run(self, tenant: str, run_id: str) -> Run:
+        return _wire.load(Run, await self._http.call("GET", run_path(run_id)))
+
+    async def list_runs(self, tenant: str, *, store: str | None, session_id: str | None,
+                        status: str | None, framework: str | None, limit: int,
+                        after: Sequence[Any] | None) -> tuple[list[Run], list[Any] | None]:
+        body = await self._http.call("GET", RUNS, params={
+            "store": store, "session_id": session_id, "status": status,
+            "framework": framework, "limit": limit,
+            "after": after[0] if after is not None else None})
+        cursor = body.get("next_after")
+        return ([_wire.load(Run, r) for r in body["runs"]],
+                [cursor] if cursor is not None else None)
+
+    async def mark_awaiting(self, tenant: str, run_id: str, awaiting_json: str,
+                            fencing_token: int | None, now: datetime) -> Run:
+        # The description already holds requested_by; the server sets requested_at by its
+        # own clock. The JSON text goes as it is, spliced into the body.
+        text = ('{"awaiting":' + awaiting_json + ',"fencing_token":'
+                + ("null" if fencing_token is None else str(int(fencing_token))) + "}")
+        body = await self._http.call("POST", f"{run_path(run_id)}:await",
+                                     content=text.encode(),
+                                     headers={"content-type": "application/json"})
+        return _wire.load(Run, body)
+
+    async def resume(self, tenant: str, run_id: str, owner: str, ttl_seconds: float,
+                     now: datetime) -> Lease:
+        try:
+            body = await self._http.call("POST", f"{run_path(run_id)}:resume",
+                                         json={"owner": owner, "ttl": ttl_seconds})
+        except LeaseHeld as exc:
+            # Details travel as JSON: give the holder's expiry back its type.
+            expires = exc.details.get("expires_at")
+            if isinstance(expires, str):
+                with contextlib.suppress(ValueError):
+                    exc.details["expires_at"] = datetime.fromisoformat(expires)
+            raise
+        return _lease(body)
+
+    async def heartbeat(self, tenant: str, run_id: str, fencing_token: int,
+                        ttl_seconds: float, now: datetime) -> Lease:
+        body = await self._http.call("POST", f"{run_path(run_id)}:heartbeat",
+                                     json={"fencing_token": fencing_token,
+                                           "ttl": ttl_seconds})
+        return _lease(body)
+
+    async def close_run(self, tenant: str, run_id: str, status: str, usd_cost: float | None,
+                        step_count: int | None, fencing_token: int | None,
+                        now: datetime) -> Run:
+        body = await self._http.call("POST", f"{run_path(run_id)}:close", json={
+            "status": status, "usd_cost": usd_cost, "step_count": step_count,
+            "fencing_token": fencing_token})
+        return _wire.load(Run, body)
+
+    async def outstanding(self, tenant: str, status: str, framework: str | None,
+                          entered_before: datetime | None, limit: int) -> list[Run]:
+        body = await self._http.call("GET", f"{RUNS}:outstanding", params={
+            "status": status, "framework": framework, "limit": limit,
+            "entered_before": (entered_before.isoformat() if entered_before is not None
+                               else None)})
+        return [_wire.load(Run, r) for r in body["runs"]]
+
+    async def record_effect(self, tenant: str, run_id: str, tool_call_id: str,
+                            result_json: str, fencing_token: int | None,
+                            now: datetime) -> Effect:
+        text = ('{"result":' + result_json + ',"fencing_token":'
+                + ("null" if fencing_token is None else str(int(fencing_token))) + "}")
+        body = await self._http.call(
+            "PUT", f"{run_path(run_id)}/effects/{segment(tool_call_id)}",
+            content=text.encode(), headers={"content-type": "application/json"})
+        return _wire.load(Effect, body)
+
+    async def get_effect(self, tenant: str, run_id: str, tool_call_id: str) -> Effect | None:
+        body = await self._http.call("GET",
+                                     f"{run_path(run_id)}/effects/{segment(tool_call_id)}")
+        found = body.get("effect")
+        return _wire.load(Effect, found) if found is not None else None

@@ -1,0 +1,237 @@
+"""Session stores, sessions and items, over HTTP."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+from ... import _wire
+from ...errors import BackendUnavailable, ItemNotFound, SessionNotFound
+from ...model import Item, SessionRecord, SessionStoreRecord, build_item
+from ..ports.sessions import NewItem, SessionOrder
+from ._base import HttpBase
+
+__all__ = ["SessionsOverHttp"]
+
+STORES = "/api/2.0/agents/session-stores"
+
+#: The shape of an id the client made up itself (``new_id("ses")``). A caller-chosen session
+#: id never holds an underscore, so such an id is left for the server to make instead.
+_GENERATED_SESSION_ID = re.compile(r"ses_[0-9a-f]{32}")
+_JSON_HEADERS = {"content-type": "application/json"}
+_UNADDRESSABLE = re.compile(r"[/\x00-\x1f\x7f]")
+
+
+def _segment(value: str) -> str:
+    quoted = quote(value, safe="")
+    # "." and ".." would be taken as dot-segments and dropped from the path
+    return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted
+
+
+def _sessions(store: str) -> str:
+    return f"{STORES}/{_segment(store)}/sessions"
+
+
+def _addressable(value: str) -> bool:
+    """Whether the server's routes can name this id: no id with a slash or a control
+    character, or longer than 1024 characters, is ever made, so such an id is simply not
+    found, as it would be in a local database."""
+    return len(value) <= 1024 and _UNADDRESSABLE.search(value) is None
+
+
+def _session(store: str, session_id: str) -> str:
+    """The session's path. Raises SessionNotFound for an id no session can have."""
+    if not _addressable(session_id):
+        raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
+                              store=store, session_id=session_id)
+    return f"{_sessions(store)}/{_segment(session_id)}"
+
+
+def _no_item(session_id: str, item_id: str) -> ItemNotFound:
+    return ItemNotFound(f"no item {item_id!r} in session {session_id!r}",
+                        session_id=session_id, item_id=item_id)
+
+
+def _chosen(session_id: str) -> str | None:
+    return None if _GENERATED_SESSION_ID.fullmatch(session_id) else session_id
+
+
+def _item(data: Any) -> Item:
+    """An item from its JSON; the hot path of every replay, so built field by field."""
+    try:
+        return build_item(
+            data["item_id"], data["session_id"], data["seq"],
+            datetime.fromisoformat(data["create_time"]), data["data"], data["format"],
+            data.get("role"), data.get("type"), data.get("tool_name"), data.get("model"),
+            data.get("in_tokens"), data.get("out_tokens"))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BackendUnavailable(
+            f"the server sent an item this client cannot read: {exc!r}") from exc
+
+
+def _items(body: Any) -> list[Item]:
+    return [_item(i) for i in body["session_items"]]
+
+
+def _append_body(items: Sequence[NewItem], key: str | None) -> bytes:
+    """The append request, spliced from each item's JSON text as the client encoded it
+    (decoding it only to encode it again would cost as much as the rest of the call)."""
+    parts = [f'{{"data":{it.data_json},"format":{json.dumps(it.format)}}}' for it in items]
+    tail = f',"idempotency_key":{json.dumps(key, ensure_ascii=False)}' if key is not None else ""
+    return f'{{"items":[{",".join(parts)}]{tail}}}'.encode()
+
+
+class SessionsOverHttp(HttpBase):
+    """The sessions port as calls to the server's routes."""
+
+    async def create_store(self, tenant: str, name: str, now: datetime) -> SessionStoreRecord:
+        body = await self._http.call("POST", STORES, json={"name": name})
+        return _wire.load(SessionStoreRecord, body, tenant=tenant)
+
+    async def get_store(self, tenant: str, name: str) -> SessionStoreRecord:
+        body = await self._http.call("GET", f"{STORES}/{name}")
+        return _wire.load(SessionStoreRecord, body, tenant=tenant)
+
+    async def list_stores(
+        self, tenant: str, limit: int, after: str | None
+    ) -> list[SessionStoreRecord]:
+        body = await self._http.call("GET", STORES, params={"limit": limit, "after": after})
+        return [_wire.load(SessionStoreRecord, r, tenant=tenant) for r in body["session_stores"]]
+
+    async def delete_store(self, tenant: str, name: str, force: bool) -> int:
+        body = await self._http.call("DELETE", f"{STORES}/{name}", params={"force": force})
+        return int(body["sessions_deleted"])
+
+    async def create_session(
+        self,
+        tenant: str,
+        store: str,
+        session_id: str,
+        actor_id: str,
+        metadata: Mapping[str, str],
+        now: datetime,
+    ) -> SessionRecord:
+        payload: dict[str, Any] = {"actor_id": actor_id, "metadata": dict(metadata)}
+        chosen = _chosen(session_id)
+        if chosen is not None:
+            payload["session_id"] = chosen
+        body = await self._http.call("POST", _sessions(store), json=payload)
+        return _wire.load(SessionRecord, body, tenant=tenant)
+
+    async def get_session(self, tenant: str, store: str, session_id: str) -> SessionRecord:
+        body = await self._http.call("GET", _session(store, session_id))
+        return _wire.load(SessionRecord, body, tenant=tenant)
+
+    async def list_sessions(
+        self,
+        tenant: str,
+        store: str,
+        *,
+        actor_id: str | None,
+        metadata: Mapping[str, str],
+        order: SessionOrder,
+        descending: bool,
+        limit: int,
+        after: Sequence[Any] | None,
+    ) -> tuple[list[SessionRecord], list[Any] | None]:
+        clauses = [f"actor_id = {json.dumps(actor_id)}"] if actor_id is not None else []
+        clauses.extend(f"metadata.{k} = {json.dumps(v)}" for k, v in metadata.items())
+        body = await self._http.call("GET", _sessions(store), params={
+            "order_by": f"{order} {'desc' if descending else 'asc'}",
+            "limit": limit,
+            "filter": " AND ".join(clauses) or None,
+            "after": json.dumps(list(after)) if after is not None else None,
+        })
+        records = [_wire.load(SessionRecord, r, tenant=tenant) for r in body["sessions"]]
+        cursor = json.loads(body["next_after"]) if body.get("next_after") else None
+        return records, cursor
+
+    async def update_metadata(
+        self, tenant: str, store: str, session_id: str, changes: Mapping[str, str | None],
+        max_labels: int,
+    ) -> SessionRecord:
+        body = await self._http.call("PATCH", _session(store, session_id),
+                                     params={"max_labels": max_labels},
+                                     json={"metadata": dict(changes)})
+        return _wire.load(SessionRecord, body, tenant=tenant)
+
+    async def delete_session(self, tenant: str, store: str, session_id: str, force: bool) -> int:
+        body = await self._http.call("DELETE", _session(store, session_id),
+                                     params={"force": force})
+        return int(body["sessions_deleted"])
+
+    async def fork_session(
+        self,
+        tenant: str,
+        store: str,
+        session_id: str,
+        new_session_id: str,
+        up_to_item_id: str | None,
+        now: datetime,
+    ) -> SessionRecord:
+        if not _addressable(session_id):
+            _session(store, session_id)  # raises SessionNotFound
+        if up_to_item_id is not None and not _addressable(up_to_item_id):
+            await self.get_session(tenant, store, session_id)
+            raise _no_item(session_id, up_to_item_id)
+        payload: dict[str, Any] = {"source_session_id": session_id}
+        chosen = _chosen(new_session_id)
+        if chosen is not None:
+            payload["session_id"] = chosen
+        if up_to_item_id is not None:
+            payload["up_to_item_id"] = up_to_item_id
+        body = await self._http.call("POST", f"{_sessions(store)}:fork", json=payload)
+        return _wire.load(SessionRecord, body["session"], tenant=tenant)
+
+    async def append_items(
+        self,
+        tenant: str,
+        store: str,
+        session_id: str,
+        items: Sequence[NewItem],
+        idempotency: tuple[str, str] | None,
+        now: datetime,
+    ) -> list[Item]:
+        # The server derives the columns, makes the ids and hashes the request itself.
+        content = _append_body(items, idempotency[0] if idempotency is not None else None)
+        body = await self._http.call("POST", f"{_session(store, session_id)}/items:append",
+                                     content=content, headers=_JSON_HEADERS)
+        return _items(body)
+
+    async def list_items(
+        self,
+        tenant: str,
+        store: str,
+        session_id: str,
+        *,
+        descending: bool,
+        limit: int,
+        after_seq: int | None,
+    ) -> list[Item]:
+        body = await self._http.call(
+            "GET", f"{_session(store, session_id)}/items",
+            params={"order_by": "create_time desc" if descending else "create_time asc",
+                    "limit": limit, "after_seq": after_seq})
+        return _items(body)
+
+    async def get_item(self, tenant: str, store: str, session_id: str, item_id: str) -> Item:
+        if not _addressable(item_id):
+            await self.get_session(tenant, store, session_id)
+            raise _no_item(session_id, item_id)
+        body = await self._http.call(
+            "GET", f"{_session(store, session_id)}/items/{_segment(item_id)}")
+        return _item(body)
+
+    async def pop_item(self, tenant: str, store: str, session_id: str,
+                       now: datetime) -> Item | None:
+        body = await self._http.call("POST", f"{_session(store, session_id)}/items:pop")
+        popped = body.get("session_item")
+        return _item(popped) if popped is not None else None
+
+    async def clear_items(self, tenant: str, store: str, session_id: str, now: datetime) -> int:
+        body = await self._http.call("POST", f"{_session(store, session_id)}/items:clear")
+        return int(body["items_cleared"])
