@@ -379,3 +379,73 @@ def test_memory_show_lists_current_facts_with_provenance(url: str) -> None:
     assert "superseded" in history.stdout
     assert run(url, "memory", "show", "user:0").stderr == "no facts about 'user:0'\n"
     assert run(url, "memory", "show", "user:8814", "--store", "nope").exit_code == 1
+
+
+# the HTTP server and its keys ---------------------------------------------------------------
+
+
+def test_keys_are_created_listed_and_revoked(url: str) -> None:
+    created = run(url, "keys", "create", "--tenant", "acme", "--principal", "billing")
+    assert created.exit_code == 0, created.output
+    token = created.stdout.strip()
+    assert re.fullmatch(r"osk_[0-9a-f]{16}_[A-Za-z0-9_-]{43}", token)
+    key_id = token.split("_")[1]
+    assert "not stored" in created.stderr
+    admin = run(url, "keys", "create", "--tenant", "acme", "--principal", "ops", "--admin")
+    assert admin.exit_code == 0
+    with ownstate.connect(url, tenant="acme") as client:
+        assert client.api_keys.authenticate(token).principal == "billing"
+    listed = run(url, "keys", "list", "--tenant", "acme")
+    rows = [line.split() for line in listed.stdout.splitlines()[1:]]
+    assert [(r[0], r[1]) for r in rows] == [(key_id, "billing"),
+                                            (admin.stdout.strip().split("_")[1], "ops")]
+    assert run(url, "keys", "list", "--tenant", "other").stdout.splitlines()[1:] == []
+    # Another tenant cannot revoke the key; its own tenant can, and then it is refused.
+    refused = run(url, "keys", "revoke", key_id, "--tenant", "other")
+    assert refused.exit_code == 1
+    assert run(url, "keys", "revoke", key_id, "--tenant", "acme").exit_code == 0
+    with ownstate.connect(url, tenant="acme") as client, \
+            pytest.raises(ownstate.Unauthenticated):
+        client.api_keys.authenticate(token)
+    assert run(url, "keys", "create", "--tenant", "acme", "--principal",
+               "bad name!").exit_code == 1
+
+
+def test_serve_prints_a_first_admin_key_and_serves_with_it(tmp_path: Path, url: str) -> None:
+    import socket
+    import time
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ownstate", "--url", url, "serve", "--port", str(port),
+         "--log-level", "warning"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        lines = []
+        while not any("Serving" in line for line in lines):
+            line = process.stdout.readline()
+            assert line, process.stderr.read() if process.stderr else ""
+            lines.append(line)
+        token = next(w for line in lines for w in line.split() if w.startswith("osk_"))
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                answer = httpx.get(f"http://127.0.0.1:{port}/api/2.0/agents/whoami",
+                                   headers={"authorization": f"Bearer {token}"})
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        assert answer.status_code == 200
+        assert answer.json()["tenant"] == "default"
+        assert answer.json()["admin"] is True
+    finally:
+        process.terminate()
+        process.communicate(timeout=20)
+    # A second start finds the key and makes no other.
+    with ownstate.connect(url) as client:
+        assert len(client.api_keys.list()) == 1

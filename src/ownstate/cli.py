@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import logging
 import shlex
 import shutil
 import sys
@@ -48,14 +49,14 @@ class _Group(click.Group):
 class _Options:
     """The global options, handed to every command through the click context."""
 
-    def __init__(self, url: str | None, tenant: str, *, command_prefix: str) -> None:
+    def __init__(self, url: str | None, tenant: str | None, *, command_prefix: str) -> None:
         self.url = url
         self.tenant = tenant
         #: how to repeat a command against the same database, for hints
         self.command_prefix = command_prefix
 
-    def connect(self, *, migrate: bool = True) -> ownstate.Client:
-        return ownstate.connect(self.url, tenant=self.tenant, migrate=migrate)
+    def connect(self, *, migrate: bool = True, tenant: str | None = None) -> ownstate.Client:
+        return ownstate.connect(self.url, tenant=tenant or self.tenant, migrate=migrate)
 
     @property
     def shown_url(self) -> str:
@@ -70,17 +71,18 @@ pass_options = click.make_pass_decorator(_Options)
 @click.option("--url", envvar="OWNSTATE_URL", show_envvar=True, default=None,
               help="Where state lives: sqlite:///path.db (default sqlite:///ownstate.db) "
                    "or memory://.")
-@click.option("--tenant", default="default", show_default=True,
-              help="The tenant whose state to read and write.")
+@click.option("--tenant", default=None,
+              help="The tenant whose state to read and write (default: \"default\"; on an "
+                   "http:// URL, the API key's).")
 @click.version_option(ownstate.__version__, prog_name="ownstate")
 @click.pass_context
-def cli(ctx: click.Context, url: str | None, tenant: str) -> None:
+def cli(ctx: click.Context, url: str | None, tenant: str | None) -> None:
     """ownstate: the system of record for AI-agent state."""
     invoked = Path(sys.argv[0]) if sys.argv else Path()
     prefix = [shlex.quote(str(invoked)) if invoked.name == "ownstate" else "ownstate"]
     if url is not None and ctx.get_parameter_source("url") is ParameterSource.COMMANDLINE:
         prefix.append(f"--url {shlex.quote(url)}")
-    if tenant != "default":
+    if tenant is not None:
         prefix.append(f"--tenant {shlex.quote(tenant)}")
     ctx.obj = _Options(url, tenant, command_prefix=" ".join(prefix))
 
@@ -386,6 +388,109 @@ def demo(options: _Options) -> None:
         click.echo("Look again with:")
         click.echo(f"  {options.command_prefix} sessions list --store {store.name}")
         click.echo(f"  {options.command_prefix} sessions show {fork.session_id}")
+
+
+# the HTTP server and its keys ------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Interface to listen on (0.0.0.0 for every interface).")
+@click.option("--port", type=click.IntRange(min=0, max=65535), default=8080,
+              show_default=True, help="Port to listen on.")
+@click.option("--url", "serve_url", default=None,
+              help="Where state lives (overrides the global --url / OWNSTATE_URL).")
+@click.option("--no-migrate", is_flag=True,
+              help="Only verify the schema at start; never change it (for replicas).")
+@click.option("--bootstrap/--no-bootstrap", default=True, show_default=True,
+              help="When the tenant has no API key yet, make an admin key and print it once.")
+@click.option("--key-cache", type=click.FloatRange(min=0), default=2.0, show_default=True,
+              help="Seconds a checked key is remembered; a key revoked elsewhere is refused "
+                   "within this time.")
+@click.option("--metrics-token", envvar="OWNSTATE_METRICS_TOKEN", show_envvar=True,
+              default=None, help="Require this bearer token at /metrics (default: open; "
+                                 "expose /metrics only on an internal network).")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
+              default="info", show_default=True,
+              help="Access log lines (logger ownstate.access) are at info.")
+@pass_options
+def serve(options: _Options, host: str, port: int, serve_url: str | None, no_migrate: bool,
+          bootstrap: bool, key_cache: float, metrics_token: str | None,
+          log_level: str) -> None:
+    """Serve the HTTP API (docs at /docs, schema at /openapi.json, metrics at /metrics).
+
+    Every request needs an API key (``ownstate keys create``). Several replicas may serve
+    one PostgreSQL database; start extra replicas with --no-migrate.
+    """
+    try:
+        import uvicorn
+
+        from ownstate.server import create_app
+    except ImportError as exc:
+        raise click.ClickException(
+            "the HTTP server needs the 'server' extra: pip install 'ownstate[server]'"
+        ) from exc
+    url = serve_url or options.url
+    shown = resolve_url(url)
+    if bootstrap:
+        with ownstate.connect(url, tenant=options.tenant, migrate=not no_migrate) as client:
+            if not client.api_keys.list():
+                key, token = client.api_keys.create("admin", admin=True)
+                click.echo(f"Made the first API key of tenant {client.tenant!r}: an admin key "
+                           f"({key.key_id}). It is shown only now:\n\n  {token}\n")
+                click.echo("Send it as 'Authorization: Bearer <key>', or "
+                           "ownstate.connect(url, token=<key>).\n")
+    click.echo(f"Serving {shown} on http://{host}:{port} (Ctrl-C stops).")
+    logging.basicConfig(level=log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = create_app(url, migrate=not no_migrate, key_cache_seconds=key_cache,
+                     metrics_token=metrics_token)
+    # ownstate's own access log replaces uvicorn's: it names the caller, never the query.
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False,
+                log_config=None)
+
+
+@cli.group()
+def keys() -> None:
+    """API keys for the HTTP server: each belongs to one principal of one tenant."""
+
+
+@keys.command("create")
+@click.option("--tenant", "key_tenant", required=True, help="The tenant the key acts for.")
+@click.option("--principal", required=True, help="Who the key is (a user or a service).")
+@click.option("--admin", is_flag=True, help="May do everything in the tenant.")
+@pass_options
+def create_key(options: _Options, key_tenant: str, principal: str, admin: bool) -> None:
+    """Make a key and print its token, which is shown only this once."""
+    with options.connect(tenant=key_tenant) as client:
+        key, token = client.api_keys.create(principal, admin=admin)
+    click.echo(token)
+    role = "admin" if key.admin else "principal"
+    click.echo(f"key {key.key_id}: {role} {key.principal!r} of tenant {key.tenant!r}. "
+               "Keep the token: it is not stored and cannot be shown again.", err=True)
+
+
+@keys.command("list")
+@click.option("--tenant", "key_tenant", required=True, help="Whose keys.")
+@pass_options
+def list_keys(options: _Options, key_tenant: str) -> None:
+    """Every key of a tenant, revoked ones included."""
+    with options.connect(tenant=key_tenant) as client:
+        found = client.api_keys.list()
+    rows = [[k.key_id, k.principal, "yes" if k.admin else "", _when(k.create_time),
+             _when(k.revoked_at) if k.revoked_at else ""] for k in found]
+    click.echo(_table(["KEY", "PRINCIPAL", "ADMIN", "CREATED", "REVOKED"], rows))
+
+
+@keys.command("revoke")
+@click.argument("key_id")
+@click.option("--tenant", "key_tenant", required=True, help="The key's tenant.")
+@pass_options
+def revoke_key(options: _Options, key_id: str, key_tenant: str) -> None:
+    """Revoke a key: servers refuse it from now on (within their --key-cache seconds)."""
+    with options.connect(tenant=key_tenant) as client:
+        key = client.api_keys.revoke(key_id)
+    click.echo(f"revoked {key.key_id} ({key.principal!r} of tenant {key.tenant!r})")
 
 
 # rendering -----------------------------------------------------------------------------

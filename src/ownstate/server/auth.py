@@ -1,0 +1,82 @@
+"""Who is calling: the bearer token checked against the stored keys, briefly remembered."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+
+from ..api._scope import Scope
+from ..api.access import AsyncApiKeys
+from ..api.aio import AsyncClient
+from ..backends import Backend
+from ..errors import Unauthenticated
+from ..limits import Limits
+from ..model import ApiKey
+
+__all__ = ["Caller", "KeyCheck"]
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """The key a request carries, and a client acting for its tenant."""
+
+    key: ApiKey
+    client: AsyncClient
+
+    @property
+    def tenant(self) -> str:
+        return self.key.tenant
+
+    @property
+    def principal(self) -> str:
+        return self.key.principal
+
+    @property
+    def admin(self) -> bool:
+        return self.key.admin
+
+
+class KeyCheck:
+    """Authenticates tokens, remembering a live key for ``cache_seconds`` so that a busy
+    client costs one key lookup per interval rather than per request.
+
+    A key revoked through this server stops working at once; one revoked elsewhere (the
+    CLI, another replica) within ``cache_seconds``. Only the token's digest is held.
+    """
+
+    def __init__(self, backend: Backend, limits: Limits, cache_seconds: float) -> None:
+        self.backend = backend
+        self.limits = limits
+        self.cache_seconds = cache_seconds
+        self._keys = AsyncApiKeys(Scope(backend, "-", limits))
+        self._cache: dict[bytes, tuple[ApiKey, float]] = {}
+
+    async def caller(self, authorization: str | None) -> Caller:
+        """The caller of a request with this ``Authorization`` header.
+
+        Raises :class:`~ownstate.errors.Unauthenticated`.
+        """
+        scheme, _, token = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Unauthenticated("send an API key as 'Authorization: Bearer osk_...'")
+        token = token.strip()
+        digest = hashlib.sha256(token.encode()).digest()
+        cached = self._cache.get(digest)
+        if cached is not None and cached[1] > time.monotonic():
+            key = cached[0]
+        else:
+            key = await self._keys.authenticate(token)
+            if self.cache_seconds > 0:
+                if len(self._cache) > 10_000:
+                    self._cache.clear()
+                self._cache[digest] = (key, time.monotonic() + self.cache_seconds)
+        client = AsyncClient(self.backend, tenant=key.tenant, limits=self.limits,
+                             owns_backend=False)
+        return Caller(key, client)
+
+    def forget(self, key_id: str) -> None:
+        """Drop a revoked key from the cache so that this replica refuses it at once."""
+        for digest, (key, _) in list(self._cache.items()):
+            if key.key_id == key_id:
+                self._cache.pop(digest, None)

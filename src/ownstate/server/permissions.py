@@ -1,0 +1,69 @@
+"""Store permissions: what a caller's principal may do to a session or memory store.
+
+Admin keys may do anything in their tenant. Others need a grant on the store: READ to read
+it, WRITE to change what it holds, MANAGE (or ownership) to grant, revoke and delete. A
+caller without even READ learns nothing: it gets exactly the not-found a missing store
+gives, built here from the ids alone so that the two cannot differ by a byte.
+"""
+
+from __future__ import annotations
+
+from ..errors import NotFound, PermissionDenied, RunNotFound, StoreNotFound
+from ..model import Run
+from .auth import Caller
+
+__all__ = ["MEMORY_STORE", "SESSION_STORE", "require", "require_run", "visible_stores"]
+
+SESSION_STORE = "session_store"
+MEMORY_STORE = "memory_store"
+_RANK = {"READ": 1, "WRITE": 2, "MANAGE": 3, "OWNER": 3}
+
+
+def _store_not_found(store: str) -> StoreNotFound:
+    return StoreNotFound(f"no store {store!r}", store=store)
+
+
+async def require(caller: Caller, kind: str, store: str, level: str) -> None:
+    """Pass when ``caller`` may act at ``level`` on the store, which exists.
+
+    Raises :class:`~ownstate.errors.StoreNotFound` (no such store, or not even READ on it)
+    and :class:`~ownstate.errors.PermissionDenied` (it may read but not do this).
+    """
+    backend = caller.client.backend
+    if caller.admin:
+        try:
+            if kind == SESSION_STORE:
+                await backend.get_store(caller.tenant, store)
+            else:
+                await backend.get_memory_store(caller.tenant, store)
+        except NotFound as exc:
+            raise _store_not_found(store) from exc
+        return
+    granted = await backend.get_grant(caller.tenant, kind, store, caller.principal)
+    if granted is None:
+        raise _store_not_found(store)
+    if _RANK.get(granted, 0) < _RANK[level]:
+        raise PermissionDenied(f"{level} on {store!r} is needed", store=store, needed=level)
+
+
+async def require_run(caller: Caller, run_id: str, level: str) -> Run:
+    """The run, when ``caller`` may act at ``level`` on its session store.
+
+    Raises :class:`~ownstate.errors.RunNotFound` (no such run, or not even READ on its
+    store) and :class:`~ownstate.errors.PermissionDenied`.
+    """
+    try:
+        run = await caller.client.runs.get(run_id)
+        await require(caller, SESSION_STORE, run.store, level)
+    except NotFound as exc:
+        raise RunNotFound(f"no run {run_id!r}", run_id=run_id) from exc
+    return run
+
+
+async def visible_stores(caller: Caller, kind: str) -> set[str] | None:
+    """The stores ``caller`` may read, or None for all of them (an admin)."""
+    if caller.admin:
+        return None
+    grants = await caller.client.backend.list_principal_grants(caller.tenant,
+                                                               caller.principal)
+    return {g.store for g in grants if g.kind == kind}

@@ -1,0 +1,162 @@
+"""The routes every kind of store has: create, get, list, and its permissions.
+
+Session stores and memory stores share one permission model and one shape of listing, so
+their routes are made here, once, for each kind; what differs (deleting, the contents)
+stays in each kind's module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Protocol
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field, create_model
+
+from ...api.access import permission_level
+from ...api.aio import AsyncClient
+from ...errors import InvalidInput
+from ...model import Grant
+from ..app import CallerDep
+from ..permissions import require, visible_stores
+from ..schemas import Empty, GrantOut, GrantRequest, GrantsOut, RevokeRequest, StoreOut, StrictModel
+
+__all__ = ["StoreKind", "add_store_routes"]
+
+StoreName = Annotated[str, Field(pattern=r"^[a-z0-9_-]{3,55}$")]
+
+
+class _Handle(Protocol):
+    """A store handle of the public API (session store or memory store)."""
+
+    @property
+    def name(self) -> Any: ...
+
+    @property
+    def create_time(self) -> Any: ...
+
+    async def grant_permission(self, principal: str, permission: str) -> Grant: ...
+
+    async def revoke_permission(self, principal: str) -> None: ...
+
+    async def permissions(self) -> list[Grant]: ...
+
+
+@dataclass(frozen=True)
+class StoreKind:
+    """One kind of store, as the routes see it.
+
+    ``stores(client)`` is the public API's collection (``client.session_stores``);
+    ``list_records`` and ``get_record`` are the backend's keyset listing and lookup.
+    """
+
+    kind: str
+    collection: str
+    label: str
+    list_field: str
+    stores: Callable[[AsyncClient], Any]
+    list_records: Callable[[AsyncClient, int, str | None], Awaitable[list[Any]]]
+    get_record: Callable[[AsyncClient, str], Awaitable[Any]]
+
+
+class CreateStore(StrictModel):
+    name: StoreName
+
+
+def _out(record: Any) -> StoreOut:
+    return StoreOut(name=record.name, create_time=record.create_time)
+
+
+def _grants(grants: list[Grant]) -> GrantsOut:
+    return GrantsOut(grants=[GrantOut(kind=g.kind, store=g.store, principal=g.principal,
+                                      level=g.level) for g in grants])
+
+
+def add_store_routes(router: APIRouter, spec: StoreKind) -> type[BaseModel]:
+    """Add create, get, list, grant, revoke and list-permissions routes for ``spec`` to
+    ``router``; returns the listing's response model."""
+    base = f"/{spec.collection}"
+    one = f"{base}/{{store}}"
+    listing: type[BaseModel] = create_model(  # type: ignore[call-overload]
+        f"{spec.kind.title().replace('_', '')}sOut",
+        **{spec.list_field: (list[StoreOut], ...), "next_page_token": (str | None, None)})
+
+    async def create(body: CreateStore, caller: CallerDep) -> StoreOut:
+        store = await spec.stores(caller.client).create(body.name, owner=caller.principal)
+        return _out(store)
+
+    async def get(store: str, caller: CallerDep) -> StoreOut:
+        await require(caller, spec.kind, store, "READ")
+        return _out(await spec.stores(caller.client).get(store))
+
+    async def list_stores(
+        caller: CallerDep,
+        page_size: Annotated[int | None, Query(ge=1, le=1000)] = None,
+        page_token: Annotated[str | None, Query(max_length=2048)] = None,
+        after: Annotated[str | None, Query(max_length=55, description=(
+            "Keyset paging: stores named after this one (instead of page_token)."))] = None,
+        limit: Annotated[int | None, Query(ge=1, le=1001, description=(
+            "Keyset paging: at most this many stores, with no next_page_token."))] = None,
+    ) -> BaseModel:
+        client = caller.client
+        visible = await visible_stores(caller, spec.kind)
+        if after is not None or limit is not None:
+            if page_token is not None or page_size is not None:
+                raise InvalidInput("give page_size/page_token or after/limit, not both",
+                                   field="limit")
+            size = limit or client.limits.default_page_size
+            if visible is None:
+                records = await spec.list_records(client, size, after)
+            else:
+                names = sorted(n for n in visible if after is None or n > after)[:size]
+                records = [await spec.get_record(client, n) for n in names]
+            return listing(**{spec.list_field: [_out(r) for r in records]})
+        if visible is not None:
+            raise InvalidInput("page tokens list every store; use after/limit",
+                               field="page_token")
+        page = await spec.stores(client).list_page(page_size=page_size, page_token=page_token)
+        return listing(**{spec.list_field: [_out(p) for p in page.items],
+                          "next_page_token": page.next_page_token})
+
+    async def handle(caller: Any, store: str, level: str) -> _Handle:
+        await require(caller, spec.kind, store, level)
+        found: _Handle = await spec.stores(caller.client).get(store)
+        return found
+
+    async def grant(store: str, body: GrantRequest, caller: CallerDep) -> Empty:
+        found = await handle(caller, store, "MANAGE")
+        await found.grant_permission(body.principal.name, permission_level(body.permission))
+        return Empty()
+
+    async def revoke(store: str, body: RevokeRequest, caller: CallerDep) -> Empty:
+        found = await handle(caller, store, "MANAGE")
+        await found.revoke_permission(body.principal.name)
+        return Empty()
+
+    async def permissions(store: str, caller: CallerDep) -> GrantsOut:
+        found = await handle(caller, store, "READ")
+        return _grants(await found.permissions())
+
+    what = spec.label
+    name = spec.kind
+    router.add_api_route(base, create, methods=["POST"], response_model=StoreOut,
+                         name=f"create_{name}",
+                         description=f"Create a {what} owned by the caller's principal.")
+    router.add_api_route(base, list_stores, methods=["GET"], response_model=listing,
+                         name=f"list_{name}s",
+                         description=f"The {what}s the caller may read, by name.")
+    router.add_api_route(one, get, methods=["GET"], response_model=StoreOut,
+                         name=f"get_{name}", description=f"A {what} (READ).")
+    router.add_api_route(f"{one}/permissions:grant", grant, methods=["POST"],
+                         response_model=Empty, name=f"grant_{name}_permission",
+                         description="Give a principal READ, WRITE or MANAGE on the store "
+                                     "(MANAGE).")
+    router.add_api_route(f"{one}/permissions:revoke", revoke, methods=["POST"],
+                         response_model=Empty, name=f"revoke_{name}_permission",
+                         description="Take a principal's grant on the store away (MANAGE); "
+                                     "ownership stays.")
+    router.add_api_route(f"{one}/permissions", permissions, methods=["GET"],
+                         response_model=GrantsOut, name=f"list_{name}_permissions",
+                         description="Every grant on the store (READ).")
+    return listing

@@ -1,0 +1,445 @@
+"""Checkpoints, always under the full scope of their run.
+
+Every route names the run's store, session and run in its path and the run's actor in the
+``actor_id`` query parameter, and all of it is applied where the data is read: a run that
+does not exist, a run outside the scope and a run in a store the caller may not read all
+answer with the same 404 ``run_not_found``.
+
+Checkpoint payloads may be far larger than a JSON body is allowed to be, so storing them
+(``checkpoints:put`` and ``checkpoints:put_writes``) takes an upload body: one line of
+JSON (the envelope: ids, type tags, metadata), a line feed, then the payload bytes as they
+are. Reads return payloads as base64 text in JSON.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Annotated, Any, TypeVar
+
+from fastapi import APIRouter, Path, Query, Request
+from pydantic import AfterValidator, BaseModel, Field, ValidationError
+
+from ...errors import (
+    InvalidInput,
+    LimitExceeded,
+    NotFound,
+    PermissionDenied,
+    RunNotFound,
+    SessionNotFound,
+)
+from ...limits import Limits, encode_json
+from ...model import CheckpointRecord, CheckpointScope, PendingWrite, RetentionPolicy
+from ..app import CallerDep
+from ..auth import Caller
+from ..permissions import SESSION_STORE, require, require_run
+from ..schemas import Empty, StrictModel
+from ._common import ERRORS
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api/2.0/agents", tags=["checkpoints"], responses=ERRORS)
+
+RUN = "/session-stores/{store}/sessions/{session_id}/runs/{run_id}"
+_BIGINT = 2**63 - 1
+
+M = TypeVar("M", bound=StrictModel)
+
+
+def _utf8(value: str) -> str:
+    # JSON bodies may carry lone surrogates (\ud800), which no datastore can store.
+    try:
+        value.encode()
+    except UnicodeEncodeError as exc:
+        raise ValueError("must be valid Unicode text") from exc
+    return value
+
+
+StoreName = Annotated[str, Path(pattern=r"^[a-z0-9_-]{3,55}$")]
+ActorId = Annotated[str, Query(min_length=1, max_length=4096, description=(
+    "The run's actor: part of the scope, checked with the rest of it."))]
+Id = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_utf8)]
+Namespace = Annotated[str, Field(max_length=256), AfterValidator(_utf8)]
+TypeTag = Annotated[str, Field(pattern=r"^[!-~]{1,64}$")]
+
+
+def upload_bound(limits: Limits) -> int:
+    """The largest upload body: a full payload, the largest metadata and an envelope for
+    the most writes one call may carry."""
+    return (limits.max_checkpoint_bytes + limits.max_item_bytes
+            + limits.max_batch_items * 2048 + 65536)
+
+
+class PendingWriteOut(BaseModel):
+    task_id: str
+    index: int
+    channel: str
+    type_tag: str
+    payload: str = Field(description="Base64.")
+    task_path: str
+
+
+class CheckpointOut(BaseModel):
+    run_id: str
+    namespace: str
+    checkpoint_id: str
+    parent_checkpoint_id: str | None
+    type_tag: str
+    payload: str = Field(description="Base64.")
+    metadata: dict[str, Any]
+    create_time: datetime
+    pending_writes: list[PendingWriteOut]
+
+
+class CheckpointLookup(BaseModel):
+    checkpoint: CheckpointOut | None
+
+
+class CheckpointsOut(BaseModel):
+    checkpoints: list[CheckpointOut]
+
+
+class DeletedOut(BaseModel):
+    deleted: int
+
+
+class CopiedOut(BaseModel):
+    copied: int
+
+
+class RetentionOut(BaseModel):
+    checkpoints_deleted: int
+    bytes_freed: int
+
+
+class UsageOut(BaseModel):
+    run_id: str
+    checkpoints: int
+    stored_bytes: int
+
+
+class UsagesOut(BaseModel):
+    usage: list[UsageOut]
+
+
+class PutEnvelope(StrictModel):
+    """The first line of a ``checkpoints:put`` body."""
+
+    checkpoint_id: Id
+    type_tag: TypeTag
+    namespace: Namespace = ""
+    parent_checkpoint_id: Id | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class WriteHeader(StrictModel):
+    task_id: Id
+    index: Annotated[int, Field(strict=True, ge=-_BIGINT - 1, le=_BIGINT)]
+    channel: Id
+    type_tag: TypeTag
+    task_path: Annotated[str, Field(max_length=1024), AfterValidator(_utf8)] = ""
+    size: Annotated[int, Field(strict=True, ge=0, description=(
+        "How many of the payload bytes after the envelope are this write's."))]
+
+
+class WritesEnvelope(StrictModel):
+    """The first line of a ``checkpoints:put_writes`` body; the writes' payloads follow,
+    one after another, in this order."""
+
+    checkpoint_id: Id
+    namespace: Namespace = ""
+    writes: list[WriteHeader]
+
+
+class DeleteCheckpoints(StrictModel):
+    checkpoint_ids: list[Annotated[str, Field(max_length=256), AfterValidator(_utf8)]]
+    namespace: Namespace | None = Field(default=None, description=(
+        "Only in this namespace; every namespace when absent."))
+
+
+class ScopeIn(StrictModel):
+    actor_id: Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(_utf8)]
+    store: Annotated[str, Field(pattern=r"^[a-z0-9_-]{3,55}$")]
+    session_id: Id
+    run_id: Id
+
+
+class CopyCheckpoints(StrictModel):
+    target: ScopeIn = Field(description="The run whose checkpoints are replaced.")
+
+
+class Retention(StrictModel):
+    keep_last: Annotated[int, Field(strict=True, ge=1, le=_BIGINT)] | None = None
+    # About a thousand years: an age beyond the calendar cannot be subtracted from now.
+    max_age_seconds: Annotated[float, Field(strict=True, gt=0, le=3.15e10,
+                                            allow_inf_nan=False)] | None = None
+    drop_when_run_ends: Annotated[bool, Field(strict=True)] = False
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _out(record: CheckpointRecord) -> CheckpointOut:
+    return CheckpointOut(
+        run_id=record.run_id, namespace=record.namespace, checkpoint_id=record.checkpoint_id,
+        parent_checkpoint_id=record.parent_checkpoint_id, type_tag=record.type_tag,
+        payload=_b64(record.payload), metadata=record.metadata,
+        create_time=record.create_time,
+        pending_writes=[PendingWriteOut(task_id=w.task_id, index=w.index, channel=w.channel,
+                                        type_tag=w.type_tag, payload=_b64(w.payload),
+                                        task_path=w.task_path)
+                        for w in record.pending_writes])
+
+
+def _run_not_found(run_id: str) -> RunNotFound:
+    return RunNotFound(f"no run {run_id!r}", run_id=run_id)
+
+
+async def _authorize(caller: Caller, scope: CheckpointScope, level: str) -> None:
+    """Pass when the caller may act at ``level`` on the scope's store; a store it may not
+    read is reported as the run missing, exactly as the scoped operation would."""
+    # An admin skips the lookup: the scoped operation itself finds a missing store.
+    if caller.admin:
+        return
+    try:
+        await require(caller, SESSION_STORE, scope.store, level)
+    except NotFound as exc:
+        raise _run_not_found(scope.run_id) from exc
+
+
+def _utf8_json(value: object, field: str) -> None:
+    # JSON bodies may carry lone surrogates (\ud800), which no datastore can store.
+    try:
+        encode_json(value, field=field).encode()
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(f"{field} holds text that is not valid Unicode", field=field) from exc
+    except InvalidInput:
+        pass  # the public API reports what JSON cannot hold, with its own message
+
+
+async def _read_upload(request: Request, bound: int) -> bytearray:
+    """The request body, refused as soon as it is known to exceed ``bound`` bytes."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > bound:
+        raise _too_large(bound, int(declared))
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > bound:
+            raise _too_large(bound, len(body))
+    return body
+
+
+def _too_large(bound: int, actual: int) -> LimitExceeded:
+    return LimitExceeded(f"the request body is {actual} bytes; the limit is {bound}",
+                         field="request_body", limit=bound, actual=actual)
+
+
+def _split_upload(body: bytearray) -> tuple[bytes, memoryview]:
+    end = body.find(b"\n")
+    if end < 0:
+        raise InvalidInput("the body must start with one line of JSON (the envelope) "
+                           "and a line feed", field="envelope")
+    return bytes(body[:end]), memoryview(body)[end + 1:]
+
+
+def _envelope(model: type[M], line: bytes) -> M:
+    try:
+        return model.model_validate_json(line)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "envelope"
+        raise InvalidInput(f"envelope.{where}: {first['msg']}", field=where) from exc
+
+
+_UPLOAD_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {
+    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}}
+
+
+@router.post(RUN + "/checkpoints:put", response_model=CheckpointOut,
+             openapi_extra=_UPLOAD_BODY)
+async def put_checkpoint(store: StoreName, session_id: str, run_id: str,
+                         actor_id: ActorId, request: Request,
+                         caller: CallerDep) -> CheckpointOut:
+    """Store a checkpoint of the run (WRITE). The body is the envelope as one line of
+    JSON (checkpoint_id, type_tag, namespace, parent_checkpoint_id, metadata), a line
+    feed, then the payload bytes; storing an id again replaces it in place."""
+    scope = CheckpointScope(actor_id, store, session_id, run_id)
+    await _authorize(caller, scope, "WRITE")
+    limits = caller.client.limits
+    line, payload = _split_upload(await _read_upload(request, upload_bound(limits)))
+    envelope = _envelope(PutEnvelope, line)
+    _utf8_json(envelope.metadata, "metadata")
+    record = await caller.client.checkpoints.put(
+        scope, envelope.checkpoint_id, type_tag=envelope.type_tag, payload=bytes(payload),
+        namespace=envelope.namespace, parent_checkpoint_id=envelope.parent_checkpoint_id,
+        metadata=envelope.metadata)
+    return _out(record)
+
+
+@router.post(RUN + "/checkpoints:put_writes", response_model=Empty,
+             openapi_extra=_UPLOAD_BODY)
+async def put_writes(store: StoreName, session_id: str, run_id: str, actor_id: ActorId,
+                     request: Request, caller: CallerDep) -> Empty:
+    """Store pending writes against a stored checkpoint, all or none (WRITE). The body is
+    the envelope as one line of JSON (checkpoint_id, namespace, writes: task_id, index,
+    channel, type_tag, task_path and the payload's size), a line feed, then the writes'
+    payloads one after another."""
+    scope = CheckpointScope(actor_id, store, session_id, run_id)
+    await _authorize(caller, scope, "WRITE")
+    limits = caller.client.limits
+    line, rest = _split_upload(await _read_upload(request, upload_bound(limits)))
+    envelope = _envelope(WritesEnvelope, line)
+    if len(envelope.writes) > limits.max_batch_items:
+        raise LimitExceeded(f"at most {limits.max_batch_items} writes per call",
+                            field="writes", limit=limits.max_batch_items,
+                            actual=len(envelope.writes))
+    total = sum(w.size for w in envelope.writes)
+    if total != len(rest):
+        raise InvalidInput(f"the writes' sizes add up to {total} bytes, but {len(rest)} "
+                           "follow the envelope", field="writes")
+    writes: list[PendingWrite] = []
+    start = 0
+    for header in envelope.writes:
+        writes.append(PendingWrite(
+            task_id=header.task_id, index=header.index, channel=header.channel,
+            type_tag=header.type_tag, payload=bytes(rest[start:start + header.size]),
+            task_path=header.task_path))
+        start += header.size
+    await caller.client.checkpoints.put_writes(scope, envelope.checkpoint_id, writes,
+                                               namespace=envelope.namespace)
+    return Empty()
+
+
+@router.get(RUN + "/checkpoints:get", response_model=CheckpointLookup)
+async def get_checkpoint(
+    store: StoreName, session_id: str, run_id: str, actor_id: ActorId, caller: CallerDep,
+    checkpoint_id: Annotated[str | None, Query(min_length=1, max_length=256, description=(
+        "This checkpoint; the newest in the namespace when absent."))] = None,
+    namespace: Annotated[str, Query(max_length=256)] = "",
+) -> CheckpointLookup:
+    """A checkpoint of the run with its pending writes, or ``checkpoint: null`` (READ)."""
+    scope = CheckpointScope(actor_id, store, session_id, run_id)
+    await _authorize(caller, scope, "READ")
+    record = await caller.client.checkpoints.get(scope, checkpoint_id, namespace=namespace)
+    return CheckpointLookup(checkpoint=_out(record) if record is not None else None)
+
+
+@router.get(RUN + "/checkpoints", response_model=CheckpointsOut)
+async def list_checkpoints(
+    store: StoreName, session_id: str, run_id: str, actor_id: ActorId, caller: CallerDep,
+    namespace: Annotated[str | None, Query(max_length=256, description=(
+        "Only this namespace; every namespace when absent."))] = None,
+    metadata: Annotated[str | None, Query(max_length=8192, description=(
+        "A JSON object: only checkpoints whose metadata holds each key with an equal "
+        "JSON value."))] = None,
+    before: Annotated[str | None, Query(min_length=1, max_length=256, description=(
+        "Only checkpoints stored before this one."))] = None,
+    limit: Annotated[int | None, Query(ge=0, le=_BIGINT)] = None,
+) -> CheckpointsOut:
+    """The run's checkpoints, newest first, with their pending writes (READ)."""
+    scope = CheckpointScope(actor_id, store, session_id, run_id)
+    await _authorize(caller, scope, "READ")
+    wanted: Mapping[str, Any] | None = None
+    if metadata is not None:
+        try:
+            parsed = json.loads(metadata)
+        except ValueError as exc:
+            raise InvalidInput("metadata must be a JSON object", field="metadata") from exc
+        if not isinstance(parsed, dict):
+            raise InvalidInput("metadata must be a JSON object", field="metadata")
+        _utf8_json(parsed, "metadata")
+        wanted = parsed
+    records = await caller.client.checkpoints.list(scope, namespace=namespace,
+                                                   metadata=wanted, before=before,
+                                                   limit=limit)
+    return CheckpointsOut(checkpoints=[_out(r) for r in records])
+
+
+@router.post(RUN + "/checkpoints:delete", response_model=DeletedOut)
+async def delete_checkpoints(store: StoreName, session_id: str, run_id: str,
+                             actor_id: ActorId, body: DeleteCheckpoints,
+                             caller: CallerDep) -> DeletedOut:
+    """Delete the named checkpoints of the run with their pending writes, in one atomic
+    step; ids not stored are ignored (WRITE)."""
+    scope = CheckpointScope(actor_id, store, session_id, run_id)
+    await _authorize(caller, scope, "WRITE")
+    count = await caller.client.checkpoints.delete(scope, body.checkpoint_ids,
+                                                   namespace=body.namespace)
+    return DeletedOut(deleted=count)
+
+
+@router.delete(RUN + "/checkpoints", response_model=DeletedOut)
+async def delete_run_checkpoints(store: StoreName, session_id: str, run_id: str,
+                                 actor_id: ActorId, caller: CallerDep) -> DeletedOut:
+    """Delete every checkpoint of the run; the run itself stays (WRITE)."""
+    scope = CheckpointScope(actor_id, store, session_id, run_id)
+    await _authorize(caller, scope, "WRITE")
+    return DeletedOut(deleted=await caller.client.checkpoints.delete_run(scope))
+
+
+@router.delete("/session-stores/{store}/sessions/{session_id}/checkpoints",
+               response_model=DeletedOut)
+async def delete_session_checkpoints(store: StoreName, session_id: str, actor_id: ActorId,
+                                     caller: CallerDep) -> DeletedOut:
+    """Delete every checkpoint of every run of the session, which must be the actor's;
+    the session, its items and its runs stay (WRITE)."""
+    if not caller.admin:
+        try:
+            await require(caller, SESSION_STORE, store, "WRITE")
+        except NotFound as exc:
+            raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
+                                  store=store, session_id=session_id) from exc
+    count = await caller.client.checkpoints.delete_session(actor_id, store, session_id)
+    return DeletedOut(deleted=count)
+
+
+@router.post(RUN + "/checkpoints:copy", response_model=CopiedOut)
+async def copy_checkpoints(store: StoreName, session_id: str, run_id: str,
+                           actor_id: ActorId, body: CopyCheckpoints,
+                           caller: CallerDep) -> CopiedOut:
+    """Replace the target run's checkpoints with copies of this run's (READ here, WRITE
+    on the target's store)."""
+    source = CheckpointScope(actor_id, store, session_id, run_id)
+    t = body.target
+    target = CheckpointScope(t.actor_id, t.store, t.session_id, t.run_id)
+    await _authorize(caller, source, "READ")
+    await _authorize(caller, target, "WRITE")
+    return CopiedOut(copied=await caller.client.checkpoints.copy(source, target))
+
+
+@router.post("/checkpoints:apply_retention", response_model=RetentionOut)
+async def apply_retention(body: Retention, caller: CallerDep) -> RetentionOut:
+    """Delete, across the tenant, every checkpoint the policy names (admin)."""
+    if not caller.admin:
+        raise PermissionDenied("only an admin key may apply retention across the tenant")
+    report = await caller.client.checkpoints.apply_retention(RetentionPolicy(
+        keep_last=body.keep_last, max_age_seconds=body.max_age_seconds,
+        drop_when_run_ends=body.drop_when_run_ends))
+    return RetentionOut(checkpoints_deleted=report.checkpoints_deleted,
+                        bytes_freed=report.bytes_freed)
+
+
+@router.get("/checkpoints:usage", response_model=UsagesOut)
+async def checkpoint_usage(
+    caller: CallerDep,
+    run_id: Annotated[str | None, Query(min_length=1, max_length=256, description=(
+        "Only this run (any key that may read it; an empty list when it holds none)."))
+    ] = None,
+) -> UsagesOut:
+    """Checkpoints and stored payload bytes per run, largest first: across the tenant
+    (admin), or of one run."""
+    if not caller.admin:
+        if run_id is None:
+            raise PermissionDenied("only an admin key may see usage across the tenant")
+        try:
+            await require_run(caller, run_id, "READ")
+        except RunNotFound:
+            # A run the caller may not read holds nothing it may see.
+            return UsagesOut(usage=[])
+    usage = await caller.client.checkpoints.usage(run_id)
+    return UsagesOut(usage=[UsageOut(run_id=u.run_id, checkpoints=u.checkpoints,
+                                     stored_bytes=u.stored_bytes) for u in usage])

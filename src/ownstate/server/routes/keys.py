@@ -1,0 +1,128 @@
+"""Who the caller is, and the tenant's API keys (admin keys only)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Request
+from pydantic import BaseModel, Field
+
+from ..._ids import now
+from ...api.access import principal_name
+from ...backends import Capability
+from ...errors import InvalidInput, PermissionDenied
+from ...model import ApiKey
+from ..app import CallerDep
+from ..auth import Caller
+from ..schemas import GrantOut, GrantsOut, StrictModel
+from ._common import ERRORS
+
+__all__ = ["API_VERSION", "router"]
+
+#: The version of the wire contract; clients refuse a server speaking another.
+API_VERSION = 1
+
+router = APIRouter(prefix="/api/2.0/agents", tags=["access"], responses=ERRORS)
+
+class WhoAmI(BaseModel):
+    tenant: str
+    principal: str
+    admin: bool
+    key_id: str
+    api_version: int
+    capabilities: list[str]
+
+
+class ApiKeyOut(BaseModel):
+    key_id: str
+    tenant: str
+    principal: str
+    admin: bool
+    create_time: datetime
+    revoked_at: datetime | None = None
+
+
+class ApiKeysOut(BaseModel):
+    api_keys: list[ApiKeyOut]
+
+
+class CreateKey(StrictModel):
+    principal: str = Field(min_length=1, max_length=128,
+                           pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@:+-]*$")
+    admin: bool = False
+    key_id: str | None = Field(default=None, pattern=r"^[0-9a-f]{16}$", description=(
+        "With secret_sha256: register a key whose secret the caller made; only the "
+        "digest is sent."))
+    secret_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+
+
+class CreatedKey(ApiKeyOut):
+    token: str | None = Field(default=None, description=(
+        "The key's token, shown only now; absent when the caller sent its own digest."))
+
+
+def _out(key: ApiKey) -> ApiKeyOut:
+    return ApiKeyOut(key_id=key.key_id, tenant=key.tenant, principal=key.principal,
+                     admin=key.admin, create_time=key.create_time, revoked_at=key.revoked_at)
+
+
+def _admin(caller: Caller) -> None:
+    if not caller.admin:
+        raise PermissionDenied("only an admin key may manage API keys")
+
+
+@router.get("/whoami", response_model=WhoAmI)
+async def whoami(caller: CallerDep) -> WhoAmI:
+    """The caller's tenant, principal and key, and what the server can do."""
+    caps = set(type(caller.client.backend).capabilities) | {Capability.MULTIPROCESS,
+                                                           Capability.PERSISTENT}
+    caps -= {Capability.MIGRATIONS, Capability.OPERATOR}
+    return WhoAmI(tenant=caller.tenant, principal=caller.principal, admin=caller.admin,
+                  key_id=caller.key.key_id, api_version=API_VERSION,
+                  capabilities=sorted(caps))
+
+
+@router.get("/whoami/grants", response_model=GrantsOut)
+async def my_grants(caller: CallerDep) -> GrantsOut:
+    """Every grant the caller's principal holds."""
+    grants = await caller.client.backend.list_principal_grants(caller.tenant,
+                                                               caller.principal)
+    return GrantsOut(grants=[GrantOut(kind=g.kind, store=g.store, principal=g.principal,
+                                      level=g.level) for g in grants])
+
+
+@router.post("/api-keys", response_model=CreatedKey)
+async def create_api_key(body: CreateKey, caller: CallerDep) -> CreatedKey:
+    """A new key for a principal of the caller's tenant (admin)."""
+    _admin(caller)
+    if (body.key_id is None) != (body.secret_sha256 is None):
+        raise InvalidInput("give key_id and secret_sha256 together, or neither",
+                           field="secret_sha256")
+    if body.key_id is not None and body.secret_sha256 is not None:
+        key = ApiKey(key_id=body.key_id, tenant=caller.tenant,
+                     principal=principal_name(body.principal), admin=body.admin,
+                     create_time=now())
+        await caller.client.backend.create_api_key(key, body.secret_sha256)
+        return CreatedKey(**_out(key).model_dump())
+    key, token = await caller.client.api_keys.create(body.principal, admin=body.admin)
+    return CreatedKey(**_out(key).model_dump(), token=token)
+
+
+@router.get("/api-keys", response_model=ApiKeysOut)
+async def list_api_keys(caller: CallerDep) -> ApiKeysOut:
+    """Every key of the caller's tenant, revoked ones included (admin)."""
+    _admin(caller)
+    return ApiKeysOut(api_keys=[_out(k) for k in await caller.client.api_keys.list()])
+
+
+@router.post("/api-keys/{key_id}:revoke", response_model=ApiKeyOut)
+async def revoke_api_key(
+    key_id: Annotated[str, Path(pattern=r"^[0-9a-f]{16}$")], caller: CallerDep,
+    request: Request,
+) -> ApiKeyOut:
+    """Revoke a key of the caller's tenant (admin); requests carrying it are refused."""
+    _admin(caller)
+    key = await caller.client.api_keys.revoke(key_id)
+    request.app.state.keys.forget(key_id)
+    return _out(key)

@@ -1,0 +1,457 @@
+"""Memory stores, their permissions and the facts they hold; and the tenant-wide subject
+operations (erase, export), which only admin keys may use.
+
+Facts live under their store (``/memory-stores/{store}/facts/...``), so the permission on
+the store covers every fact in it, addressed by id or by (subject, key).
+
+Provenance points into session stores, which have permissions of their own. A caller may
+only name a source item it could read (else the item is "not found", exactly as a missing
+one), and ``explain`` shows the source item only to a caller who may read its session
+store; to anyone else it reports ``source_item: null``, which reads exactly as an item that
+has since been deleted. The fact's own source ids stay visible: they are part of the fact.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, Field, Strict
+
+from ...api.memory import AsyncMemoryStore
+from ...errors import InvalidInput, ItemNotFound, NotFound, PermissionDenied
+from ...model import JSON, SOURCE_TYPES, Fact, Item
+from ..app import CallerDep
+from ..auth import Caller
+from ..permissions import MEMORY_STORE, SESSION_STORE, require, visible_stores
+from ..schemas import (
+    StrictModel,
+)
+from ._common import ERRORS
+from ._stores import StoreKind, add_store_routes
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api/2.0/agents", tags=["memory"], responses=ERRORS)
+
+MEMORY_STORES = StoreKind(
+    kind=MEMORY_STORE, collection="memory-stores", label="memory store",
+    list_field="memory_stores", stores=lambda client: client.memory_stores,
+    list_records=lambda c, limit, after: c.backend.list_memory_stores(c.tenant, limit, after),
+    get_record=lambda c, name: c.backend.get_memory_store(c.tenant, name))
+MemoryStoresOut = add_store_routes(router, MEMORY_STORES)
+
+#: A subject or key: non-blank printable text.
+NAME_PATTERN = r"^[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
+Name = Annotated[str, Field(min_length=1, max_length=256, pattern=NAME_PATTERN)]
+SourcePart = Annotated[str, Field(min_length=1, max_length=256)]
+SourceType = Annotated[str, Field(pattern="^(" + "|".join(SOURCE_TYPES) + ")$")]
+Confidence = Annotated[float, Field(ge=0, le=1)]
+
+
+def _text_time(value: object) -> object:
+    # JSON has no time type: a time is RFC 3339 text, never a bare number of seconds.
+    if not isinstance(value, str):
+        raise ValueError("must be RFC 3339 text with a UTC offset")
+    return value
+
+
+#: Request bodies are strict (no coercion), but a time can only arrive as text.
+Moment = Annotated[AwareDatetime, Strict(False), BeforeValidator(_text_time)]
+NameQuery = Annotated[str, Query(min_length=1, max_length=256, pattern=NAME_PATTERN)]
+
+
+# bodies ---------------------------------------------------------------------------------
+
+
+class FactsDeletedOut(BaseModel):
+    facts_deleted: int
+
+
+class SourceIn(StrictModel):
+    """The conversation item a fact was learned from. Without ``store``, the item is
+    looked up by its ids among the session stores the caller may read."""
+
+    store: SourcePart | None = None
+    session_id: SourcePart
+    item_id: SourcePart
+
+
+class FactIn(StrictModel):
+    subject: Name
+    key: Name
+    value: Any = Field(description="Any JSON value, stored exactly as given.")
+    confidence: Confidence | None = None
+    source: SourceIn | None = None
+    source_type: SourceType = "agent"
+    valid_from: Moment | None = Field(default=None, description=(
+        "When the value became true in the world (default: the time it is recorded)."))
+
+
+class FactsIn(StrictModel):
+    facts: list[FactIn] = Field(description=(
+        "Remembered in order, all or none; at most the server's batch limit (1000 by "
+        "default)."))
+
+
+class RecallIn(StrictModel):
+    subject: Name
+    keys: list[Name] | None = Field(default=None, description=(
+        "Only these keys (at most the server's page limit, 1000 by default)."))
+    as_of: Moment | None = Field(default=None, description="Valid time (default: now).")
+    known_at: Moment | None = Field(default=None, description="Record time (default: now).")
+
+
+class ForgetIn(StrictModel):
+    subject: Name
+    key: Name
+    reason: str | None = Field(default=None, max_length=1000)
+
+
+class SearchIn(StrictModel):
+    query: str = Field(min_length=1, description=(
+        "Words (runs of letters and digits, at most 32 distinct), all of which must match."))
+    subject: Name | None = None
+    limit: int = Field(default=20, ge=1, le=1000)
+
+
+class SubjectIn(StrictModel):
+    subject: Name
+    include_sessions: bool = False
+
+
+class FactOut(BaseModel):
+    fact_id: str
+    memory_store: str
+    subject: str
+    key: str
+    value: Any
+    confidence: float | None
+    source_type: str
+    source_store: str | None = None
+    source_session_id: str | None
+    source_item_id: str | None
+    valid_from: datetime
+    valid_to: datetime | None
+    recorded_at: datetime
+    superseded_at: datetime | None
+    supersedes: str | None
+    closed_reason: str | None = None
+
+
+class FactsOut(BaseModel):
+    facts: list[FactOut]
+
+
+class ForgottenOut(BaseModel):
+    fact: FactOut | None = Field(description="The fact closed, or null when none was current.")
+
+
+class SourceItemOut(BaseModel):
+    item_id: str
+    session_id: str
+    seq: int
+    create_time: datetime
+    data: Any
+    format: str
+    role: str | None = None
+    type: str | None = None
+    tool_name: str | None = None
+    model: str | None = None
+    in_tokens: int | None = None
+    out_tokens: int | None = None
+
+
+class ExplanationOut(BaseModel):
+    fact: FactOut
+    superseded: FactOut | None
+    superseded_by: FactOut | None
+    source_item: SourceItemOut | None = Field(description=(
+        "The item the fact was learned from; null when it has none, the item was deleted, "
+        "or the caller may not read its session store."))
+
+
+class ErasedOut(BaseModel):
+    facts: int
+    sessions: int
+
+
+class SubjectExportOut(BaseModel):
+    format: str
+    version: int
+    tenant: str
+    subject: str
+    exported_at: str
+    facts: list[dict[str, Any]]
+    sessions: list[dict[str, Any]]
+
+
+# helpers --------------------------------------------------------------------------------
+
+
+def _time(moment: datetime | None) -> str | None:
+    return moment.astimezone(UTC).isoformat() if moment is not None else None
+
+
+def _fact_json(fact: Fact) -> dict[str, JSON]:
+    """A fact as :class:`FactOut` describes it (the value left as it is)."""
+    return {
+        "fact_id": fact.fact_id, "memory_store": fact.memory_store, "subject": fact.subject,
+        "key": fact.key, "value": fact.value, "confidence": fact.confidence,
+        "source_type": fact.source_type, "source_store": fact.source_store,
+        "source_session_id": fact.source_session_id, "source_item_id": fact.source_item_id,
+        "valid_from": _time(fact.valid_from), "valid_to": _time(fact.valid_to),
+        "recorded_at": _time(fact.recorded_at), "superseded_at": _time(fact.superseded_at),
+        "supersedes": fact.supersedes, "closed_reason": fact.closed_reason,
+    }
+
+
+def _item_json(item: Item) -> dict[str, JSON]:
+    """An item as :class:`SourceItemOut` describes it (the data left as it is)."""
+    return {
+        "item_id": item.item_id, "session_id": item.session_id, "seq": item.seq,
+        "create_time": _time(item.create_time), "data": item.data, "format": item.format,
+        "role": item.role, "type": item.type, "tool_name": item.tool_name,
+        "model": item.model, "in_tokens": item.in_tokens, "out_tokens": item.out_tokens,
+    }
+
+
+def _respond(payload: JSON) -> Response:
+    """The JSON answer, made by the standard encoder rather than by the response model:
+    a stored value may nest deeper than pydantic's serializer follows (about 255 levels),
+    and what was stored must always be readable back."""
+    text = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return Response(text.encode(), media_type="application/json")
+
+
+def _facts_response(facts: list[Fact]) -> Response:
+    return _respond({"facts": [_fact_json(f) for f in facts]})
+
+
+def _admin(caller: Caller, what: str) -> None:
+    if not caller.admin:
+        raise PermissionDenied(f"only an admin key may {what}")
+
+
+def _item_ref(session_id: str, item_id: str) -> Item:
+    """The public API's way to say "this item, wherever it is in the tenant": an Item, of
+    which only the ids are read."""
+    return Item(item_id=item_id, session_id=session_id, seq=0,
+                create_time=datetime(1970, 1, 1, tzinfo=UTC), data=None,
+                format="ownstate.message")
+
+
+def _item_not_found(session_id: str, item_id: str) -> ItemNotFound:
+    # The same error, with the same ids, that a backend gives for an item it cannot find.
+    return ItemNotFound(f"no item {item_id!r} in session {session_id!r}",
+                        session_id=session_id, item_id=item_id)
+
+
+async def _readable(caller: Caller, store: str) -> bool:
+    """Whether the caller may read the session store (which may no longer exist)."""
+    if caller.admin:
+        return True
+    level = await caller.client.backend.get_grant(caller.tenant, SESSION_STORE, store,
+                                                  caller.principal)
+    return level is not None
+
+
+class _Sources:
+    """Finds the session store of each source item among those the caller may read."""
+
+    def __init__(self, caller: Caller) -> None:
+        self.caller = caller
+        self._visible: list[str] | None = None
+        self._readable: dict[str, bool] = {}
+
+    async def resolve(self, source: SourceIn) -> Item | tuple[str, str, str]:
+        caller = self.caller
+        if source.store is not None:
+            readable = self._readable.get(source.store)
+            if readable is None:
+                readable = self._readable[source.store] = await _readable(caller,
+                                                                          source.store)
+            if not readable:
+                raise _item_not_found(source.session_id, source.item_id)
+            return (source.store, source.session_id, source.item_id)
+        if caller.admin:
+            return _item_ref(source.session_id, source.item_id)
+        if self._visible is None:
+            self._visible = sorted(await visible_stores(caller, SESSION_STORE) or ())
+        backend = caller.client.backend
+        for store in self._visible:
+            try:
+                await backend.get_item(caller.tenant, store, source.session_id,
+                                       source.item_id)
+            except NotFound:
+                continue
+            return (store, source.session_id, source.item_id)
+        raise _item_not_found(source.session_id, source.item_id)
+
+
+async def _remember(memory: AsyncMemoryStore, specs: list[dict[str, JSON]]) -> list[Fact]:
+    """``remember_many``, with text UTF-8 cannot carry (a lone surrogate, which JSON's
+    ``\\ud800`` escapes can spell) refused as bad input rather than failing the server."""
+    try:
+        return await memory.remember_many(specs)
+    except UnicodeEncodeError as exc:
+        for index, spec in enumerate(specs):
+            try:
+                json.dumps(spec["value"], ensure_ascii=False).encode()
+            except UnicodeEncodeError:
+                raise InvalidInput("value must be UTF-8 text: it holds a lone surrogate",
+                                   field="value", index=index) from exc
+        raise
+
+
+async def _spec(fact: FactIn, sources: _Sources) -> dict[str, JSON]:
+    spec: dict[str, JSON] = {"subject": fact.subject, "key": fact.key, "value": fact.value,
+                             "confidence": fact.confidence, "source_type": fact.source_type,
+                             "valid_from": fact.valid_from}
+    if fact.source is not None:
+        spec["source"] = await sources.resolve(fact.source)
+    return spec
+
+
+# memory stores ---------------------------------------------------------------------------
+
+
+@router.delete("/memory-stores/{store}", response_model=FactsDeletedOut)
+async def delete_memory_store(store: str, caller: CallerDep) -> FactsDeletedOut:
+    """Delete a memory store and every fact in it, history included (MANAGE)."""
+    await require(caller, MEMORY_STORE, store, "MANAGE")
+    return FactsDeletedOut(facts_deleted=await caller.client.memory_stores.delete(store))
+
+
+# facts ------------------------------------------------------------------------------------
+
+
+@router.post("/memory-stores/{store}/facts", response_model=FactOut)
+async def remember_fact(store: str, body: FactIn, caller: CallerDep) -> Response:
+    """Remember one fact (WRITE): it becomes the current fact for its (subject, key) and
+    closes the one it replaces. A source item must be one the caller may read."""
+    await require(caller, MEMORY_STORE, store, "WRITE")
+    memory = await caller.client.memory_stores.get(store)
+    try:
+        (fact,) = await _remember(memory, [await _spec(body, _Sources(caller))])
+    except InvalidInput as exc:
+        exc.details.pop("index", None)  # there is no list here to point into
+        raise
+    return _respond(_fact_json(fact))
+
+
+@router.post("/memory-stores/{store}/facts:batch", response_model=FactsOut)
+async def remember_facts(store: str, body: FactsIn, caller: CallerDep) -> Response:
+    """Remember several facts in order, all or none (WRITE); a later fact for the same
+    (subject, key) supersedes an earlier one."""
+    await require(caller, MEMORY_STORE, store, "WRITE")
+    memory = await caller.client.memory_stores.get(store)
+    sources = _Sources(caller)
+    specs = []
+    for fact in body.facts:
+        specs.append(await _spec(fact, sources))
+    return _facts_response(await _remember(memory, specs))
+
+
+@router.post("/memory-stores/{store}/facts:recall", response_model=FactsOut)
+async def recall_facts(store: str, body: RecallIn, caller: CallerDep) -> Response:
+    """What is true of a subject (READ): per key, the fact in force at valid time
+    ``as_of`` as believed at record time ``known_at``, ordered by key."""
+    await require(caller, MEMORY_STORE, store, "READ")
+    memory = await caller.client.memory_stores.get(store)
+    found = await memory.recall(body.subject, body.keys, as_of=body.as_of,
+                                known_at=body.known_at)
+    return _facts_response(found)
+
+
+@router.get("/memory-stores/{store}/facts:history", response_model=FactsOut)
+async def fact_history(store: str, caller: CallerDep, subject: NameQuery,
+                       key: NameQuery) -> Response:
+    """Every fact ever recorded for (subject, key), current or closed, oldest first
+    (READ)."""
+    await require(caller, MEMORY_STORE, store, "READ")
+    memory = await caller.client.memory_stores.get(store)
+    return _facts_response(await memory.history(subject, key))
+
+
+@router.post("/memory-stores/{store}/facts:search", response_model=FactsOut)
+async def search_facts(store: str, body: SearchIn, caller: CallerDep) -> Response:
+    """Current facts whose key or value contains every word of ``query``, the most
+    recently recorded first (READ)."""
+    await require(caller, MEMORY_STORE, store, "READ")
+    memory = await caller.client.memory_stores.get(store)
+    found = await memory.search(body.query, subject=body.subject, limit=body.limit)
+    return _facts_response(found)
+
+
+@router.post("/memory-stores/{store}/facts:forget", response_model=ForgottenOut)
+async def forget_fact(store: str, body: ForgetIn, caller: CallerDep) -> Response:
+    """Close the current fact for (subject, key), keeping it in the history (WRITE)."""
+    await require(caller, MEMORY_STORE, store, "WRITE")
+    memory = await caller.client.memory_stores.get(store)
+    closed = await memory.forget(body.subject, body.key, body.reason)
+    return _respond({"fact": _fact_json(closed) if closed is not None else None})
+
+
+@router.get("/memory-stores/{store}/facts/{fact_id}", response_model=FactOut)
+async def get_fact(store: str, fact_id: str, caller: CallerDep) -> Response:
+    """One fact by id, current or closed (READ)."""
+    await require(caller, MEMORY_STORE, store, "READ")
+    memory = await caller.client.memory_stores.get(store)
+    return _respond(_fact_json(await memory.get(fact_id)))
+
+
+@router.get("/memory-stores/{store}/facts/{fact_id}/explanation",
+            response_model=ExplanationOut)
+async def explain_fact(store: str, fact_id: str, caller: CallerDep) -> Response:
+    """Why a fact is what it is (READ): the fact, the fact it superseded, the fact that
+    superseded it, and the item it was learned from when the caller may read that item's
+    session store."""
+    await require(caller, MEMORY_STORE, store, "READ")
+    memory = await caller.client.memory_stores.get(store)
+    explained = await memory.explain(fact_id)
+    source_store = explained.fact.source_store
+    item = explained.source_item
+    if item is not None and (source_store is None or not await _readable(caller, source_store)):
+        item = None
+    return _respond({
+        "fact": _fact_json(explained.fact),
+        "superseded": _fact_json(explained.superseded) if explained.superseded else None,
+        "superseded_by": (_fact_json(explained.superseded_by) if explained.superseded_by
+                          else None),
+        "source_item": _item_json(item) if item is not None else None,
+    })
+
+
+# subjects, tenant-wide ---------------------------------------------------------------------
+
+
+@router.post("/subjects:erase", response_model=ErasedOut)
+async def erase_subject(body: SubjectIn, caller: CallerDep) -> ErasedOut:
+    """Hard-delete every fact about a subject in every memory store of the tenant, and with
+    ``include_sessions`` every session whose actor_id is the subject (admin)."""
+    _admin(caller, "erase a subject")
+    counts = await caller.client.memory_stores.erase_subject(
+        body.subject, include_sessions=body.include_sessions)
+    return ErasedOut(facts=counts["facts"], sessions=counts["sessions"])
+
+
+@router.get("/subjects:export", response_model=SubjectExportOut)
+async def export_subject(
+    caller: CallerDep, subject: NameQuery,
+) -> Response:
+    """Everything the tenant stores about a subject, as one document (admin)."""
+    _admin(caller, "export a subject")
+    return _respond(await caller.client.memory_stores.export_subject(subject))
+
+
+@router.get("/subjects:facts", response_model=FactsOut)
+async def subject_facts(
+    caller: CallerDep, subject: NameQuery,
+) -> Response:
+    """Every fact about a subject, history included, in every memory store of the tenant,
+    by store, key and record order (admin)."""
+    _admin(caller, "read a subject across memory stores")
+    return _facts_response(await caller.client.backend.subject_facts(caller.tenant, subject))

@@ -1,0 +1,444 @@
+"""Runs, their leases and the effects ledger.
+
+A run is opened under its session (``/session-stores/{store}/sessions/{session_id}/runs``)
+and then addressed by its id alone (``/runs/{run_id}``): every route finds the run first
+and needs a permission on its session store, and a run the caller may not read answers
+exactly as a run that does not exist. Listings and ``runs:outstanding`` show a non-admin
+caller only the runs of the stores it may read.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Query
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+)
+
+from ... import _ids
+from ..._tokens import decode_token, encode_token
+from ...errors import InvalidInput, NotFound, SessionNotFound
+from ...limits import SESSION_ID_RE, encode_json
+from ...model import JSON, Effect, Lease, Run
+from ..app import CallerDep
+from ..auth import Caller
+from ..permissions import SESSION_STORE, require, require_run, visible_stores
+from ..schemas import StrictModel
+from ._common import ERRORS
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api/2.0/agents", tags=["runs"], responses=ERRORS)
+
+#: How many backend pages one listing request may read while skipping the runs of stores
+#: the caller may not see; it then answers with fewer runs and a cursor to go on from.
+_MAX_SCAN_ROUNDS = 16
+#: How far ``runs:outstanding`` widens its search for a non-admin caller (a multiple of
+#: the requested limit) before answering with what it found.
+_MAX_OUTSTANDING_WIDENING = 64
+_BIGINT = 2**63 - 1
+_STATUSES = Literal["running", "awaiting_human", "done", "failed", "cancelled"]
+
+
+def _utf8(value: str) -> str:
+    # JSON bodies may carry lone surrogates (\ud800), which no datastore can store.
+    try:
+        value.encode()
+    except UnicodeEncodeError as exc:
+        raise ValueError("must be valid Unicode text") from exc
+    return value
+
+
+def _json_utf8(value: JSON, field: str) -> JSON:
+    """``value`` when its JSON text is valid UTF-8, else InvalidInput naming ``field``."""
+    try:
+        encode_json(value, field=field).encode()
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(f"{field} holds text that is not valid Unicode", field=field) from exc
+    except InvalidInput:
+        pass  # the public API reports what JSON cannot hold, with its own message
+    return value
+
+
+_RFC3339 = re.compile(r"\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d(\.\d{1,9})?([Zz]|[+-]\d\d:\d\d)")
+
+
+def _rfc3339(value: object) -> object:
+    # A bare number would be read as seconds since 1970; a moment is RFC 3339 text only.
+    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
+        raise ValueError("must be RFC 3339 text with a UTC offset")
+    return value
+
+
+StoreName = Annotated[str, Path(pattern=r"^[a-z0-9_-]{3,55}$")]
+Text = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_utf8)]
+Framework = Annotated[str, Field(pattern=r"^[a-z0-9_.-]{1,64}$")]
+RunId = Annotated[str, Field(pattern="^" + SESSION_ID_RE.pattern + "$")]
+Ttl = Annotated[float, Field(strict=True, gt=0, le=86_400, allow_inf_nan=False,
+                             description="Seconds the lease lasts (at most a day).")]
+FencingToken = Annotated[int, Field(strict=True, ge=0, le=_BIGINT)]
+
+
+class RunOut(BaseModel):
+    """A run: its session, status, what it awaits, its counters and its lease."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    run_id: str
+    store: str
+    session_id: str
+    actor_id: str
+    framework: str
+    thread_key: str | None
+    status: _STATUSES
+    awaiting: dict[str, Any] | None
+    step_count: int
+    usd_cost: float
+    started_at: datetime
+    ended_at: datetime | None
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    fencing_token: int
+
+
+class RunsOut(BaseModel):
+    runs: list[RunOut]
+    next_page_token: str | None = Field(default=None, description=(
+        "Token mode: the token of the next page, absent on the last."))
+    next_after: int | None = Field(default=None, description=(
+        "Keyset mode: pass as `after` for the next page; absent when no run remains."))
+
+
+class OutstandingOut(BaseModel):
+    runs: list[RunOut]
+
+
+class LeaseOut(BaseModel):
+    """A claim on a run: who holds it, until when, and the fencing token to write with."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    run_id: str
+    owner: str
+    fencing_token: int
+    expires_at: datetime
+
+
+class EffectOut(BaseModel):
+    """A recorded tool result; ``recorded`` is false when an earlier record won."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    run_id: str
+    tool_call_id: str
+    result: Any
+    recorded_at: datetime
+    recorded: bool
+
+
+class EffectLookup(BaseModel):
+    effect: EffectOut | None
+
+
+class OpenRun(StrictModel):
+    framework: Framework
+    thread_key: Text | None = None
+    run_id: RunId | None = Field(default=None, description="Generated (run_...) when absent.")
+    owner: Text | None = Field(default=None, description=(
+        "Take the lease for this owner at once (fencing token 1)."))
+    ttl: Ttl = 30.0
+
+
+class MarkAwaiting(StrictModel):
+    awaiting: dict[str, Any] = Field(description=(
+        "What the run waits for (kind, tool, payload, ...); requested_at is set by the "
+        "server."))
+    requested_by: Text | None = None
+    fencing_token: FencingToken | None = None
+
+
+class Resume(StrictModel):
+    owner: Text
+    ttl: Ttl = 30.0
+
+
+class Heartbeat(StrictModel):
+    fencing_token: FencingToken
+    ttl: Ttl = 30.0
+
+
+class CloseRun(StrictModel):
+    status: Literal["done", "failed", "cancelled"]
+    usd_cost: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] | None = Field(
+        default=None, description="Added to the run's total.")
+    step_count: Annotated[int, Field(strict=True, ge=0, le=_BIGINT)] | None = Field(
+        default=None, description="Replaces the stored count.")
+    fencing_token: FencingToken | None = None
+
+
+class RecordEffect(StrictModel):
+    result: Any = Field(description="Any JSON value, null included.")
+    fencing_token: FencingToken | None = None
+
+
+def _run_out(run: Run) -> RunOut:
+    return RunOut.model_validate(run)
+
+
+def _lease_out(lease: Lease) -> LeaseOut:
+    return LeaseOut.model_validate(lease)
+
+
+def _effect_out(effect: Effect) -> EffectOut:
+    return EffectOut.model_validate(effect)
+
+
+async def _authorize(caller: Caller, run_id: str, level: str) -> None:
+    # An admin may do anything in its tenant, and the operation itself reports a missing
+    # run with the same not-found: one round trip instead of three on the hot paths.
+    if not caller.admin:
+        await require_run(caller, run_id, level)
+
+
+@router.post("/session-stores/{store}/sessions/{session_id}/runs", response_model=RunOut)
+async def open_run(store: StoreName, session_id: str, body: OpenRun,
+                   caller: CallerDep) -> RunOut:
+    """Start a run of a framework in the session, in status running (WRITE)."""
+    try:
+        if not caller.admin:  # for an admin, finding the store is the check
+            await require(caller, SESSION_STORE, store, "WRITE")
+        session = await (await caller.client.session_stores.get(store)).get(session_id)
+    except NotFound as exc:
+        # As the library says it: a session in a missing store is a missing session.
+        raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
+                              store=store, session_id=session_id) from exc
+    run = await caller.client.runs.open_run(session, body.framework, body.thread_key,
+                                            run_id=body.run_id, owner=body.owner,
+                                            ttl=body.ttl)
+    return _run_out(run)
+
+
+@router.get("/runs/{run_id}", response_model=RunOut)
+async def get_run(run_id: str, caller: CallerDep) -> RunOut:
+    """A run (READ on its session store)."""
+    if caller.admin:
+        return _run_out(await caller.client.runs.get(run_id))
+    return _run_out(await require_run(caller, run_id, "READ"))
+
+
+Fetch = Callable[[int, list[Any] | None], Awaitable[tuple[list[Run], list[Any] | None]]]
+
+
+async def _scan(fetch: Fetch, keep: Callable[[Run], bool] | None, size: int,
+                after: list[Any] | None) -> tuple[list[Run], list[Any] | None]:
+    """Up to ``size`` runs that ``keep`` accepts, and the cursor of the last run scanned
+    (kept or not) when more remain.
+
+    Each round asks for no more runs than are still wanted, so the backend's cursor is
+    always that of the last run scanned and paging on from it skips nothing.
+    """
+    runs, cursor = await fetch(size, after)
+    if keep is None:
+        return runs, cursor
+    kept = [r for r in runs if keep(r)]
+    rounds = 1
+    while cursor is not None and len(kept) < size and rounds < _MAX_SCAN_ROUNDS:
+        runs, cursor = await fetch(size - len(kept), cursor)
+        kept.extend(r for r in runs if keep(r))
+        rounds += 1
+    return kept, cursor
+
+
+def _cursor_position(position: Sequence[Any]) -> list[Any]:
+    if (len(position) != 1 or isinstance(position[0], bool)
+            or not isinstance(position[0], int)):
+        raise InvalidInput("page_token is malformed", field="page_token")
+    return list(position)
+
+
+@router.get("/runs", response_model=RunsOut)
+async def list_runs(
+    caller: CallerDep,
+    store: Annotated[str | None, Query(pattern=r"^[a-z0-9_-]{3,55}$")] = None,
+    session_id: Annotated[str | None, Query(min_length=1, max_length=256, description=(
+        "Only this session's runs (needs store)."))] = None,
+    status: Annotated[_STATUSES | None, Query()] = None,
+    framework: Annotated[str | None, Query(pattern=r"^[a-z0-9_.-]{1,64}$")] = None,
+    page_size: Annotated[int | None, Query(ge=1, le=1000)] = None,
+    page_token: Annotated[str | None, Query(max_length=2048)] = None,
+    after: Annotated[int | None, Query(ge=-_BIGINT - 1, le=_BIGINT, description=(
+        "Keyset paging: runs after this cursor (a `next_after`), instead of page_token."))
+    ] = None,
+    limit: Annotated[int | None, Query(ge=1, le=1001, description=(
+        "Keyset paging: at most this many runs; `next_after` says where to go on."))
+    ] = None,
+) -> RunsOut:
+    """The runs the caller may read, newest first, filtered by store, session, status
+    and framework (all given must match).
+
+    A non-admin caller sees the runs of the stores it may read; a page may then hold
+    fewer runs than asked for while a token (or cursor) still leads on.
+    """
+    s = caller.client
+    if session_id is not None and store is None:
+        raise InvalidInput("session_id needs store", field="session_id")
+    keep: Callable[[Run], bool] | None = None
+    if store is not None:
+        await require(caller, SESSION_STORE, store, "READ")
+    else:
+        visible = await visible_stores(caller, SESSION_STORE)
+        if visible is not None:
+            if not visible:
+                return RunsOut(runs=[])
+            keep = lambda run: run.store in visible  # noqa: E731
+
+    async def fetch(count: int, cursor: list[Any] | None) -> tuple[list[Run], list[Any] | None]:
+        return await s.backend.list_runs(s.tenant, store=store, session_id=session_id,
+                                         status=status, framework=framework, limit=count,
+                                         after=cursor)
+
+    if after is not None or limit is not None:
+        if page_token is not None or page_size is not None:
+            raise InvalidInput("give page_size/page_token or after/limit, not both",
+                               field="limit")
+        size = limit or s.limits.default_page_size
+        if size > s.limits.max_page_size + 1:
+            raise InvalidInput(f"limit must be at most {s.limits.max_page_size + 1}",
+                               field="limit")
+        runs, cursor = await _scan(fetch, keep, size, [after] if after is not None else None)
+        return RunsOut(runs=[_run_out(r) for r in runs],
+                       next_after=cursor[0] if cursor is not None else None)
+    if keep is None and (store is None or session_id is not None):
+        handle = None
+        if store is not None and session_id is not None:
+            handle = await (await s.session_stores.get(store)).get(session_id)
+        page = await s.runs.list_page(session=handle, status=status, framework=framework,
+                                      page_size=page_size, page_token=page_token)
+        return RunsOut(runs=[_run_out(r) for r in page.items],
+                       next_page_token=page.next_page_token)
+    # A listing the public API cannot express (one store, or only the visible stores):
+    # the same order, paged by a token of its own.
+    size = s.limits.page_size(page_size)
+    listing = "\x00".join(["http-runs", s.tenant, caller.principal, store or "",
+                           session_id or "", status or "", framework or ""])
+    start = (_cursor_position(decode_token(page_token, listing))
+             if page_token is not None else None)
+    runs, cursor = await _scan(fetch, keep, size, start)
+    return RunsOut(runs=[_run_out(r) for r in runs],
+                   next_page_token=(encode_token(listing, cursor) if cursor is not None
+                                    else None))
+
+
+@router.get("/runs:outstanding", response_model=OutstandingOut)
+async def outstanding_runs(
+    caller: CallerDep,
+    status: Annotated[Literal["running", "awaiting_human"], Query()] = "awaiting_human",
+    framework: Annotated[str | None, Query(pattern=r"^[a-z0-9_.-]{1,64}$")] = None,
+    older_than: Annotated[float | None, Query(ge=0, le=1e9, allow_inf_nan=False,
+                                              description=(
+        "Only runs in the status for longer than this many seconds."))] = None,
+    entered_before: Annotated[AwareDatetime | None, BeforeValidator(_rfc3339), Query(
+        description=(
+        "Only runs that entered the status before this moment (instead of older_than)."))
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> OutstandingOut:
+    """Runs in a status (awaiting_human by default, or running) across the stores the
+    caller may read, the longest-waiting first."""
+    s = caller.client
+    if older_than is not None and entered_before is not None:
+        raise InvalidInput("give older_than or entered_before, not both", field="older_than")
+    if limit > s.limits.max_page_size:
+        raise InvalidInput(f"limit must be an integer from 1 to {s.limits.max_page_size}",
+                           field="limit")
+    visible = await visible_stores(caller, SESSION_STORE)
+    if visible is None and entered_before is None:
+        runs = await s.runs.outstanding(status, framework=framework, older_than=older_than,
+                                        limit=limit)
+        return OutstandingOut(runs=[_run_out(r) for r in runs])
+    cutoff = entered_before
+    if older_than is not None:
+        cutoff = _ids.now() - timedelta(seconds=older_than)
+    if visible is None:
+        runs = await s.backend.outstanding(s.tenant, status, framework, cutoff, limit)
+        return OutstandingOut(runs=[_run_out(r) for r in runs])
+    if not visible:
+        return OutstandingOut(runs=[])
+    # Others' runs are skipped, so ask for more until enough are left (or none remain).
+    wanted = limit
+    while True:
+        found = await s.backend.outstanding(s.tenant, status, framework, cutoff, wanted)
+        kept = [r for r in found if r.store in visible]
+        if (len(kept) >= limit or len(found) < wanted
+                or wanted >= limit * _MAX_OUTSTANDING_WIDENING):
+            return OutstandingOut(runs=[_run_out(r) for r in kept[:limit]])
+        wanted *= 4
+
+
+@router.post("/runs/{run_id}:await", response_model=RunOut)
+async def mark_run_awaiting(run_id: str, body: MarkAwaiting, caller: CallerDep) -> RunOut:
+    """Pause the run for a human: status awaiting_human, with what it awaits; its lease
+    is released (WRITE)."""
+    await _authorize(caller, run_id, "WRITE")
+    run = await caller.client.runs.mark_awaiting(
+        run_id, _json_utf8(body.awaiting, "awaiting"), requested_by=body.requested_by,
+        fencing_token=body.fencing_token)
+    return _run_out(run)
+
+
+@router.post("/runs/{run_id}:resume", response_model=LeaseOut)
+async def resume_run(run_id: str, body: Resume, caller: CallerDep) -> LeaseOut:
+    """Claim the run's lease for an owner; of concurrent claimers exactly one wins, the
+    others get 409 lease_held (WRITE)."""
+    await _authorize(caller, run_id, "WRITE")
+    return _lease_out(await caller.client.runs.resume(run_id, body.owner, ttl=body.ttl))
+
+
+@router.post("/runs/{run_id}:heartbeat", response_model=LeaseOut)
+async def heartbeat_run(run_id: str, body: Heartbeat, caller: CallerDep) -> LeaseOut:
+    """Extend the lease held with a fencing token (WRITE)."""
+    await _authorize(caller, run_id, "WRITE")
+    lease = await caller.client.runs.heartbeat(run_id, body.fencing_token, ttl=body.ttl)
+    return _lease_out(lease)
+
+
+@router.post("/runs/{run_id}:close", response_model=RunOut)
+async def close_run(run_id: str, body: CloseRun, caller: CallerDep) -> RunOut:
+    """End the run as done, failed or cancelled; its lease is released (WRITE)."""
+    await _authorize(caller, run_id, "WRITE")
+    run = await caller.client.runs.close_run(run_id, body.status, usd_cost=body.usd_cost,
+                                             step_count=body.step_count,
+                                             fencing_token=body.fencing_token)
+    return _run_out(run)
+
+
+@router.put("/runs/{run_id}/effects/{tool_call_id:path}", response_model=EffectOut)
+async def record_effect(run_id: str, tool_call_id: str, body: RecordEffect,
+                        caller: CallerDep) -> EffectOut:
+    """Record a side-effecting tool call's result once: a later record stores nothing and
+    returns the first, with recorded false (WRITE). The tool call id is the rest of the
+    path, percent-encoded."""
+    await _authorize(caller, run_id, "WRITE")
+    effect = await caller.client.runs.record_effect(
+        run_id, tool_call_id, _json_utf8(body.result, "result"),
+        fencing_token=body.fencing_token)
+    return _effect_out(effect)
+
+
+@router.get("/runs/{run_id}/effects/{tool_call_id:path}", response_model=EffectLookup)
+async def get_effect(run_id: str, tool_call_id: str, caller: CallerDep) -> EffectLookup:
+    """The recorded result of a tool call, or ``effect: null`` when none was recorded
+    (READ)."""
+    await _authorize(caller, run_id, "READ")
+    effect = await caller.client.runs.get_effect(run_id, tool_call_id)
+    return EffectLookup(effect=_effect_out(effect) if effect is not None else None)
+

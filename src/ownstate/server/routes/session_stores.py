@@ -1,0 +1,35 @@
+"""Session stores and their permissions, in the shape of the Databricks session-store API."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from pydantic import BaseModel
+
+from ..app import CallerDep
+from ..permissions import SESSION_STORE, require
+from ._common import ERRORS
+from ._stores import StoreKind, add_store_routes
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api/2.0/agents", tags=["session stores"], responses=ERRORS)
+
+SESSION_STORES = StoreKind(
+    kind=SESSION_STORE, collection="session-stores", label="session store",
+    list_field="session_stores", stores=lambda client: client.session_stores,
+    list_records=lambda c, limit, after: c.backend.list_stores(c.tenant, limit, after),
+    get_record=lambda c, name: c.backend.get_store(c.tenant, name))
+StoresOut = add_store_routes(router, SESSION_STORES)
+
+
+class DeletedOut(BaseModel):
+    sessions_deleted: int
+
+
+@router.delete("/session-stores/{store}", response_model=DeletedOut)
+async def delete_session_store(store: str, caller: CallerDep,
+                               force: bool = False) -> DeletedOut:
+    """Delete a session store (MANAGE); with ``force`` also its sessions and items."""
+    await require(caller, SESSION_STORE, store, "MANAGE")
+    deleted = await caller.client.session_stores.delete(store, force=force)
+    return DeletedOut(sessions_deleted=deleted)

@@ -1,0 +1,63 @@
+"""Request and response bodies shared by several route modules (pydantic, for the
+OpenAPI document); each module defines the bodies only it uses."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["Empty", "GrantOut", "GrantRequest", "GrantsOut", "PrincipalRef", "Problem",
+           "RevokeRequest", "StrictModel"]
+
+
+class StrictModel(BaseModel):
+    """A request body: unknown fields are refused, not ignored, and values are not coerced
+    (``0`` is not ``false``, ``"1"`` is not ``1``)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class Problem(BaseModel):
+    """An error (RFC 9457 problem details); ``code`` is stable, ``details`` carries ids."""
+
+    type: str
+    title: str
+    status: int
+    code: str
+    detail: str
+    details: dict[str, object] = Field(default_factory=dict)
+
+
+class Empty(BaseModel):
+    """Nothing to report."""
+
+
+class PrincipalRef(StrictModel):
+    name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@:+-]*$")
+    principal_type: str | None = Field(default=None, pattern=r"^(USER|SERVICE_PRINCIPAL)$")
+
+
+class GrantRequest(StrictModel):
+    principal: PrincipalRef
+    permission: str = Field(pattern=r"^(READ|WRITE|MANAGE)$")
+
+
+class RevokeRequest(StrictModel):
+    principal: PrincipalRef
+
+
+class GrantOut(BaseModel):
+    kind: str
+    store: str
+    principal: str
+    level: str
+
+
+class GrantsOut(BaseModel):
+    grants: list[GrantOut]
+
+
+class StoreOut(BaseModel):
+    name: str
+    create_time: datetime
