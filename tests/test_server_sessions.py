@@ -588,3 +588,43 @@ def test_the_remote_client_finds_odd_ids_missing_as_a_local_database_does(
         with pytest.raises(ownstate.SessionNotFound):
             remote.session_stores.session(STORE, "a/b").get_item("x/y")
         assert [s.session_id for s in store.list_sessions()] == ["s1"]
+
+
+def test_a_remote_replay_cache_follows_every_change_made_elsewhere(tenant: Tenant) -> None:
+    """The remote client keeps replayed items and asks only for newer ones; whatever
+    another client does to the session (pop, append in its place, clear, delete and make
+    again), the next replay is exactly what is stored."""
+    direct = tenant.direct.session_stores.get(STORE)
+
+    def stored(session_id: str) -> list[Any]:
+        return [(i.item_id, i.data) for i in
+                direct.get(session_id).list_items(order_by="create_time asc")]
+
+    with ownstate.connect(tenant.server.url, token=tenant.admin) as remote:
+        session = remote.session_stores.get(STORE).get("s1")
+
+        def replay() -> list[Any]:
+            return [(i.item_id, i.data) for i in
+                    session.list_items(order_by="create_time asc", page_size=3)]
+
+        other = direct.get("s1")
+        assert replay() == stored("s1")
+        other.append_items([{"role": "user", "content": f"m{n}"} for n in range(5)])
+        assert replay() == stored("s1")  # served from the cache, plus what is new
+        replayed = session.list_items(order_by="create_time asc")
+        first = next(iter(replayed))
+        first.data["content"] = "changed by the caller"
+        assert replay() == stored("s1")  # handed-out data is the caller's own
+        other.pop_item()
+        other.pop_item()
+        other.append_items([{"role": "user", "content": "in place of the popped"}])
+        assert replay() == stored("s1")
+        other.clear()
+        assert replay() == []
+        other.append_items([{"role": "user", "content": "after the clear"}])
+        assert replay() == stored("s1")
+        other.delete()
+        made_again = direct.add(actor_id="alice", session_id="s1")
+        made_again.append_items([{"role": "user", "content": "a new session, same id"}])
+        assert replay() == stored("s1")
+        assert replay()[0][1]["content"] == "a new session, same id"

@@ -2,8 +2,11 @@
 
 ``http://host:8080`` or ``https://...``; the token comes from ``connect(url, token=...)``,
 else the URL's password (``http://:TOKEN@host:8080``), else ``OWNSTATE_TOKEN``. Options:
-``?timeout=SECONDS`` (default 30). The key decides the tenant: a client on this backend
-acts for the key's tenant and principal, with exactly the permissions the server grants it.
+``?timeout=SECONDS`` (default 30) and ``?replay_cache=ITEMS`` (default 20000; 0 turns it
+off): the items of sessions replayed lately, so that replaying one again asks the server
+only for what is new, checked against the server on every replay. The key decides the
+tenant: a client on this backend acts for the key's tenant and principal, with exactly the
+permissions the server grants it.
 Validation runs in the client (so a bad call fails before a request is made) and again in
 the server (which trusts no client).
 """
@@ -15,6 +18,7 @@ from typing import Any, ClassVar
 from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
 from ...errors import InvalidInput, SchemaVersion
+from .._replay import ReplayCache
 from ..base import Backend, Capability
 from ._transport import Transport
 from .access import AccessOverHttp
@@ -51,8 +55,11 @@ class HttpBackend(SessionsOverHttp, FactsOverHttp, RunsOverHttp, CheckpointsOver
         options = parse_qs(parts.query)
         try:
             timeout = float(options.get("timeout", ["30"])[-1])
+            replay = int(options.get("replay_cache", ["20000"])[-1])
         except ValueError as exc:
-            raise InvalidInput("URL option timeout= must be a number", field="url") from exc
+            raise InvalidInput("URL options timeout= and replay_cache= must be numbers",
+                               field="url") from exc
+        self._replay = ReplayCache(replay) if replay > 0 else None
         token = token or (unquote(parts.password) if parts.password else None) \
             or os.environ.get("OWNSTATE_TOKEN")
         netloc = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"

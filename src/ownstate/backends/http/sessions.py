@@ -12,6 +12,7 @@ from urllib.parse import quote
 from ... import _wire
 from ...errors import BackendUnavailable, ItemNotFound, SessionNotFound
 from ...model import Item, SessionRecord, SessionStoreRecord, build_item
+from .._replay import Meta, Replay
 from ..ports.sessions import NewItem, SessionOrder
 from ._base import HttpBase
 
@@ -71,6 +72,11 @@ def _item(data: Any) -> Item:
     except (KeyError, TypeError, ValueError) as exc:
         raise BackendUnavailable(
             f"the server sent an item this client cannot read: {exc!r}") from exc
+
+
+def _meta(item: Item) -> Meta:
+    return (item.item_id, item.seq, item.create_time, item.format, item.role, item.type,
+            item.tool_name, item.model, item.in_tokens, item.out_tokens)
 
 
 def _items(body: Any) -> list[Item]:
@@ -212,11 +218,46 @@ class SessionsOverHttp(HttpBase):
         limit: int,
         after_seq: int | None,
     ) -> list[Item]:
+        if descending or self._replay is None:
+            return await self._fetch_items(store, session_id, descending, limit, after_seq)
+        return await self._replay_items(tenant, store, session_id, limit, after_seq or 0)
+
+    async def _fetch_items(self, store: str, session_id: str, descending: bool, limit: int,
+                           after_seq: int | None) -> list[Item]:
         body = await self._http.call(
             "GET", f"{_session(store, session_id)}/items",
             params={"order_by": "create_time desc" if descending else "create_time asc",
                     "limit": limit, "after_seq": after_seq})
         return _items(body)
+
+    async def _replay_items(self, tenant: str, store: str, session_id: str, limit: int,
+                            after: int) -> list[Item]:
+        """Items in replay order after seq ``after``, taking from the replay cache what it
+        holds and asking the server only for the rest, starting at the last item served
+        from the cache, whose id proves the cached ones are still the session's (see
+        :mod:`ownstate.backends._replay`): a replay moves only what is new."""
+        assert self._replay is not None
+        key = (tenant, store, session_id)
+        entry = self._replay.get(key)
+        if entry is not None and 0 <= after <= entry.last_seq:
+            metas, data = entry.slice(after, after + limit)
+            anchor = after + len(metas)
+            if anchor >= 1:
+                rows = await self._fetch_items(store, session_id, False,
+                                               limit - len(metas) + 1, anchor - 1)
+                if rows and rows[0].seq == anchor and rows[0].item_id == entry.item_id(anchor):
+                    added = rows[1:]
+                    # The cache keeps pickles, so handing out these objects is safe.
+                    self._replay.extend(key, entry, [_meta(i) for i in added],
+                                        [i.data for i in added])
+                    return [build_item(m[0], session_id, m[1], m[2], d, m[3], m[4], m[5], m[6],
+                                       m[7], m[8], m[9])
+                            for m, d in zip(metas, data, strict=True)] + added
+            self._replay.drop(key)
+        found = await self._fetch_items(store, session_id, False, limit, after)
+        if after == 0 and found:
+            self._replay.put(key, Replay(0, [_meta(i) for i in found], [i.data for i in found]))
+        return found
 
     async def get_item(self, tenant: str, store: str, session_id: str, item_id: str) -> Item:
         if not _addressable(item_id):

@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from ...errors import BackendUnavailable, Conflict, InvalidInput, OwnstateError
-from ._replay import ReplayCache
+from .._replay import ReplayCache
 
 try:
     import psycopg

@@ -18,9 +18,9 @@ from ...errors import (
     StoreNotFound,
 )
 from ...model import Item, SessionRecord, SessionStoreRecord, build_item
+from .._replay import Meta, Replay
 from ..ports.sessions import NewItem, SessionOrder
 from ._core import Cursor, PostgresCore
-from ._replay import Meta, Replay
 
 __all__ = ["SCHEMA", "SessionsInPostgres"]
 

@@ -1,5 +1,6 @@
 """The replay cache: the items of recently replayed sessions, so that replaying a session
-again reads from the database only what was appended since.
+again reads from the database (or the server) only what was appended since. The
+PostgreSQL backend and the HTTP client keep one each.
 
 An agent reloads its whole history every turn; the history only grows. Items are
 immutable once appended, and they leave a session only from its end (``pop_item``) or all
