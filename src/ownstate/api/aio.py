@@ -439,7 +439,12 @@ class AsyncSessionStore:
         after = None
         if page_token is not None:
             after = _position(decode_token(page_token, scope),
-                                  1 if column == "create_time" else 2)
+                              1 if column == "create_time" else 2)
+            # A token's checksum is no secret, so its position is checked like input:
+            # (ordinal) for creation order, (time text, ordinal) for activity order.
+            if not isinstance(after[-1], int) or (len(after) == 2
+                                                  and not isinstance(after[0], str)):
+                raise InvalidInput("page_token is malformed", field="page_token")
         records, cursor = await s.backend.list_sessions(
             s.tenant, self.name, actor_id=actor, metadata=labels, order=column,
             descending=descending, limit=size, after=after)

@@ -275,6 +275,22 @@ def test_session_page_tokens_are_checked(store: ownstate.SessionStore) -> None:
         store.list_sessions_page(order_by="name")
 
 
+def test_a_forged_session_page_token_is_refused(client: ownstate.Client,
+                                                store: ownstate.SessionStore) -> None:
+    """Tokens carry a checksum, not a signature: a token made by hand for the right
+    listing but holding positions of the wrong kind is bad input, never a crash."""
+    from ownstate._tokens import encode_token
+
+    store.add(actor_id="a", session_id="s0")
+    for order, position in (("create_time desc", ["x"]), ("create_time desc", [None]),
+                            ("last_activity_time desc", [1, 2]),
+                            ("last_activity_time asc", ["a", "b"])):
+        scope = "\x00".join(["sessions", client.tenant, store.name, order, "", repr([])])
+        with pytest.raises(InvalidInput):
+            store.list_sessions_page(order_by=order,
+                                     page_token=encode_token(scope, position))
+
+
 # items -------------------------------------------------------------------------------
 
 
