@@ -452,8 +452,10 @@ def test_provenance_through_the_library_with_a_writer_key(tenant: Tenant) -> Non
 
 def test_values_and_odd_ids_travel_faithfully(tenant: Tenant) -> None:
     token = tenant.server.mint_key(tenant=tenant.name, principal="root", admin=True)
+    from ownstate.limits import MAX_JSON_DEPTH
+
     deep: Any = "bottom"
-    for _ in range(400):  # deeper than pydantic's serializer follows
+    for _ in range(MAX_JSON_DEPTH):  # as deep as may be stored
         deep = [deep]
     with ownstate.connect(tenant.server.url, token=token) as client:
         memory = client.memory_stores.get("mem")

@@ -198,27 +198,35 @@ _encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",",
                            default=_refuse).encode
 
 
-def _string_keys(value: object) -> bool:
-    """Whether every object key in ``value`` is a string (JSON would rewrite other keys).
+#: How deeply a stored JSON value may nest (objects and arrays): deep enough for any
+#: message a model or framework makes, shallow enough for every JSON library to read back.
+MAX_JSON_DEPTH = 128
+
+
+def _shape_problem(value: object) -> str | None:
+    """What keeps ``value`` from being stored as it is: an object key that is not a string
+    (JSON would rewrite it), or nesting deeper than :data:`MAX_JSON_DEPTH`; else None.
 
     Only called once ``value`` has been encoded, so it holds no cycle.
     """
     if not isinstance(value, _CONTAINERS):
-        return True
-    stack: list[dict[Any, Any] | list[Any] | tuple[Any, ...]] = [value]
+        return None
+    stack: list[tuple[dict[Any, Any] | list[Any] | tuple[Any, ...], int]] = [(value, 1)]
     push, pop = stack.append, stack.pop
     while stack:
-        node = pop()
+        node, depth = pop()
+        if depth > MAX_JSON_DEPTH:
+            return f"nests deeper than {MAX_JSON_DEPTH} levels"
         children: Iterable[Any] = node
         if isinstance(node, dict):
             for key in node:
                 if not isinstance(key, str):
-                    return False
+                    return "has an object key that is not a string"
             children = node.values()
         for child in children:
             if isinstance(child, _CONTAINERS):
-                push(child)
-    return True
+                push((child, depth + 1))
+    return None
 
 
 def encode_json(value: object, *, field: str, index: int | None = None) -> str:
@@ -233,10 +241,10 @@ def encode_json(value: object, *, field: str, index: int | None = None) -> str:
         where = f" (item {index})" if index is not None else ""
         raise InvalidInput(f"{field}{where} is not JSON-serialisable: {exc}",
                            field=field, index=index) from exc
-    if not _string_keys(value):
+    problem = _shape_problem(value)
+    if problem is not None:
         where = f" (item {index})" if index is not None else ""
-        raise InvalidInput(f"{field}{where} has an object key that is not a string",
-                           field=field, index=index)
+        raise InvalidInput(f"{field}{where} {problem}", field=field, index=index)
     return text
 
 

@@ -275,6 +275,31 @@ def test_session_page_tokens_are_checked(store: ownstate.SessionStore) -> None:
         store.list_sessions_page(order_by="name")
 
 
+def test_json_nests_at_most_the_documented_depth(client: Client,
+                                                 session: ownstate.Session) -> None:
+    """Items (and every other stored JSON value) nest at most ``MAX_JSON_DEPTH`` levels, so
+    whatever is stored can be read back by any JSON library, over HTTP too."""
+    from ownstate.limits import MAX_JSON_DEPTH
+
+    def nested(levels: int) -> dict[str, Any]:
+        value: dict[str, Any] = {"leaf": True}
+        for _ in range(levels - 1):
+            value = {"n": value}
+        return value
+
+    (kept,) = session.append_items([nested(MAX_JSON_DEPTH)])
+    assert session.get_item(kept.item_id).data == nested(MAX_JSON_DEPTH)
+    before = snapshot(client)
+    with pytest.raises(InvalidInput) as refused:
+        session.append_items([nested(MAX_JSON_DEPTH + 1)])
+    assert refused.value.details["field"] == "items"
+    memory = client.memory_stores.create("deep-memory")
+    with pytest.raises(InvalidInput):
+        memory.remember("user:1", "deep", [nested(MAX_JSON_DEPTH)])
+    assert snapshot(client) == before
+    assert memory.recall("user:1") == []
+
+
 def test_a_forged_session_page_token_is_refused(client: ownstate.Client,
                                                 store: ownstate.SessionStore) -> None:
     """Tokens carry a checksum, not a signature: a token made by hand for the right
