@@ -4,11 +4,21 @@ OpenAPI document); each module defines the bodies only it uses."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Empty", "GrantOut", "GrantRequest", "GrantsOut", "PrincipalRef", "Problem",
-           "RevokeRequest", "StrictModel"]
+__all__ = [
+    "Empty",
+    "GrantOut",
+    "GrantRequest",
+    "GrantsOut",
+    "ItemOut",
+    "PrincipalRef",
+    "Problem",
+    "RevokeRequest",
+    "StrictModel",
+]
 
 
 class StrictModel(BaseModel):
@@ -56,6 +66,24 @@ class GrantOut(BaseModel):
 
 class GrantsOut(BaseModel):
     grants: list[GrantOut]
+
+
+class ItemOut(BaseModel):
+    """One item of a session's history; ``data`` is stored and returned unchanged, the
+    columns after ``format`` are derived from it when its shape says them."""
+
+    item_id: str
+    session_id: str
+    seq: int = Field(description="1, 2, 3, ... in history order, gapless at append time.")
+    create_time: datetime
+    data: dict[str, Any]
+    format: str
+    role: str | None = None
+    type: str | None = None
+    tool_name: str | None = None
+    model: str | None = None
+    in_tokens: int | None = None
+    out_tokens: int | None = None
 
 
 class StoreOut(BaseModel):

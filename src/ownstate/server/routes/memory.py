@@ -26,9 +26,7 @@ from ...model import JSON, SOURCE_TYPES, Fact, Item
 from ..app import CallerDep
 from ..auth import Caller
 from ..permissions import MEMORY_STORE, SESSION_STORE, require, visible_stores
-from ..schemas import (
-    StrictModel,
-)
+from ..schemas import ItemOut, StrictModel
 from ._common import ERRORS
 from ._stores import StoreKind, add_store_routes
 
@@ -149,26 +147,11 @@ class ForgottenOut(BaseModel):
     fact: FactOut | None = Field(description="The fact closed, or null when none was current.")
 
 
-class SourceItemOut(BaseModel):
-    item_id: str
-    session_id: str
-    seq: int
-    create_time: datetime
-    data: Any
-    format: str
-    role: str | None = None
-    type: str | None = None
-    tool_name: str | None = None
-    model: str | None = None
-    in_tokens: int | None = None
-    out_tokens: int | None = None
-
-
 class ExplanationOut(BaseModel):
     fact: FactOut
     superseded: FactOut | None
     superseded_by: FactOut | None
-    source_item: SourceItemOut | None = Field(description=(
+    source_item: ItemOut | None = Field(description=(
         "The item the fact was learned from; null when it has none, the item was deleted, "
         "or the caller may not read its session store."))
 
@@ -209,7 +192,7 @@ def _fact_json(fact: Fact) -> dict[str, JSON]:
 
 
 def _item_json(item: Item) -> dict[str, JSON]:
-    """An item as :class:`SourceItemOut` describes it (the data left as it is)."""
+    """An item as :class:`ItemOut` describes it (the data left as it is)."""
     return {
         "item_id": item.item_id, "session_id": item.session_id, "seq": item.seq,
         "create_time": _time(item.create_time), "data": item.data, "format": item.format,

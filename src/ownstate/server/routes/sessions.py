@@ -28,7 +28,7 @@ from ...model import Item, SessionRecord
 from ..app import CallerDep
 from ..auth import Caller
 from ..permissions import SESSION_STORE, require
-from ..schemas import StrictModel
+from ..schemas import ItemOut, StrictModel
 from ._common import ERRORS
 
 __all__ = ["router"]
@@ -66,24 +66,6 @@ class SessionOut(BaseModel):
     metadata: Labels
     create_time: datetime
     last_activity_time: datetime
-
-
-class ItemOut(BaseModel):
-    """One item of a session's history; ``data`` is stored and returned unchanged, the
-    columns after ``format`` are derived from it when its shape says them."""
-
-    item_id: str
-    session_id: str
-    seq: int = Field(description="1, 2, 3, ... in history order, gapless at append time.")
-    create_time: datetime
-    data: dict[str, Any]
-    format: str
-    role: str | None = None
-    type: str | None = None
-    tool_name: str | None = None
-    model: str | None = None
-    in_tokens: int | None = None
-    out_tokens: int | None = None
 
 
 class CreateSession(StrictModel):
