@@ -706,7 +706,7 @@ def _tokens(session: ownstate.Session, size: int) -> list[str | None]:
 
 
 def test_replay_entries_slice_and_merge_their_runs() -> None:
-    from ownstate.backends.postgres._replay import Replay, ReplayCache
+    from ownstate.backends._replay import Replay, ReplayCache
 
     rng = random.Random(7)
     entry = Replay(1, [("i1", 1)], [{"n": 1}])

@@ -609,6 +609,14 @@ def test_a_remote_replay_cache_follows_every_change_made_elsewhere(tenant: Tenan
 
         other = direct.get("s1")
         assert replay() == stored("s1")
+        # Reading on from exactly where the cache ends, with the largest page there is.
+        last = len(stored("s1"))
+        assert session.list_items_page(order_by="create_time asc", page_size=1000,
+                                       after_seq=last).items == []
+        other.append_items([{"role": "user", "content": "next"}])
+        page = session.list_items_page(order_by="create_time asc", page_size=1000,
+                                       after_seq=last)
+        assert [(i.item_id, i.data) for i in page.items] == stored("s1")[last:]
         other.append_items([{"role": "user", "content": f"m{n}"} for n in range(5)])
         assert replay() == stored("s1")  # served from the cache, plus what is new
         replayed = session.list_items(order_by="create_time asc")
