@@ -1,4 +1,5 @@
-"""The sessions and runs conformance suites on a 3-master Redis Cluster, started here.
+"""The sessions, runs and access conformance suites on a 3-master Redis Cluster, started
+here (keys and grants span slots: a key's own slot and its tenant's).
 
 The cluster runs on free loopback ports for this module only (``redis-server`` and
 ``redis-cli`` must be on PATH) and is torn down afterwards. It runs whenever the ``redis``
@@ -24,6 +25,7 @@ from conftest import ENABLED, REQUIRED
 
 import ownstate
 from ownstate.testing import Target
+from ownstate.testing.access import *
 from ownstate.testing.conformance import *
 from ownstate.testing.runs import *
 
