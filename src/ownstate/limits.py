@@ -180,6 +180,18 @@ class Limits:
         return encoded
 
 
+def utf8_size(text: str, *, field: str) -> int:
+    """The size of ``text`` in UTF-8 bytes; :class:`InvalidInput` for text no datastore
+    can store (a lone surrogate, which JSON's ``\\ud800`` escapes can spell)."""
+    if text.isascii():
+        return len(text)
+    try:
+        return len(text.encode())
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(f"{field} holds text that is not valid Unicode (a lone surrogate)",
+                           field=field) from exc
+
+
 def _encodable(text: str) -> bool:
     """Whether ``text`` is valid Unicode (no lone surrogates), so every datastore takes it."""
     try:

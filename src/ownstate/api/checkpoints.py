@@ -89,7 +89,8 @@ def _metadata_json(value: object, limits: Limits) -> str:
                           separators=(",", ":"))
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidInput(f"metadata is not a JSON object: {exc}", field="metadata") from exc
-    size = len(text.encode())
+    _validate.encode_json(dict(value), field="metadata")  # the shape rules of any JSON
+    size = _validate.utf8_size(text, field="metadata")
     if size > limits.max_item_bytes:
         raise LimitExceeded(f"metadata is {size} bytes of JSON; the limit is "
                             f"{limits.max_item_bytes}", field="metadata",

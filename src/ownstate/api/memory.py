@@ -164,7 +164,7 @@ class AsyncMemoryStore:
                   source: object, source_type: object, valid_from: object) -> NewFact:
         limits = self._scope.limits
         text = _validate.encode_json(value, field="value")
-        size = len(text.encode())
+        size = _validate.utf8_size(text, field="value")
         if size > limits.max_item_bytes:
             raise LimitExceeded(
                 f"value is {size} bytes; the limit is {limits.max_item_bytes}",

@@ -95,7 +95,7 @@ class AsyncRuns:
 
     def _encode(self, value: object, field: str) -> str:
         text = _validate.encode_json(value, field=field)
-        size = len(text.encode())
+        size = _validate.utf8_size(text, field=field)
         limit = self._scope.limits.max_item_bytes
         if size > limit:
             raise LimitExceeded(f"{field} is {size} bytes; the limit is {limit}", field=field,

@@ -300,6 +300,32 @@ def test_json_nests_at_most_the_documented_depth(client: Client,
     assert memory.recall("user:1") == []
 
 
+def test_text_no_datastore_can_hold_is_refused_everywhere(client: Client,
+                                                         session: ownstate.Session) -> None:
+    """A lone surrogate (JSON's "\\ud800" escape spells one) is bad input wherever JSON
+    is stored: items, fact values, what a run awaits, checkpoint metadata."""
+    from ownstate.model import CheckpointScope
+
+    lone = "\ud800"
+    memory = client.memory_stores.create("surrogates")
+    run = client.runs.open_run(session, framework="test")
+    scope = CheckpointScope(session.actor_id, session.store, session.session_id, run.run_id)
+    before = snapshot(client)
+    with pytest.raises(InvalidInput):
+        session.append_items([{"role": "user", "content": lone}])
+    with pytest.raises(InvalidInput):
+        memory.remember("user:1", "k", {"text": lone})
+    with pytest.raises(InvalidInput):
+        client.runs.mark_awaiting(run.run_id, {"kind": lone})
+    with pytest.raises(InvalidInput):
+        client.checkpoints.put(scope, checkpoint_id="c1", type_tag="json", payload=b"x",
+                               metadata={"note": lone})
+    assert snapshot(client) == before
+    assert memory.recall("user:1") == []
+    assert client.runs.get(run.run_id).status == "running"
+    assert client.checkpoints.get(scope) is None
+
+
 def test_a_forged_session_page_token_is_refused(client: ownstate.Client,
                                                 store: ownstate.SessionStore) -> None:
     """Tokens carry a checksum, not a signature: a token made by hand for the right
