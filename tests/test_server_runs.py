@@ -10,7 +10,6 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -21,6 +20,7 @@ from ownstate import _ids
 from ownstate.errors import RunNotFound, SessionNotFound
 from ownstate.limits import Limits
 from ownstate.model import CheckpointScope, PendingWrite, Run
+from ownstate.testing.checkpoints import FrozenTime
 from ownstate.testing.server import LiveServer
 
 API = "/api/2.0/agents"
@@ -43,22 +43,11 @@ def small_server() -> Iterator[LiveServer]:
     live.stop()
 
 
-class Clock:
-    """The time the server's API sees, standing still until advanced."""
-
-    def __init__(self) -> None:
-        self.moment = datetime(2030, 1, 1, tzinfo=UTC)
-
-    def now(self) -> datetime:
-        return self.moment
-
-    def advance(self, seconds: float) -> None:
-        self.moment += timedelta(seconds=seconds)
-
-
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    made = Clock()
+def clock(monkeypatch: pytest.MonkeyPatch) -> FrozenTime:
+    """The time the server's API sees (it runs in this process), standing still until
+    advanced."""
+    made = FrozenTime()
     monkeypatch.setattr(_ids, "now", made.now)
     return made
 
@@ -128,7 +117,7 @@ def _problem(response: httpx.Response, status: int, code: str) -> dict[str, Any]
 # resume races --------------------------------------------------------------------------
 
 
-def test_two_principals_racing_resume_one_wins(tenant: Tenant, clock: Clock) -> None:
+def test_two_principals_racing_resume_one_wins(tenant: Tenant, clock: FrozenTime) -> None:
     run = tenant.open()
     tokens = {p: tenant.key(p, {"alpha": "WRITE"}) for p in ("replica-a", "replica-b")}
     clients = {p: tenant.http(t) for p, t in tokens.items()}
@@ -287,7 +276,7 @@ def _ids_of(body: dict[str, Any]) -> list[str]:
     return [r["run_id"] for r in body["runs"]]
 
 
-def test_non_admin_sees_only_runs_of_stores_it_may_read(tenant: Tenant, clock: Clock) -> None:
+def test_non_admin_sees_only_runs_of_stores_it_may_read(tenant: Tenant, clock: FrozenTime) -> None:
     alpha, beta = tenant.direct.session_stores.get("alpha"), tenant.direct.session_stores.get(
         "beta")
     made: list[Run] = []
