@@ -6,7 +6,7 @@ import os
 import time
 from datetime import UTC, datetime
 
-__all__ = ["format_time", "new_id", "now", "parse_time"]
+__all__ = ["format_time", "new_id", "now", "now_unless", "parse_time"]
 
 
 def new_id(prefix: str) -> str:
@@ -21,6 +21,14 @@ def new_id(prefix: str) -> str:
 
 def now() -> datetime:
     return datetime.now(UTC)
+
+
+def now_unless(*moments: datetime | None) -> tuple[datetime, ...]:
+    """The moments given, each None replaced by one reading of :func:`now`."""
+    if all(m is not None for m in moments):
+        return tuple(m for m in moments if m is not None)
+    current = now()
+    return tuple(current if m is None else m for m in moments)
 
 
 def format_time(moment: datetime) -> str:

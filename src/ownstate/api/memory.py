@@ -284,9 +284,10 @@ class AsyncMemoryStore:
                 raise LimitExceeded(f"at most {s.limits.max_page_size} keys", field="keys",
                                     limit=s.limits.max_page_size, actual=len(keys))
             wanted = sorted({_name(k, "keys") for k in keys})
-        moment = _ids.now()
-        valid_at = _moment(as_of, "as_of") if as_of is not None else moment
-        known = _moment(known_at, "known_at") if known_at is not None else moment
+        # Left out, both are now by the clock that records facts, which for a remote
+        # client is the server's: a client whose clock lags still sees its own writes.
+        valid_at = _moment(as_of, "as_of") if as_of is not None else None
+        known = _moment(known_at, "known_at") if known_at is not None else None
         if wanted == []:
             await s.backend.get_memory_store(s.tenant, self.name)
             return []

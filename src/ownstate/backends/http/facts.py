@@ -96,10 +96,11 @@ class FactsOverHttp(HttpBase):
         return _facts(body)
 
     async def recall(self, tenant: str, store: str, subject: str, keys: Sequence[str] | None,
-                     valid_at: datetime, known_at: datetime) -> list[Fact]:
+                     valid_at: datetime | None, known_at: datetime | None) -> list[Fact]:
         body = await self._http.call("POST", f"{STORES}/{store}/facts:recall", json={
             "subject": subject, "keys": list(keys) if keys is not None else None,
-            "as_of": valid_at.isoformat(), "known_at": known_at.isoformat()})
+            "as_of": valid_at.isoformat() if valid_at is not None else None,
+            "known_at": known_at.isoformat() if known_at is not None else None})
         return _facts(body)
 
     async def history(self, tenant: str, store: str, subject: str, key: str) -> list[Fact]:

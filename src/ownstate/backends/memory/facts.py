@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from ... import _ids
 from ...errors import AlreadyExists, FactNotFound, ItemNotFound, StoreNotFound
 from ...model import Fact, FactExplanation, Item, MemoryStoreRecord
 from ..ports.facts import NewFact, fact_words
@@ -157,7 +158,8 @@ class FactsInMemory(MemoryBase):
             return made
 
     async def recall(self, tenant: str, store: str, subject: str, keys: Sequence[str] | None,
-                     valid_at: datetime, known_at: datetime) -> list[Fact]:
+                     valid_at: datetime | None, known_at: datetime | None) -> list[Fact]:
+        valid_at, known_at = _ids.now_unless(valid_at, known_at)
         with self._data.lock:
             stored = self._memory_store(tenant, store)
             wanted = None if keys is None else set(keys)

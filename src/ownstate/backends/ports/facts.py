@@ -125,9 +125,11 @@ class FactPort(ABC):
 
     @abstractmethod
     async def recall(self, tenant: str, store: str, subject: str, keys: Sequence[str] | None,
-                     valid_at: datetime, known_at: datetime) -> list[Fact]:
+                     valid_at: datetime | None, known_at: datetime | None) -> list[Fact]:
         """Per key, the fact that held at valid time ``valid_at`` as believed at record time
-        ``known_at`` (see the module docstring), ordered by key. Raises StoreNotFound."""
+        ``known_at`` (see the module docstring), ordered by key; either None means now, by
+        the clock that stamps records (a server's, for a remote client). Raises
+        StoreNotFound."""
 
     @abstractmethod
     async def history(self, tenant: str, store: str, subject: str, key: str) -> list[Fact]:

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from ... import _ids
 from ...errors import AlreadyExists, FactNotFound, ItemNotFound, StoreNotFound
 from ...model import Fact, FactExplanation, Item, MemoryStoreRecord
 from ..ports.facts import NewFact, fact_words
@@ -257,7 +258,8 @@ class FactsInPostgres(PostgresCore):
         )
 
     async def recall(self, tenant: str, store: str, subject: str, keys: Sequence[str] | None,
-                     valid_at: datetime, known_at: datetime) -> list[Fact]:
+                     valid_at: datetime | None, known_at: datetime | None) -> list[Fact]:
+        valid_at, known_at = _ids.now_unless(valid_at, known_at)
         # per key, of the facts that cover valid_at as believed at known_at, the one
         # recorded last
         # One statement answers both "which facts" and "does the store exist": the facts

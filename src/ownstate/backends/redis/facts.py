@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from ... import _ids
 from ..._ids import format_time, parse_time
 from ...errors import (
     AlreadyExists,
@@ -374,7 +375,8 @@ class FactsInRedis(SessionsInRedis):
         return chains
 
     async def recall(self, tenant: str, store: str, subject: str, keys: Sequence[str] | None,
-                     valid_at: datetime, known_at: datetime) -> list[Fact]:
+                     valid_at: datetime | None, known_at: datetime | None) -> list[Fact]:
+        valid_at, known_at = _ids.now_unless(valid_at, known_at)
         found: list[Fact] = []
         for _, chain in sorted((await self._subject(tenant, store, subject, keys)).items()):
             covering = [f for f in chain if _covers(f, valid_at, known_at)]

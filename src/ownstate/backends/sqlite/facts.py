@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from ... import _ids
 from ..._ids import format_time, parse_time
 from ...errors import AlreadyExists, FactNotFound, ItemNotFound, StoreNotFound
 from ...model import Fact, FactExplanation, Item, MemoryStoreRecord
@@ -256,7 +257,8 @@ class FactsInSqlite(SqliteCore):
         )
 
     async def recall(self, tenant: str, store: str, subject: str, keys: Sequence[str] | None,
-                     valid_at: datetime, known_at: datetime) -> list[Fact]:
+                     valid_at: datetime | None, known_at: datetime | None) -> list[Fact]:
+        valid_at, known_at = _ids.now_unless(valid_at, known_at)
         # SQLite returns the bare columns of the row that holds max(fid) in each group:
         # per key, the covering fact recorded last.
         key_filter = "" if keys is None else "AND key IN (SELECT value FROM json_each(?)) "
