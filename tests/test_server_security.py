@@ -247,3 +247,48 @@ def test_two_server_processes_racing_to_resume_one_run_let_exactly_one_win(
         for process, _ in servers:
             process.terminate()
             process.communicate(timeout=20)
+
+
+def test_every_kind_of_state_round_trips_through_a_server_on_each_database(
+        shared_database: str) -> None:
+    """The conformance suite's server runs on memory; here the server runs on SQLite and on
+    PostgreSQL (row-level security, the key lookup past it), and the remote client
+    touches every kind of state once, with another tenant's key refused alike."""
+    from ownstate.model import CheckpointScope
+
+    live = LiveServer(shared_database, key_cache_seconds=0)
+    try:
+        token = live.mint_key(tenant="round", principal="svc", admin=True)
+        stranger = live.mint_key(tenant="elsewhere", principal="svc", admin=True)
+        with ownstate.connect(live.url, token=token) as client, \
+                ownstate.connect(live.url, token=stranger) as other:
+            store = client.session_stores.create("round-trip")
+            session = store.add(actor_id="a", session_id="s1")
+            first, _ = session.append_items([{"role": "user", "content": "hi"},
+                                             {"role": "assistant", "content": "hello"}])
+            assert [i.data["content"] for i in
+                    session.list_items(order_by="create_time asc")] == ["hi", "hello"]
+            fork = session.fork(up_to_item_id=first.item_id)
+            assert [i.data for i in fork.list_items()] == [first.data]
+            memory = client.memory_stores.create("round-memory")
+            memory.remember("user:1", "tz", "UTC", source=first)
+            assert memory.recall("user:1")[0].source_item_id == first.item_id
+            run = client.runs.open_run(session, framework="langgraph")
+            client.runs.mark_awaiting(run.run_id, {"kind": "approval"})
+            assert [r.run_id for r in client.runs.outstanding()] == [run.run_id]
+            lease = client.runs.resume(run.run_id, owner="w")
+            scope = CheckpointScope("a", store.name, "s1", run.run_id)
+            client.checkpoints.put(scope, checkpoint_id="c1", type_tag="json", payload=b"{}")
+            assert client.checkpoints.get(scope).payload == b"{}"
+            asset = client.assets.put(b"bytes", media_type="text/plain", session=session)
+            assert client.assets.get(asset.asset_id) == b"bytes"
+            client.runs.close_run(run.run_id, status="done",
+                                  fencing_token=lease.fencing_token)
+            with pytest.raises(ownstate.StoreNotFound):
+                other.session_stores.get(store.name)
+            with pytest.raises(ownstate.RunNotFound):
+                other.runs.get(run.run_id)
+            with pytest.raises(ownstate.AssetNotFound):
+                other.assets.get(asset.asset_id)
+    finally:
+        live.stop()
