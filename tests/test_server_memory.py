@@ -23,6 +23,7 @@ from ownstate.errors import (
 )
 from ownstate.limits import Limits
 from ownstate.testing.server import LiveServer
+from ownstate.testing.server import problem as _problem
 
 API = "/api/2.0/agents"
 MEM = f"{API}/memory-stores/mem"
@@ -105,15 +106,6 @@ def tenant(server: LiveServer) -> Iterator[Tenant]:
     for client in [made.admin, *made.clients]:
         client.close()
     made.direct.close()
-
-
-def _problem(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"] == "application/problem+json"
-    body: dict[str, Any] = response.json()
-    assert (body["status"], body["code"], body["type"]) == (status, code,
-                                                            f"urn:ownstate:error:{code}")
-    return body
 
 
 # problem bodies ------------------------------------------------------------------------

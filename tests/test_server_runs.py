@@ -22,6 +22,7 @@ from ownstate.limits import Limits
 from ownstate.model import CheckpointScope, PendingWrite, Run
 from ownstate.testing.checkpoints import FrozenTime
 from ownstate.testing.server import LiveServer
+from ownstate.testing.server import problem as _problem
 
 API = "/api/2.0/agents"
 RUNS = f"{API}/runs"
@@ -104,14 +105,6 @@ def other_tenant(server: LiveServer) -> Iterator[Tenant]:
 @pytest.fixture
 def small_tenant(small_server: LiveServer) -> Iterator[Tenant]:
     yield from _tenant(small_server)
-
-
-def _problem(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"] == "application/problem+json"
-    body: dict[str, Any] = response.json()
-    assert body["code"] == code, body
-    return body
 
 
 # resume races --------------------------------------------------------------------------

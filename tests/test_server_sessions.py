@@ -17,6 +17,7 @@ import ownstate
 from ownstate.errors import InvalidInput, SessionNotFound
 from ownstate.limits import Limits
 from ownstate.testing.server import LiveServer
+from ownstate.testing.server import problem as _problem
 
 AGENTS = "/api/2.0/agents"
 STORE = "chats"
@@ -88,17 +89,6 @@ def other(server: LiveServer) -> Iterator[Tenant]:
 def admin(tenant: Tenant) -> Iterator[httpx.Client]:
     with tenant.http(tenant.admin) as http:
         yield http
-
-
-def _problem(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"] == "application/problem+json"
-    body: dict[str, Any] = response.json()
-    assert set(body) == {"type", "title", "status", "code", "detail", "details"}
-    assert body["status"] == status
-    assert body["code"] == code
-    assert body["type"] == f"urn:ownstate:error:{code}"
-    return body
 
 
 # the handle every session route acts through ---------------------------------------------

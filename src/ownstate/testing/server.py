@@ -16,7 +16,7 @@ from typing import Any
 
 import ownstate
 
-__all__ = ["LiveServer"]
+__all__ = ["LiveServer", "problem"]
 
 
 class LiveServer:
@@ -61,3 +61,15 @@ class LiveServer:
     def stop(self) -> None:
         self._server.should_exit = True
         self._thread.join(timeout=10)
+
+
+def problem(response: Any, status: int, code: str) -> dict[str, Any]:
+    """The problem+json body of ``response`` (an ``httpx.Response``), asserted to be one:
+    the status, the media type, every member and the stable ``code``."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    body: dict[str, Any] = response.json()
+    assert set(body) == {"type", "title", "status", "code", "detail", "details"}, body
+    assert (body["status"], body["code"]) == (status, code), body
+    assert body["type"] == f"urn:ownstate:error:{code}"
+    return body
