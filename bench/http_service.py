@@ -93,7 +93,8 @@ def _free_port() -> int:
 @contextmanager
 def server(url: str) -> Iterator[tuple[str, str]]:
     """``ownstate serve`` on ``url`` in its own process: (base URL, an admin token)."""
-    with ownstate.connect(url, tenant="bench") as direct:  # migrates; then mint a key
+    # The key acts for the default tenant, the one the library opens without being told.
+    with ownstate.connect(url) as direct:  # migrates; then mint a key
         _, token = direct.api_keys.create("bench", admin=True)
     port = _free_port()
     process = subprocess.Popen(
@@ -160,10 +161,8 @@ def bench_turns(args: argparse.Namespace) -> None:
 
                 async def open_variant(v: Any, r: int = r, remote: str = remote,
                                        url: str = url) -> None:
-                    if v.remote:
-                        await v.open(remote, session_id=f"{v.tag}-http-{r}")
-                    else:
-                        await open_direct(v, url, f"{v.tag}-lib-{r}")
+                    where = "http" if v.remote else "lib"
+                    await v.open(remote if v.remote else url, session_id=f"{v.tag}-{where}-{r}")
 
                 rounds.append(asyncio.run(turns_round([v() for v in VARIANTS],
                                                       open_variant, pairs, r)))
@@ -178,24 +177,6 @@ def bench_turns(args: argparse.Namespace) -> None:
 
 def ratio(direct_row: list[str], http_row: list[str]) -> str:
     return f"{float(http_row[3]) / float(direct_row[3]):.2f}"
-
-
-async def open_direct(v: Any, url: str, session_id: str) -> None:
-    """A direct client on the server's database, in the key's tenant."""
-    if isinstance(v, OwnstateAsyncTurns):
-        v.client = await ownstate.connect_async(url, tenant="bench")
-        try:
-            store = await v.client.session_stores.create("bench-sessions")
-        except ownstate.AlreadyExists:
-            store = await v.client.session_stores.get("bench-sessions")
-        v.session = await store.add(actor_id="bench-user", session_id=session_id)
-        return
-    v.client = ownstate.connect(url, tenant="bench")
-    try:
-        store = v.client.session_stores.create("bench-sessions")
-    except ownstate.AlreadyExists:
-        store = v.client.session_stores.get("bench-sessions")
-    v.session = store.add(actor_id="bench-user", session_id=session_id)
 
 
 # load ------------------------------------------------------------------------------------
