@@ -544,6 +544,12 @@ class AsyncSessionStores:
         return deleted
 
 
+def _tenant_name(tenant: str) -> str:
+    if not isinstance(tenant, str) or not _TENANT_RE.fullmatch(tenant):
+        raise InvalidInput("tenant must be 1-64 chars of [A-Za-z0-9_.:-]", field="tenant")
+    return tenant
+
+
 class AsyncClient:
     """Everything ownstate stores for one tenant, over one backend.
 
@@ -568,9 +574,7 @@ class AsyncClient:
         limits: Limits | None = None,
         owns_backend: bool = True,
     ) -> None:
-        if not isinstance(tenant, str) or not _TENANT_RE.fullmatch(tenant):
-            raise InvalidInput("tenant must be 1-64 chars of [A-Za-z0-9_.:-]", field="tenant")
-        self._scope = _Scope(backend, tenant, limits or Limits())
+        self._scope = _Scope(backend, _tenant_name(tenant), limits or Limits())
         self._owns_backend = owns_backend
         self.session_stores = AsyncSessionStores(self._scope)
         self.memory_stores = AsyncMemoryStores(self._scope)
@@ -635,9 +639,8 @@ async def start_client(
     :class:`~ownstate.errors.PermissionDenied`.
     """
     try:
-        if tenant is not None and not (isinstance(tenant, str)
-                                       and _TENANT_RE.fullmatch(tenant)):
-            raise InvalidInput("tenant must be 1-64 chars of [A-Za-z0-9_.:-]", field="tenant")
+        if tenant is not None:
+            _tenant_name(tenant)  # before setup, which may reach a server
         await backend.setup(migrate=migrate)
         bound = backend.bound_tenant
         if bound is not None and tenant is not None and tenant != bound:

@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 from ...errors import InvalidInput, SchemaVersion
 from .._replay import ReplayCache
 from ..base import Backend, Capability
+from ._base import API
 from ._transport import Transport
 from .access import AccessOverHttp
 from .assets import AssetsOverHttp
@@ -32,7 +33,7 @@ __all__ = ["API_VERSION", "HttpBackend"]
 
 #: The version of the wire contract this client speaks; the server reports its own.
 API_VERSION = 1
-WHOAMI = "/api/2.0/agents/whoami"
+WHOAMI = f"{API}/whoami"
 
 
 class HttpBackend(SessionsOverHttp, FactsOverHttp, RunsOverHttp, CheckpointsOverHttp,
@@ -49,7 +50,12 @@ class HttpBackend(SessionsOverHttp, FactsOverHttp, RunsOverHttp, CheckpointsOver
 
     def __init__(self, url: str, token: str | None = None, *, client: Any = None) -> None:
         parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        try:
+            port = parts.port  # a malformed port raises ValueError
+            valid = parts.scheme in ("http", "https") and bool(parts.hostname)
+        except ValueError:
+            valid = False
+        if not valid or parts.hostname is None:
             raise InvalidInput(f"an ownstate server URL looks like http://host:8080, "
                                f"not {url!r}", field="url")
         options = parse_qs(parts.query)
@@ -62,12 +68,11 @@ class HttpBackend(SessionsOverHttp, FactsOverHttp, RunsOverHttp, CheckpointsOver
         self._replay = ReplayCache(replay) if replay > 0 else None
         token = token or (unquote(parts.password) if parts.password else None) \
             or os.environ.get("OWNSTATE_TOKEN")
-        netloc = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
-        if ":" in parts.hostname:
-            netloc = f"[{parts.hostname}]" + (f":{parts.port}" if parts.port else "")
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        netloc = host if port is None else f"{host}:{port}"
         self.base_url = urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
         self._http = Transport(self.base_url, token, timeout=timeout, client=client)
-        self.principal: str | None = None
+        self.principal = None
         self.admin = False
         self._tenant: str | None = None
 

@@ -11,17 +11,17 @@ from datetime import datetime
 from ... import _wire
 from ...errors import PermissionDenied
 from ...model import ApiKey, Grant
-from ._base import HttpBase
+from ._base import API, HttpBase
 
-__all__ = ["AccessOverHttp", "grants_path"]
+__all__ = ["AccessOverHttp"]
 
-KEYS = "/api/2.0/agents/api-keys"
+KEYS = f"{API}/api-keys"
 
 
-def grants_path(kind: str, store: str) -> str:
+def _grants_path(kind: str, store: str) -> str:
     """Where a store's permissions live: under its session store or memory store."""
     collection = "session-stores" if kind == "session_store" else "memory-stores"
-    return f"/api/2.0/agents/{collection}/{store}/permissions"
+    return f"{API}/{collection}/{store}/permissions"
 
 
 class AccessOverHttp(HttpBase):
@@ -45,7 +45,7 @@ class AccessOverHttp(HttpBase):
 
     async def set_grant(self, tenant: str, kind: str, store: str, principal: str,
                         level: str | None) -> None:
-        path = grants_path(kind, store)
+        path = _grants_path(kind, store)
         if level == "OWNER":
             # The server makes the creating principal the owner when it creates the store.
             return
@@ -64,11 +64,14 @@ class AccessOverHttp(HttpBase):
         return None
 
     async def list_grants(self, tenant: str, kind: str, store: str) -> list[Grant]:
-        body = await self._http.call("GET", grants_path(kind, store))
+        body = await self._http.call("GET", _grants_path(kind, store))
         return [_wire.load(Grant, g) for g in body["grants"]]
 
     async def list_principal_grants(self, tenant: str, principal: str) -> list[Grant]:
-        body = await self._http.call("GET", "/api/2.0/agents/whoami/grants")
+        if principal != self.principal:
+            # The server tells a key only its own principal's grants.
+            raise PermissionDenied("over HTTP only the API key's own grants can be listed")
+        body = await self._http.call("GET", f"{API}/whoami/grants")
         return [_wire.load(Grant, g) for g in body["grants"]]
 
     async def drop_grants(self, tenant: str, kind: str, store: str) -> int:

@@ -8,7 +8,6 @@ from datetime import datetime
 from typing import Any
 
 from ... import _wire
-from ...errors import SessionNotFound
 from ...limits import SESSION_ID_RE
 from ...model import (
     JSON,
@@ -20,8 +19,8 @@ from ...model import (
     RunUsage,
 )
 from ..ports.checkpoints import NewCheckpoint
-from ._base import HttpBase
-from .runs import API, missing_run, segment
+from ._base import API, HttpBase, json_object, segment, session_path
+from .runs import missing_run
 
 __all__ = ["CheckpointsOverHttp"]
 
@@ -33,21 +32,12 @@ def _run_base(scope: CheckpointScope) -> str:
     no run, and gets the server's not-found without a request."""
     if not (SESSION_ID_RE.fullmatch(scope.session_id) and SESSION_ID_RE.fullmatch(scope.run_id)):
         raise missing_run(scope.run_id)
-    return (f"{API}/session-stores/{scope.store}/sessions/{segment(scope.session_id)}"
-            f"/runs/{segment(scope.run_id)}")
+    return f"{session_path(scope.store, scope.session_id)}/runs/{segment(scope.run_id)}"
 
 
 def _envelope(fields: Mapping[str, Any], raw: Mapping[str, str] | None = None) -> bytes:
-    """One line of JSON: ``fields`` encoded, and ``raw`` values spliced in as JSON text
-    already encoded; then the line feed that ends it."""
-    parts = [json.dumps(k) + ":" + json.dumps(v, ensure_ascii=False, separators=(",", ":"))
-             for k, v in fields.items()]
-    parts += [json.dumps(k) + ":" + v for k, v in (raw or {}).items()]
-    return ("{" + ",".join(parts) + "}\n").encode()
-
-
-def _record(body: Any) -> CheckpointRecord:
-    return _wire.load(CheckpointRecord, body)
+    """The upload's head: one line of JSON, which the payload bytes follow."""
+    return (json_object(fields, raw or {}) + "\n").encode()
 
 
 class CheckpointsOverHttp(HttpBase):
@@ -63,7 +53,7 @@ class CheckpointsOverHttp(HttpBase):
         body = await self._http.call(
             "POST", f"{_run_base(scope)}/checkpoints:put", params={"actor_id": scope.actor_id},
             content=head + checkpoint.payload, headers=_UPLOAD)
-        return _record(body)
+        return _wire.load(CheckpointRecord, body)
 
     async def put_writes(self, tenant: str, scope: CheckpointScope, namespace: str,
                          checkpoint_id: str, writes: Sequence[PendingWrite],
@@ -84,7 +74,7 @@ class CheckpointsOverHttp(HttpBase):
             "actor_id": scope.actor_id, "namespace": namespace,
             "checkpoint_id": checkpoint_id})
         found = body.get("checkpoint")
-        return _record(found) if found is not None else None
+        return _wire.load(CheckpointRecord, found) if found is not None else None
 
     async def list_checkpoints(self, tenant: str, scope: CheckpointScope,
                                namespace: str | None, metadata: Mapping[str, JSON],
@@ -94,7 +84,7 @@ class CheckpointsOverHttp(HttpBase):
         body = await self._http.call("GET", f"{_run_base(scope)}/checkpoints", params={
             "actor_id": scope.actor_id, "namespace": namespace, "metadata": wanted,
             "before": before, "limit": limit})
-        return [_record(r) for r in body["checkpoints"]]
+        return [_wire.load(CheckpointRecord, r) for r in body["checkpoints"]]
 
     async def delete_checkpoints(self, tenant: str, scope: CheckpointScope,
                                  namespace: str | None, checkpoint_ids: Sequence[str]) -> int:
@@ -111,12 +101,8 @@ class CheckpointsOverHttp(HttpBase):
 
     async def delete_session_checkpoints(self, tenant: str, actor_id: str, store: str,
                                          session_id: str) -> int:
-        if not SESSION_ID_RE.fullmatch(session_id):
-            raise _wire.error_from_problem(404, _wire.problem_for(SessionNotFound(
-                "", store=store, session_id=session_id)))
-        body = await self._http.call(
-            "DELETE", f"{API}/session-stores/{store}/sessions/{segment(session_id)}/checkpoints",
-            params={"actor_id": actor_id})
+        body = await self._http.call("DELETE", f"{session_path(store, session_id)}/checkpoints",
+                                     params={"actor_id": actor_id})
         return int(body["deleted"])
 
     async def copy_checkpoints(self, tenant: str, source: CheckpointScope,

@@ -9,28 +9,24 @@ record stamps writes with its own clock, not with its clients'. Explicit times
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
-from urllib.parse import quote
 
 from ... import _wire
-from ...errors import FactNotFound, InvalidInput, OwnstateError
+from ...errors import FactNotFound, InvalidInput
 from ...model import Fact, FactExplanation, MemoryStoreRecord
 from ..ports.facts import NewFact
-from ._base import HttpBase
+from ._base import API, HttpBase, addressable, json_object, not_found, segment
 
 __all__ = ["FactsOverHttp"]
 
-API = "/api/2.0/agents"
 STORES = f"{API}/memory-stores"
 _FORGOTTEN = "forgotten"
 
 
 def _new_fact_json(new: NewFact) -> str:
-    """One fact of a remember request, its value spliced in as the JSON text the client
-    API already checked and encoded (no decoding and re-encoding on the way)."""
+    """One fact of a remember request, its value spliced in as it was encoded."""
     source: dict[str, Any] | None = None
     if new.source is not None:
         store, session_id, item_id = new.source
@@ -45,9 +41,7 @@ def _new_fact_json(new: NewFact) -> str:
         "source": source,
         "valid_from": new.valid_from.isoformat() if new.valid_from is not None else None,
     }
-    # ASCII escapes: text UTF-8 cannot carry still travels, for the server to refuse
-    head = json.dumps(fields, separators=(",", ":"))
-    return f'{head[:-1]},"value":{new.value_json}}}'
+    return json_object(fields, {"value": new.value_json})
 
 
 def _facts(body: Any) -> list[Fact]:
@@ -108,29 +102,20 @@ class FactsOverHttp(HttpBase):
                                      params={"subject": subject, "key": key})
         return _facts(body)
 
-    def _fact_path(self, store: str, fact_id: str) -> str | None:
-        """Where a fact lives, or None for an id no fact can have: one that cannot be a
-        single path segment (ids the server makes never contain a slash)."""
-        if "/" in fact_id or fact_id in (".", ".."):
-            return None
-        return f"{STORES}/{store}/facts/{quote(fact_id, safe='')}"
-
-    async def _no_such_fact(self, tenant: str, store: str, fact_id: str) -> OwnstateError:
-        """The error the server would answer with, made here: the store's absence first."""
-        await self.get_memory_store(tenant, store)
-        problem = _wire.problem_for(FactNotFound("", store=store, fact_id=fact_id))
-        return _wire.error_from_problem(404, problem)
+    async def _fact_path(self, tenant: str, store: str, fact_id: str) -> str:
+        """Where a fact lives. An id no path can carry names no fact; it gets the answer
+        the server would give, the store's absence first."""
+        if not addressable(fact_id):
+            await self.get_memory_store(tenant, store)
+            raise not_found(FactNotFound("", store=store, fact_id=fact_id))
+        return f"{STORES}/{store}/facts/{segment(fact_id)}"
 
     async def get_fact(self, tenant: str, store: str, fact_id: str) -> Fact:
-        path = self._fact_path(store, fact_id)
-        if path is None:
-            raise await self._no_such_fact(tenant, store, fact_id)
+        path = await self._fact_path(tenant, store, fact_id)
         return _wire.load(Fact, await self._http.call("GET", path))
 
     async def explain(self, tenant: str, store: str, fact_id: str) -> FactExplanation:
-        path = self._fact_path(store, fact_id)
-        if path is None:
-            raise await self._no_such_fact(tenant, store, fact_id)
+        path = await self._fact_path(tenant, store, fact_id)
         return _wire.load(FactExplanation, await self._http.call("GET", f"{path}/explanation"))
 
     async def forget(self, tenant: str, store: str, subject: str, key: str, reason: str,

@@ -6,26 +6,22 @@ import contextlib
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
-from urllib.parse import quote
 
 from ... import _wire
 from ...errors import LeaseHeld, RunNotFound
 from ...limits import SESSION_ID_RE
 from ...model import Effect, Lease, Run
-from ._base import HttpBase
+from ._base import API, HttpBase, json_object, not_found, segment, session_path
 
 __all__ = ["RunsOverHttp", "missing_run", "run_path"]
 
-API = "/api/2.0/agents"
 RUNS = f"{API}/runs"
+_JSON_HEADERS = {"content-type": "application/json"}
 
 
 def missing_run(run_id: str) -> RunNotFound:
     """The not-found the server gives for ``run_id``, made here without asking it."""
-    error = _wire.error_from_problem(404, _wire.problem_for(
-        RunNotFound(f"no run {run_id!r}", run_id=run_id)))
-    assert isinstance(error, RunNotFound)
-    return error
+    return not_found(RunNotFound("", run_id=run_id))
 
 
 def run_path(run_id: str) -> str:
@@ -41,24 +37,13 @@ def run_path(run_id: str) -> str:
     return f"{RUNS}/{run_id}"
 
 
-def segment(value: str) -> str:
-    """``value`` as path text the server decodes back to exactly ``value``; dots are
-    encoded too, so that ``.`` and ``..`` are never taken for relative segments."""
-    return quote(value, safe="").replace(".", "%2E")
-
-
-def _lease(body: Any) -> Lease:
-    return _wire.load(Lease, body)
-
-
 class RunsOverHttp(HttpBase):
     """The runs port as calls to the server's routes."""
 
     async def open_run(self, tenant: str, store: str, session_id: str, run_id: str,
                        framework: str, thread_key: str | None, owner: str | None,
                        ttl_seconds: float, now: datetime) -> Run:
-        path = f"{API}/session-stores/{store}/sessions/{segment(session_id)}/runs"
-        body = await self._http.call("POST", path, json={
+        body = await self._http.call("POST", f"{session_path(store, session_id)}/runs", json={
             "framework": framework, "thread_key": thread_key, "run_id": run_id,
             "owner": owner, "ttl": ttl_seconds})
         return _wire.load(Run, body)
@@ -80,12 +65,10 @@ class RunsOverHttp(HttpBase):
     async def mark_awaiting(self, tenant: str, run_id: str, awaiting_json: str,
                             fencing_token: int | None, now: datetime) -> Run:
         # The description already holds requested_by; the server sets requested_at by its
-        # own clock. The JSON text goes as it is, spliced into the body.
-        text = ('{"awaiting":' + awaiting_json + ',"fencing_token":'
-                + ("null" if fencing_token is None else str(int(fencing_token))) + "}")
+        # own clock.
+        text = json_object({"fencing_token": fencing_token}, {"awaiting": awaiting_json})
         body = await self._http.call("POST", f"{run_path(run_id)}:await",
-                                     content=text.encode(),
-                                     headers={"content-type": "application/json"})
+                                     content=text.encode(), headers=_JSON_HEADERS)
         return _wire.load(Run, body)
 
     async def resume(self, tenant: str, run_id: str, owner: str, ttl_seconds: float,
@@ -100,14 +83,14 @@ class RunsOverHttp(HttpBase):
                 with contextlib.suppress(ValueError):
                     exc.details["expires_at"] = datetime.fromisoformat(expires)
             raise
-        return _lease(body)
+        return _wire.load(Lease, body)
 
     async def heartbeat(self, tenant: str, run_id: str, fencing_token: int,
                         ttl_seconds: float, now: datetime) -> Lease:
         body = await self._http.call("POST", f"{run_path(run_id)}:heartbeat",
                                      json={"fencing_token": fencing_token,
                                            "ttl": ttl_seconds})
-        return _lease(body)
+        return _wire.load(Lease, body)
 
     async def close_run(self, tenant: str, run_id: str, status: str, usd_cost: float | None,
                         step_count: int | None, fencing_token: int | None,
@@ -128,11 +111,10 @@ class RunsOverHttp(HttpBase):
     async def record_effect(self, tenant: str, run_id: str, tool_call_id: str,
                             result_json: str, fencing_token: int | None,
                             now: datetime) -> Effect:
-        text = ('{"result":' + result_json + ',"fencing_token":'
-                + ("null" if fencing_token is None else str(int(fencing_token))) + "}")
+        text = json_object({"fencing_token": fencing_token}, {"result": result_json})
         body = await self._http.call(
             "PUT", f"{run_path(run_id)}/effects/{segment(tool_call_id)}",
-            content=text.encode(), headers={"content-type": "application/json"})
+            content=text.encode(), headers=_JSON_HEADERS)
         return _wire.load(Effect, body)
 
     async def get_effect(self, tenant: str, run_id: str, tool_call_id: str) -> Effect | None:

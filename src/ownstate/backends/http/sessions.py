@@ -7,54 +7,28 @@ import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
-from urllib.parse import quote
 
 from ... import _wire
-from ...errors import BackendUnavailable, ItemNotFound, SessionNotFound
+from ...errors import BackendUnavailable, ItemNotFound
 from ...model import Item, SessionRecord, SessionStoreRecord, build_item
 from .._replay import Meta, Replay
 from ..ports.sessions import NewItem, SessionOrder
-from ._base import HttpBase
+from ._base import SESSION_STORES, HttpBase, addressable, not_found, segment, session_path
 
 __all__ = ["SessionsOverHttp"]
 
-STORES = "/api/2.0/agents/session-stores"
-
-#: The shape of an id the client made up itself (``new_id("ses")``). A caller-chosen session
-#: id never holds an underscore, so such an id is left for the server to make instead.
+#: The shape of an id the client API made up itself (``new_id("ses")``). The server
+#: refuses a chosen id with an underscore, so such an id is left for the server to make.
 _GENERATED_SESSION_ID = re.compile(r"ses_[0-9a-f]{32}")
 _JSON_HEADERS = {"content-type": "application/json"}
-_UNADDRESSABLE = re.compile(r"[/\x00-\x1f\x7f]")
-
-
-def _segment(value: str) -> str:
-    quoted = quote(value, safe="")
-    # "." and ".." would be taken as dot-segments and dropped from the path
-    return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted
 
 
 def _sessions(store: str) -> str:
-    return f"{STORES}/{_segment(store)}/sessions"
-
-
-def _addressable(value: str) -> bool:
-    """Whether the server's routes can name this id: no id with a slash or a control
-    character, or longer than 1024 characters, is ever made, so such an id is simply not
-    found, as it would be in a local database."""
-    return len(value) <= 1024 and _UNADDRESSABLE.search(value) is None
-
-
-def _session(store: str, session_id: str) -> str:
-    """The session's path. Raises SessionNotFound for an id no session can have."""
-    if not _addressable(session_id):
-        raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                              store=store, session_id=session_id)
-    return f"{_sessions(store)}/{_segment(session_id)}"
+    return f"{SESSION_STORES}/{store}/sessions"
 
 
 def _no_item(session_id: str, item_id: str) -> ItemNotFound:
-    return ItemNotFound(f"no item {item_id!r} in session {session_id!r}",
-                        session_id=session_id, item_id=item_id)
+    return not_found(ItemNotFound("", session_id=session_id, item_id=item_id))
 
 
 def _chosen(session_id: str) -> str | None:
@@ -95,21 +69,21 @@ class SessionsOverHttp(HttpBase):
     """The sessions port as calls to the server's routes."""
 
     async def create_store(self, tenant: str, name: str, now: datetime) -> SessionStoreRecord:
-        body = await self._http.call("POST", STORES, json={"name": name})
+        body = await self._http.call("POST", SESSION_STORES, json={"name": name})
         return _wire.load(SessionStoreRecord, body, tenant=tenant)
 
     async def get_store(self, tenant: str, name: str) -> SessionStoreRecord:
-        body = await self._http.call("GET", f"{STORES}/{name}")
+        body = await self._http.call("GET", f"{SESSION_STORES}/{name}")
         return _wire.load(SessionStoreRecord, body, tenant=tenant)
 
     async def list_stores(
         self, tenant: str, limit: int, after: str | None
     ) -> list[SessionStoreRecord]:
-        body = await self._http.call("GET", STORES, params={"limit": limit, "after": after})
+        body = await self._http.call("GET", SESSION_STORES, params={"limit": limit, "after": after})
         return [_wire.load(SessionStoreRecord, r, tenant=tenant) for r in body["session_stores"]]
 
     async def delete_store(self, tenant: str, name: str, force: bool) -> int:
-        body = await self._http.call("DELETE", f"{STORES}/{name}", params={"force": force})
+        body = await self._http.call("DELETE", f"{SESSION_STORES}/{name}", params={"force": force})
         return int(body["sessions_deleted"])
 
     async def create_session(
@@ -129,7 +103,7 @@ class SessionsOverHttp(HttpBase):
         return _wire.load(SessionRecord, body, tenant=tenant)
 
     async def get_session(self, tenant: str, store: str, session_id: str) -> SessionRecord:
-        body = await self._http.call("GET", _session(store, session_id))
+        body = await self._http.call("GET", session_path(store, session_id))
         return _wire.load(SessionRecord, body, tenant=tenant)
 
     async def list_sessions(
@@ -160,13 +134,13 @@ class SessionsOverHttp(HttpBase):
         self, tenant: str, store: str, session_id: str, changes: Mapping[str, str | None],
         max_labels: int,
     ) -> SessionRecord:
-        body = await self._http.call("PATCH", _session(store, session_id),
+        body = await self._http.call("PATCH", session_path(store, session_id),
                                      params={"max_labels": max_labels},
                                      json={"metadata": dict(changes)})
         return _wire.load(SessionRecord, body, tenant=tenant)
 
     async def delete_session(self, tenant: str, store: str, session_id: str, force: bool) -> int:
-        body = await self._http.call("DELETE", _session(store, session_id),
+        body = await self._http.call("DELETE", session_path(store, session_id),
                                      params={"force": force})
         return int(body["sessions_deleted"])
 
@@ -179,9 +153,8 @@ class SessionsOverHttp(HttpBase):
         up_to_item_id: str | None,
         now: datetime,
     ) -> SessionRecord:
-        if not _addressable(session_id):
-            _session(store, session_id)  # raises SessionNotFound
-        if up_to_item_id is not None and not _addressable(up_to_item_id):
+        session_path(store, session_id)  # raises SessionNotFound for an impossible id
+        if up_to_item_id is not None and not addressable(up_to_item_id):
             await self.get_session(tenant, store, session_id)
             raise _no_item(session_id, up_to_item_id)
         payload: dict[str, Any] = {"source_session_id": session_id}
@@ -204,7 +177,7 @@ class SessionsOverHttp(HttpBase):
     ) -> list[Item]:
         # The server derives the columns, makes the ids and hashes the request itself.
         content = _append_body(items, idempotency[0] if idempotency is not None else None)
-        body = await self._http.call("POST", f"{_session(store, session_id)}/items:append",
+        body = await self._http.call("POST", f"{session_path(store, session_id)}/items:append",
                                      content=content, headers=_JSON_HEADERS)
         return _items(body)
 
@@ -225,7 +198,7 @@ class SessionsOverHttp(HttpBase):
     async def _fetch_items(self, store: str, session_id: str, descending: bool, limit: int,
                            after_seq: int | None) -> list[Item]:
         body = await self._http.call(
-            "GET", f"{_session(store, session_id)}/items",
+            "GET", f"{session_path(store, session_id)}/items",
             params={"order_by": "create_time desc" if descending else "create_time asc",
                     "limit": limit, "after_seq": after_seq})
         return _items(body)
@@ -261,19 +234,19 @@ class SessionsOverHttp(HttpBase):
         return found
 
     async def get_item(self, tenant: str, store: str, session_id: str, item_id: str) -> Item:
-        if not _addressable(item_id):
+        if not addressable(item_id):
             await self.get_session(tenant, store, session_id)
             raise _no_item(session_id, item_id)
         body = await self._http.call(
-            "GET", f"{_session(store, session_id)}/items/{_segment(item_id)}")
+            "GET", f"{session_path(store, session_id)}/items/{segment(item_id)}")
         return _item(body)
 
     async def pop_item(self, tenant: str, store: str, session_id: str,
                        now: datetime) -> Item | None:
-        body = await self._http.call("POST", f"{_session(store, session_id)}/items:pop")
+        body = await self._http.call("POST", f"{session_path(store, session_id)}/items:pop")
         popped = body.get("session_item")
         return _item(popped) if popped is not None else None
 
     async def clear_items(self, tenant: str, store: str, session_id: str, now: datetime) -> int:
-        body = await self._http.call("POST", f"{_session(store, session_id)}/items:clear")
+        body = await self._http.call("POST", f"{session_path(store, session_id)}/items:clear")
         return int(body["items_cleared"])
