@@ -19,8 +19,7 @@ from typing import Any, TypeVar, Union, get_args, get_origin
 from . import errors
 from .model import JSON
 
-__all__ = ["PROBLEM_MEDIA_TYPE", "dump", "error_from_problem", "load", "problem_for",
-           "status_for"]
+__all__ = ["PROBLEM_MEDIA_TYPE", "error_from_problem", "load", "problem_for", "status_for"]
 
 T = TypeVar("T")
 
@@ -127,21 +126,6 @@ def error_from_problem(status: int, body: object) -> errors.OwnstateError:
 # records -------------------------------------------------------------------------------
 
 
-def dump(record: object) -> JSON:
-    """``record`` (a dataclass, or lists and dicts of them) as JSON-ready data."""
-    if dataclasses.is_dataclass(record) and not isinstance(record, type):
-        return {f.name: dump(getattr(record, f.name)) for f in dataclasses.fields(record)}
-    if isinstance(record, datetime):
-        return record.astimezone(UTC).isoformat()
-    if isinstance(record, bytes):
-        return base64.b64encode(record).decode()
-    if isinstance(record, (list, tuple)):
-        return [dump(v) for v in record]
-    if isinstance(record, dict):
-        return {k: dump(v) for k, v in record.items()}
-    return record
-
-
 @cache
 def _hints(cls: Any) -> dict[str, Any]:
     return typing.get_type_hints(cls)
@@ -172,8 +156,8 @@ def _load_value(hint: Any, value: Any) -> Any:
 
 
 def load(cls: type[T], data: Any, **known: Any) -> T:
-    """A ``cls`` record from what :func:`dump` made of one; ``known`` fills fields the wire
-    leaves out (the tenant, which the key decides).
+    """A ``cls`` record from its JSON form (as the module docstring describes it); ``known``
+    fills fields the wire leaves out (the tenant, which the key decides).
 
     Raises :class:`~ownstate.errors.BackendUnavailable` when the data does not fit (a
     server speaking another version).

@@ -213,20 +213,15 @@ def create_app(url: str | None = None, *, backend: Backend | None = None,
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        error: OwnstateError
-        if exc.status_code == 404:
-            error = NotFound("no such route")
-        elif exc.status_code == 405:
-            error = InvalidInput(f"{request.method} is not allowed here", field="method")
-        else:
-            error = InvalidInput(str(exc.detail), field="request")
-        response = problem_response(error, dict(exc.headers or {}))
         if exc.status_code == 405:
-            body = _wire.problem_for(error)
+            body = _wire.problem_for(InvalidInput(f"{request.method} is not allowed here",
+                                                  field="method"))
             body.update(status=405, title="Method Not Allowed")
-            response = JSONResponse(body, status_code=405, media_type=_wire.PROBLEM_MEDIA_TYPE,
-                                    headers={"allow": _allowed_methods(app, request)})
-        return response
+            return JSONResponse(body, status_code=405, media_type=_wire.PROBLEM_MEDIA_TYPE,
+                                headers={"allow": _allowed_methods(app, request)})
+        error: OwnstateError = (NotFound("no such route") if exc.status_code == 404 else
+                                InvalidInput(str(exc.detail), field="request"))
+        return problem_response(error, dict(exc.headers or {}))
 
     @app.exception_handler(UnicodeError)
     async def not_unicode(request: Request, exc: UnicodeError) -> JSONResponse:

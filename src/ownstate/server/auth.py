@@ -38,8 +38,8 @@ class Caller:
 
 
 class KeyCheck:
-    """Authenticates tokens, remembering a live key for ``cache_seconds`` so that a busy
-    client costs one key lookup per interval rather than per request.
+    """Authenticates tokens, remembering a live key's caller for ``cache_seconds`` so that
+    a busy client costs one key lookup per interval rather than per request.
 
     A key revoked through this server stops working at once; one revoked elsewhere (the
     CLI, another replica) within ``cache_seconds``. Only the token's digest is held.
@@ -50,7 +50,7 @@ class KeyCheck:
         self.limits = limits
         self.cache_seconds = cache_seconds
         self._keys = AsyncApiKeys(Scope(backend, "-", limits))
-        self._cache: dict[bytes, tuple[ApiKey, float]] = {}
+        self._cache: dict[bytes, tuple[Caller, float]] = {}
 
     async def caller(self, authorization: str | None) -> Caller:
         """The caller of a request with this ``Authorization`` header.
@@ -64,19 +64,19 @@ class KeyCheck:
         digest = hashlib.sha256(token.encode()).digest()
         cached = self._cache.get(digest)
         if cached is not None and cached[1] > time.monotonic():
-            key = cached[0]
-        else:
-            key = await self._keys.authenticate(token)
-            if self.cache_seconds > 0:
-                if len(self._cache) > 10_000:
-                    self._cache.clear()
-                self._cache[digest] = (key, time.monotonic() + self.cache_seconds)
-        client = AsyncClient(self.backend, tenant=key.tenant, limits=self.limits,
-                             owns_backend=False)
-        return Caller(key, client)
+            return cached[0]
+        key = await self._keys.authenticate(token)
+        # The client holds nothing of a request's: one serves every request the key makes.
+        caller = Caller(key, AsyncClient(self.backend, tenant=key.tenant, limits=self.limits,
+                                         owns_backend=False))
+        if self.cache_seconds > 0:
+            if len(self._cache) > 10_000:
+                self._cache.clear()
+            self._cache[digest] = (caller, time.monotonic() + self.cache_seconds)
+        return caller
 
     def forget(self, key_id: str) -> None:
         """Drop a revoked key from the cache so that this replica refuses it at once."""
-        for digest, (key, _) in list(self._cache.items()):
-            if key.key_id == key_id:
+        for digest, (caller, _) in list(self._cache.items()):
+            if caller.key.key_id == key_id:
                 self._cache.pop(digest, None)

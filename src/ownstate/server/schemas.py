@@ -17,6 +17,7 @@ __all__ = [
     "PrincipalRef",
     "Problem",
     "RevokeRequest",
+    "StoreOut",
     "StrictModel",
 ]
 

@@ -1,13 +1,36 @@
-"""What several route modules share: error responses for the OpenAPI document."""
+"""What several route modules share: the router's shape and error responses, path
+parameters, permission checks, keyset paging and the Unicode checks of JSON bodies."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path
 
 from ..._wire import PROBLEM_MEDIA_TYPE
-from ..schemas import Problem
+from ...errors import InvalidInput, LimitExceeded, PermissionDenied, SessionNotFound, StoreNotFound
+from ...limits import STORE_NAME_RE, encode_json
+from ...model import JSON, Grant, Item
+from ..auth import Caller
+from ..permissions import SESSION_STORE, require
+from ..schemas import GrantOut, GrantsOut, Problem
 
-__all__ = ["ERRORS"]
+__all__ = [
+    "ERRORS",
+    "MAX_BIGINT",
+    "STORE_PATTERN",
+    "StorePath",
+    "api_router",
+    "grants_out",
+    "item_json",
+    "json_utf8",
+    "keyset_mode",
+    "keyset_size",
+    "require_admin",
+    "require_session",
+    "require_session_store",
+    "utf8_text",
+]
 
 _PROBLEM: dict[str, Any] = {"model": Problem, "content": {PROBLEM_MEDIA_TYPE: {}}}
 
@@ -23,3 +46,108 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (503, "The database could not be reached."),
     )
 }
+
+#: The largest value a stored integer (seq, cursor, fencing token) may hold.
+MAX_BIGINT = 2**63 - 1
+STORE_PATTERN = f"^{STORE_NAME_RE.pattern}$"
+StorePath = Annotated[str, Path(pattern=STORE_PATTERN, description="The store's name.")]
+
+
+def api_router(tag: str) -> APIRouter:
+    """A router for one kind of state, under the API's prefix, documenting :data:`ERRORS`."""
+    return APIRouter(prefix="/api/2.0/agents", tags=[tag], responses=ERRORS)
+
+
+def grants_out(grants: list[Grant]) -> GrantsOut:
+    return GrantsOut(grants=[GrantOut(kind=g.kind, store=g.store, principal=g.principal,
+                                      level=g.level) for g in grants])
+
+
+def require_admin(caller: Caller, what: str) -> None:
+    """Pass for an admin key. Raises :class:`~ownstate.errors.PermissionDenied`."""
+    if not caller.admin:
+        raise PermissionDenied(f"only an admin key may {what}")
+
+
+async def require_session_store(caller: Caller, store: str, level: str) -> None:
+    """Pass when the caller may act at ``level`` on the session store.
+
+    An admin passes without a lookup: it may do anything, so the check would only ask
+    whether the store exists, which the operation that follows answers itself.
+    Raises :class:`~ownstate.errors.StoreNotFound`, :class:`~ownstate.errors.PermissionDenied`.
+    """
+    if not caller.admin:
+        await require(caller, SESSION_STORE, store, level)
+
+
+async def require_session(caller: Caller, store: str, session_id: str, level: str) -> None:
+    """Pass when the caller may act at ``level`` on the session's store.
+
+    A session of a missing or unreadable store is a missing session, as in the library,
+    and reads exactly like one. Raises :class:`~ownstate.errors.SessionNotFound`,
+    :class:`~ownstate.errors.PermissionDenied`.
+    """
+    try:
+        await require_session_store(caller, store, level)
+    except StoreNotFound as exc:
+        raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
+                              store=store, session_id=session_id) from exc
+
+
+def keyset_mode(page_size: int | None, page_token: str | None, *,
+                cursor: str = "after") -> None:
+    """Pass unless a keyset listing (``limit`` and ``cursor``) is also given token paging
+    (``page_size``, ``page_token``). Raises :class:`~ownstate.errors.InvalidInput`."""
+    if page_token is not None or page_size is not None:
+        raise InvalidInput(f"give page_size/page_token or {cursor}/limit, not both",
+                           field="limit")
+
+
+def keyset_size(caller: Caller, limit: int | None, page_size: int | None,
+                page_token: str | None, *, cursor: str = "after") -> int:
+    """How many records a keyset listing reads: ``limit``, else the default page size.
+
+    Raises :class:`~ownstate.errors.InvalidInput` when token paging is given too (see
+    :func:`keyset_mode`), :class:`~ownstate.errors.LimitExceeded` for a limit beyond the
+    server's bounds.
+    """
+    keyset_mode(page_size, page_token, cursor=cursor)
+    limits = caller.client.limits
+    size = limits.default_page_size if limit is None else limit
+    # The client asks for one more than a page, to learn whether another page follows.
+    most = limits.max_page_size + 1
+    if not 1 <= size <= most:
+        raise LimitExceeded(f"limit must be between 1 and {most}", field="limit",
+                            limit=most, actual=size)
+    return size
+
+
+def utf8_text(value: str) -> str:
+    """A pydantic validator: JSON bodies may carry lone surrogates (``\\ud800``), which no
+    datastore can store."""
+    try:
+        value.encode()
+    except UnicodeEncodeError as exc:
+        raise ValueError("must be valid Unicode text") from exc
+    return value
+
+
+def json_utf8(value: JSON, field: str) -> JSON:
+    """``value`` when its JSON text is valid UTF-8. Raises
+    :class:`~ownstate.errors.InvalidInput` naming ``field``."""
+    try:
+        encode_json(value, field=field).encode()
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(f"{field} holds text that is not valid Unicode", field=field) from exc
+    except InvalidInput:
+        pass  # the public API reports what JSON cannot hold, with its own message
+    return value
+
+
+def item_json(item: Item) -> dict[str, Any]:
+    """An item as :class:`~ownstate.server.schemas.ItemOut` describes it, ready for the
+    JSON encoder (the data left as it is)."""
+    return {"item_id": item.item_id, "session_id": item.session_id, "seq": item.seq,
+            "create_time": item.create_time, "data": item.data, "format": item.format,
+            "role": item.role, "type": item.type, "tool_name": item.tool_name,
+            "model": item.model, "in_tokens": item.in_tokens, "out_tokens": item.out_tokens}

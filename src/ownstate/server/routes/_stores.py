@@ -19,12 +19,14 @@ from ...api.aio import AsyncClient
 from ...errors import InvalidInput
 from ...model import Grant
 from ..app import CallerDep
+from ..auth import Caller
 from ..permissions import require, visible_stores
-from ..schemas import Empty, GrantOut, GrantRequest, GrantsOut, RevokeRequest, StoreOut, StrictModel
+from ..schemas import Empty, GrantRequest, GrantsOut, RevokeRequest, StoreOut, StrictModel
+from ._common import STORE_PATTERN, grants_out, keyset_mode
 
 __all__ = ["StoreKind", "add_store_routes"]
 
-StoreName = Annotated[str, Field(pattern=r"^[a-z0-9_-]{3,55}$")]
+StoreName = Annotated[str, Field(pattern=STORE_PATTERN)]
 
 
 class _Handle(Protocol):
@@ -68,11 +70,6 @@ def _out(record: Any) -> StoreOut:
     return StoreOut(name=record.name, create_time=record.create_time)
 
 
-def _grants(grants: list[Grant]) -> GrantsOut:
-    return GrantsOut(grants=[GrantOut(kind=g.kind, store=g.store, principal=g.principal,
-                                      level=g.level) for g in grants])
-
-
 def add_store_routes(router: APIRouter, spec: StoreKind) -> type[BaseModel]:
     """Add create, get, list, grant, revoke and list-permissions routes for ``spec`` to
     ``router``; returns the listing's response model."""
@@ -102,9 +99,9 @@ def add_store_routes(router: APIRouter, spec: StoreKind) -> type[BaseModel]:
         client = caller.client
         visible = await visible_stores(caller, spec.kind)
         if after is not None or limit is not None:
-            if page_token is not None or page_size is not None:
-                raise InvalidInput("give page_size/page_token or after/limit, not both",
-                                   field="limit")
+            keyset_mode(page_size, page_token)
+            # Not held to the server's max_page_size (the query bounds it): a client
+            # configured with larger pages than the server's still lists its stores.
             size = limit or client.limits.default_page_size
             if visible is None:
                 records = await spec.list_records(client, size, after)
@@ -119,7 +116,7 @@ def add_store_routes(router: APIRouter, spec: StoreKind) -> type[BaseModel]:
         return listing(**{spec.list_field: [_out(p) for p in page.items],
                           "next_page_token": page.next_page_token})
 
-    async def handle(caller: Any, store: str, level: str) -> _Handle:
+    async def handle(caller: Caller, store: str, level: str) -> _Handle:
         await require(caller, spec.kind, store, level)
         found: _Handle = await spec.stores(caller.client).get(store)
         return found
@@ -136,7 +133,7 @@ def add_store_routes(router: APIRouter, spec: StoreKind) -> type[BaseModel]:
 
     async def permissions(store: str, caller: CallerDep) -> GrantsOut:
         found = await handle(caller, store, "READ")
-        return _grants(await found.permissions())
+        return grants_out(await found.permissions())
 
     what = spec.label
     name = spec.kind

@@ -13,28 +13,22 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Path, Query, Request, Response
+from fastapi import Header, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 from starlette.requests import ClientDisconnect
 
-from ...errors import (
-    AssetNotFound,
-    InvalidInput,
-    LimitExceeded,
-    NotFound,
-    PermissionDenied,
-)
+from ...errors import AssetNotFound, InvalidInput, LimitExceeded, NotFound
 from ...model import AssetRef
 from ..app import CallerDep, problem_response
 from ..auth import Caller
 from ..permissions import SESSION_STORE, require
 from ..schemas import Empty
-from ._common import ERRORS
+from ._common import api_router, require_admin
 
 __all__ = ["METADATA_HEADER", "router"]
 
-router = APIRouter(prefix="/api/2.0/agents", tags=["assets"], responses=ERRORS)
+router = api_router("assets")
 
 #: The request header carrying an upload's labels, as a JSON object of strings.
 METADATA_HEADER = "x-ownstate-metadata"
@@ -149,8 +143,7 @@ async def put_asset(
         raise InvalidInput("send the media type as Content-Type", field="media_type")
     labels = _labels(metadata)
     if store is None or session_id is None:
-        if not caller.admin:
-            raise PermissionDenied("only an admin key may store assets outside a session")
+        require_admin(caller, "store assets outside a session")
         owner = None
     else:
         await require(caller, SESSION_STORE, store, "WRITE")

@@ -19,49 +19,40 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import Query, Request
 from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
-from ...errors import (
-    InvalidInput,
-    LimitExceeded,
-    NotFound,
-    PermissionDenied,
-    RunNotFound,
-    SessionNotFound,
-)
-from ...limits import Limits, encode_json
+from ...errors import InvalidInput, LimitExceeded, NotFound, RunNotFound
+from ...limits import Limits
 from ...model import CheckpointRecord, CheckpointScope, PendingWrite, RetentionPolicy
 from ..app import CallerDep
 from ..auth import Caller
-from ..permissions import SESSION_STORE, require, require_run
+from ..permissions import require_run
 from ..schemas import Empty, StrictModel
-from ._common import ERRORS
+from ._common import (
+    MAX_BIGINT,
+    STORE_PATTERN,
+    StorePath,
+    api_router,
+    json_utf8,
+    require_admin,
+    require_session,
+    require_session_store,
+    utf8_text,
+)
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/api/2.0/agents", tags=["checkpoints"], responses=ERRORS)
+router = api_router("checkpoints")
 
 RUN = "/session-stores/{store}/sessions/{session_id}/runs/{run_id}"
-_BIGINT = 2**63 - 1
 
 M = TypeVar("M", bound=StrictModel)
 
-
-def _utf8(value: str) -> str:
-    # JSON bodies may carry lone surrogates (\ud800), which no datastore can store.
-    try:
-        value.encode()
-    except UnicodeEncodeError as exc:
-        raise ValueError("must be valid Unicode text") from exc
-    return value
-
-
-StoreName = Annotated[str, Path(pattern=r"^[a-z0-9_-]{3,55}$")]
 ActorId = Annotated[str, Query(min_length=1, max_length=4096, description=(
     "The run's actor: part of the scope, checked with the rest of it."))]
-Id = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_utf8)]
-Namespace = Annotated[str, Field(max_length=256), AfterValidator(_utf8)]
+Id = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(utf8_text)]
+Namespace = Annotated[str, Field(max_length=256), AfterValidator(utf8_text)]
 TypeTag = Annotated[str, Field(pattern=r"^[!-~]{1,64}$")]
 
 
@@ -136,10 +127,10 @@ class PutEnvelope(StrictModel):
 
 class WriteHeader(StrictModel):
     task_id: Id
-    index: Annotated[int, Field(strict=True, ge=-_BIGINT - 1, le=_BIGINT)]
+    index: Annotated[int, Field(strict=True, ge=-MAX_BIGINT - 1, le=MAX_BIGINT)]
     channel: Id
     type_tag: TypeTag
-    task_path: Annotated[str, Field(max_length=1024), AfterValidator(_utf8)] = ""
+    task_path: Annotated[str, Field(max_length=1024), AfterValidator(utf8_text)] = ""
     size: Annotated[int, Field(strict=True, ge=0, description=(
         "How many of the payload bytes after the envelope are this write's."))]
 
@@ -154,14 +145,14 @@ class WritesEnvelope(StrictModel):
 
 
 class DeleteCheckpoints(StrictModel):
-    checkpoint_ids: list[Annotated[str, Field(max_length=256), AfterValidator(_utf8)]]
+    checkpoint_ids: list[Annotated[str, Field(max_length=256), AfterValidator(utf8_text)]]
     namespace: Namespace | None = Field(default=None, description=(
         "Only in this namespace; every namespace when absent."))
 
 
 class ScopeIn(StrictModel):
-    actor_id: Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(_utf8)]
-    store: Annotated[str, Field(pattern=r"^[a-z0-9_-]{3,55}$")]
+    actor_id: Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(utf8_text)]
+    store: Annotated[str, Field(pattern=STORE_PATTERN)]
     session_id: Id
     run_id: Id
 
@@ -171,7 +162,7 @@ class CopyCheckpoints(StrictModel):
 
 
 class Retention(StrictModel):
-    keep_last: Annotated[int, Field(strict=True, ge=1, le=_BIGINT)] | None = None
+    keep_last: Annotated[int, Field(strict=True, ge=1, le=MAX_BIGINT)] | None = None
     # About a thousand years: an age beyond the calendar cannot be subtracted from now.
     max_age_seconds: Annotated[float, Field(strict=True, gt=0, le=3.15e10,
                                             allow_inf_nan=False)] | None = None
@@ -194,30 +185,13 @@ def _out(record: CheckpointRecord) -> CheckpointOut:
                         for w in record.pending_writes])
 
 
-def _run_not_found(run_id: str) -> RunNotFound:
-    return RunNotFound(f"no run {run_id!r}", run_id=run_id)
-
-
 async def _authorize(caller: Caller, scope: CheckpointScope, level: str) -> None:
     """Pass when the caller may act at ``level`` on the scope's store; a store it may not
     read is reported as the run missing, exactly as the scoped operation would."""
-    # An admin skips the lookup: the scoped operation itself finds a missing store.
-    if caller.admin:
-        return
     try:
-        await require(caller, SESSION_STORE, scope.store, level)
+        await require_session_store(caller, scope.store, level)
     except NotFound as exc:
-        raise _run_not_found(scope.run_id) from exc
-
-
-def _utf8_json(value: object, field: str) -> None:
-    # JSON bodies may carry lone surrogates (\ud800), which no datastore can store.
-    try:
-        encode_json(value, field=field).encode()
-    except UnicodeEncodeError as exc:
-        raise InvalidInput(f"{field} holds text that is not valid Unicode", field=field) from exc
-    except InvalidInput:
-        pass  # the public API reports what JSON cannot hold, with its own message
+        raise RunNotFound(f"no run {scope.run_id!r}", run_id=scope.run_id) from exc
 
 
 async def _read_upload(request: Request, bound: int) -> bytearray:
@@ -261,7 +235,7 @@ _UPLOAD_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {
 
 @router.post(RUN + "/checkpoints:put", response_model=CheckpointOut,
              openapi_extra=_UPLOAD_BODY)
-async def put_checkpoint(store: StoreName, session_id: str, run_id: str,
+async def put_checkpoint(store: StorePath, session_id: str, run_id: str,
                          actor_id: ActorId, request: Request,
                          caller: CallerDep) -> CheckpointOut:
     """Store a checkpoint of the run (WRITE). The body is the envelope as one line of
@@ -272,7 +246,7 @@ async def put_checkpoint(store: StoreName, session_id: str, run_id: str,
     limits = caller.client.limits
     line, payload = _split_upload(await _read_upload(request, upload_bound(limits)))
     envelope = _envelope(PutEnvelope, line)
-    _utf8_json(envelope.metadata, "metadata")
+    json_utf8(envelope.metadata, "metadata")
     record = await caller.client.checkpoints.put(
         scope, envelope.checkpoint_id, type_tag=envelope.type_tag, payload=bytes(payload),
         namespace=envelope.namespace, parent_checkpoint_id=envelope.parent_checkpoint_id,
@@ -282,7 +256,7 @@ async def put_checkpoint(store: StoreName, session_id: str, run_id: str,
 
 @router.post(RUN + "/checkpoints:put_writes", response_model=Empty,
              openapi_extra=_UPLOAD_BODY)
-async def put_writes(store: StoreName, session_id: str, run_id: str, actor_id: ActorId,
+async def put_writes(store: StorePath, session_id: str, run_id: str, actor_id: ActorId,
                      request: Request, caller: CallerDep) -> Empty:
     """Store pending writes against a stored checkpoint, all or none (WRITE). The body is
     the envelope as one line of JSON (checkpoint_id, namespace, writes: task_id, index,
@@ -316,7 +290,7 @@ async def put_writes(store: StoreName, session_id: str, run_id: str, actor_id: A
 
 @router.get(RUN + "/checkpoints:get", response_model=CheckpointLookup)
 async def get_checkpoint(
-    store: StoreName, session_id: str, run_id: str, actor_id: ActorId, caller: CallerDep,
+    store: StorePath, session_id: str, run_id: str, actor_id: ActorId, caller: CallerDep,
     checkpoint_id: Annotated[str | None, Query(min_length=1, max_length=256, description=(
         "This checkpoint; the newest in the namespace when absent."))] = None,
     namespace: Annotated[str, Query(max_length=256)] = "",
@@ -330,7 +304,7 @@ async def get_checkpoint(
 
 @router.get(RUN + "/checkpoints", response_model=CheckpointsOut)
 async def list_checkpoints(
-    store: StoreName, session_id: str, run_id: str, actor_id: ActorId, caller: CallerDep,
+    store: StorePath, session_id: str, run_id: str, actor_id: ActorId, caller: CallerDep,
     namespace: Annotated[str | None, Query(max_length=256, description=(
         "Only this namespace; every namespace when absent."))] = None,
     metadata: Annotated[str | None, Query(max_length=8192, description=(
@@ -338,7 +312,7 @@ async def list_checkpoints(
         "JSON value."))] = None,
     before: Annotated[str | None, Query(min_length=1, max_length=256, description=(
         "Only checkpoints stored before this one."))] = None,
-    limit: Annotated[int | None, Query(ge=0, le=_BIGINT)] = None,
+    limit: Annotated[int | None, Query(ge=0, le=MAX_BIGINT)] = None,
 ) -> CheckpointsOut:
     """The run's checkpoints, newest first, with their pending writes (READ)."""
     scope = CheckpointScope(actor_id, store, session_id, run_id)
@@ -351,7 +325,7 @@ async def list_checkpoints(
             raise InvalidInput("metadata must be a JSON object", field="metadata") from exc
         if not isinstance(parsed, dict):
             raise InvalidInput("metadata must be a JSON object", field="metadata")
-        _utf8_json(parsed, "metadata")
+        json_utf8(parsed, "metadata")
         wanted = parsed
     records = await caller.client.checkpoints.list(scope, namespace=namespace,
                                                    metadata=wanted, before=before,
@@ -360,7 +334,7 @@ async def list_checkpoints(
 
 
 @router.post(RUN + "/checkpoints:delete", response_model=DeletedOut)
-async def delete_checkpoints(store: StoreName, session_id: str, run_id: str,
+async def delete_checkpoints(store: StorePath, session_id: str, run_id: str,
                              actor_id: ActorId, body: DeleteCheckpoints,
                              caller: CallerDep) -> DeletedOut:
     """Delete the named checkpoints of the run with their pending writes, in one atomic
@@ -373,7 +347,7 @@ async def delete_checkpoints(store: StoreName, session_id: str, run_id: str,
 
 
 @router.delete(RUN + "/checkpoints", response_model=DeletedOut)
-async def delete_run_checkpoints(store: StoreName, session_id: str, run_id: str,
+async def delete_run_checkpoints(store: StorePath, session_id: str, run_id: str,
                                  actor_id: ActorId, caller: CallerDep) -> DeletedOut:
     """Delete every checkpoint of the run; the run itself stays (WRITE)."""
     scope = CheckpointScope(actor_id, store, session_id, run_id)
@@ -383,22 +357,17 @@ async def delete_run_checkpoints(store: StoreName, session_id: str, run_id: str,
 
 @router.delete("/session-stores/{store}/sessions/{session_id}/checkpoints",
                response_model=DeletedOut)
-async def delete_session_checkpoints(store: StoreName, session_id: str, actor_id: ActorId,
+async def delete_session_checkpoints(store: StorePath, session_id: str, actor_id: ActorId,
                                      caller: CallerDep) -> DeletedOut:
     """Delete every checkpoint of every run of the session, which must be the actor's;
     the session, its items and its runs stay (WRITE)."""
-    if not caller.admin:
-        try:
-            await require(caller, SESSION_STORE, store, "WRITE")
-        except NotFound as exc:
-            raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                                  store=store, session_id=session_id) from exc
+    await require_session(caller, store, session_id, "WRITE")
     count = await caller.client.checkpoints.delete_session(actor_id, store, session_id)
     return DeletedOut(deleted=count)
 
 
 @router.post(RUN + "/checkpoints:copy", response_model=CopiedOut)
-async def copy_checkpoints(store: StoreName, session_id: str, run_id: str,
+async def copy_checkpoints(store: StorePath, session_id: str, run_id: str,
                            actor_id: ActorId, body: CopyCheckpoints,
                            caller: CallerDep) -> CopiedOut:
     """Replace the target run's checkpoints with copies of this run's (READ here, WRITE
@@ -414,8 +383,7 @@ async def copy_checkpoints(store: StoreName, session_id: str, run_id: str,
 @router.post("/checkpoints:apply_retention", response_model=RetentionOut)
 async def apply_retention(body: Retention, caller: CallerDep) -> RetentionOut:
     """Delete, across the tenant, every checkpoint the policy names (admin)."""
-    if not caller.admin:
-        raise PermissionDenied("only an admin key may apply retention across the tenant")
+    require_admin(caller, "apply retention across the tenant")
     report = await caller.client.checkpoints.apply_retention(RetentionPolicy(
         keep_last=body.keep_last, max_age_seconds=body.max_age_seconds,
         drop_when_run_ends=body.drop_when_run_ends))
@@ -432,9 +400,9 @@ async def checkpoint_usage(
 ) -> UsagesOut:
     """Checkpoints and stored payload bytes per run, largest first: across the tenant
     (admin), or of one run."""
-    if not caller.admin:
-        if run_id is None:
-            raise PermissionDenied("only an admin key may see usage across the tenant")
+    if run_id is None:
+        require_admin(caller, "see usage across the tenant")
+    elif not caller.admin:
         try:
             await require_run(caller, run_id, "READ")
         except RunNotFound:

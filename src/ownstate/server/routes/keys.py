@@ -5,25 +5,25 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Request
+from fastapi import Path, Request
 from pydantic import BaseModel, Field
 
 from ..._ids import now
 from ...api.access import principal_name
 from ...backends import Capability
-from ...errors import InvalidInput, PermissionDenied
+from ...errors import InvalidInput
 from ...model import ApiKey
 from ..app import CallerDep
-from ..auth import Caller
-from ..schemas import GrantOut, GrantsOut, StrictModel
-from ._common import ERRORS
+from ..schemas import GrantsOut, StrictModel
+from ._common import api_router, grants_out, require_admin
 
 __all__ = ["API_VERSION", "router"]
 
 #: The version of the wire contract; clients refuse a server speaking another.
 API_VERSION = 1
 
-router = APIRouter(prefix="/api/2.0/agents", tags=["access"], responses=ERRORS)
+router = api_router("access")
+
 
 class WhoAmI(BaseModel):
     tenant: str
@@ -67,11 +67,6 @@ def _out(key: ApiKey) -> ApiKeyOut:
                      admin=key.admin, create_time=key.create_time, revoked_at=key.revoked_at)
 
 
-def _admin(caller: Caller) -> None:
-    if not caller.admin:
-        raise PermissionDenied("only an admin key may manage API keys")
-
-
 @router.get("/whoami", response_model=WhoAmI)
 async def whoami(caller: CallerDep) -> WhoAmI:
     """The caller's tenant, principal and key, and what the server can do."""
@@ -86,16 +81,14 @@ async def whoami(caller: CallerDep) -> WhoAmI:
 @router.get("/whoami/grants", response_model=GrantsOut)
 async def my_grants(caller: CallerDep) -> GrantsOut:
     """Every grant the caller's principal holds."""
-    grants = await caller.client.backend.list_principal_grants(caller.tenant,
-                                                               caller.principal)
-    return GrantsOut(grants=[GrantOut(kind=g.kind, store=g.store, principal=g.principal,
-                                      level=g.level) for g in grants])
+    return grants_out(await caller.client.backend.list_principal_grants(caller.tenant,
+                                                                        caller.principal))
 
 
 @router.post("/api-keys", response_model=CreatedKey)
 async def create_api_key(body: CreateKey, caller: CallerDep) -> CreatedKey:
     """A new key for a principal of the caller's tenant (admin)."""
-    _admin(caller)
+    require_admin(caller, "manage API keys")
     if (body.key_id is None) != (body.secret_sha256 is None):
         raise InvalidInput("give key_id and secret_sha256 together, or neither",
                            field="secret_sha256")
@@ -112,7 +105,7 @@ async def create_api_key(body: CreateKey, caller: CallerDep) -> CreatedKey:
 @router.get("/api-keys", response_model=ApiKeysOut)
 async def list_api_keys(caller: CallerDep) -> ApiKeysOut:
     """Every key of the caller's tenant, revoked ones included (admin)."""
-    _admin(caller)
+    require_admin(caller, "manage API keys")
     return ApiKeysOut(api_keys=[_out(k) for k in await caller.client.api_keys.list()])
 
 
@@ -122,7 +115,7 @@ async def revoke_api_key(
     request: Request,
 ) -> ApiKeyOut:
     """Revoke a key of the caller's tenant (admin); requests carrying it are refused."""
-    _admin(caller)
+    require_admin(caller, "manage API keys")
     key = await caller.client.api_keys.revoke(key_id)
     request.app.state.keys.forget(key_id)
     return _out(key)

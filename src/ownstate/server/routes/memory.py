@@ -17,22 +17,23 @@ import json
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import Query, Response
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, Field, Strict
+from pydantic_core import to_json
 
 from ...api.memory import AsyncMemoryStore
-from ...errors import InvalidInput, ItemNotFound, NotFound, PermissionDenied
+from ...errors import InvalidInput, ItemNotFound, NotFound
 from ...model import JSON, SOURCE_TYPES, Fact, Item
 from ..app import CallerDep
 from ..auth import Caller
 from ..permissions import MEMORY_STORE, SESSION_STORE, require, visible_stores
 from ..schemas import ItemOut, StrictModel
-from ._common import ERRORS
+from ._common import api_router, item_json, require_admin
 from ._stores import StoreKind, add_store_routes
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/api/2.0/agents", tags=["memory"], responses=ERRORS)
+router = api_router("memory")
 
 MEMORY_STORES = StoreKind(
     kind=MEMORY_STORE, collection="memory-stores", label="memory store",
@@ -174,48 +175,38 @@ class SubjectExportOut(BaseModel):
 # helpers --------------------------------------------------------------------------------
 
 
-def _time(moment: datetime | None) -> str | None:
-    return moment.astimezone(UTC).isoformat() if moment is not None else None
-
-
-def _fact_json(fact: Fact) -> dict[str, JSON]:
+def _fact_json(fact: Fact) -> dict[str, Any]:
     """A fact as :class:`FactOut` describes it (the value left as it is)."""
     return {
         "fact_id": fact.fact_id, "memory_store": fact.memory_store, "subject": fact.subject,
         "key": fact.key, "value": fact.value, "confidence": fact.confidence,
         "source_type": fact.source_type, "source_store": fact.source_store,
         "source_session_id": fact.source_session_id, "source_item_id": fact.source_item_id,
-        "valid_from": _time(fact.valid_from), "valid_to": _time(fact.valid_to),
-        "recorded_at": _time(fact.recorded_at), "superseded_at": _time(fact.superseded_at),
+        "valid_from": fact.valid_from, "valid_to": fact.valid_to,
+        "recorded_at": fact.recorded_at, "superseded_at": fact.superseded_at,
         "supersedes": fact.supersedes, "closed_reason": fact.closed_reason,
     }
 
 
-def _item_json(item: Item) -> dict[str, JSON]:
-    """An item as :class:`ItemOut` describes it (the data left as it is)."""
-    return {
-        "item_id": item.item_id, "session_id": item.session_id, "seq": item.seq,
-        "create_time": _time(item.create_time), "data": item.data, "format": item.format,
-        "role": item.role, "type": item.type, "tool_name": item.tool_name,
-        "model": item.model, "in_tokens": item.in_tokens, "out_tokens": item.out_tokens,
-    }
-
-
-def _respond(payload: JSON) -> Response:
-    """The JSON answer, made by the standard encoder rather than by the response model:
-    a stored value may nest deeper than pydantic's serializer follows (about 255 levels),
-    and what was stored must always be readable back."""
-    text = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    return Response(text.encode(), media_type="application/json")
+def _respond(payload: Any) -> Response:
+    """The JSON answer, serialised straight from the records: building a response model
+    of each fact would cost more than the read that found them."""
+    return Response(to_json(payload), media_type="application/json")
 
 
 def _facts_response(facts: list[Fact]) -> Response:
     return _respond({"facts": [_fact_json(f) for f in facts]})
 
 
-def _admin(caller: Caller, what: str) -> None:
+async def _memory(caller: Caller, store: str, level: str) -> AsyncMemoryStore:
+    """The store, once the caller may act at ``level`` on it. An admin may do anything, so
+    its check would only read the store that is read here anyway.
+
+    Raises StoreNotFound, PermissionDenied.
+    """
     if not caller.admin:
-        raise PermissionDenied(f"only an admin key may {what}")
+        await require(caller, MEMORY_STORE, store, level)
+    return await caller.client.memory_stores.get(store)
 
 
 def _item_ref(session_id: str, item_id: str) -> Item:
@@ -315,8 +306,7 @@ async def delete_memory_store(store: str, caller: CallerDep) -> FactsDeletedOut:
 async def remember_fact(store: str, body: FactIn, caller: CallerDep) -> Response:
     """Remember one fact (WRITE): it becomes the current fact for its (subject, key) and
     closes the one it replaces. A source item must be one the caller may read."""
-    await require(caller, MEMORY_STORE, store, "WRITE")
-    memory = await caller.client.memory_stores.get(store)
+    memory = await _memory(caller, store, "WRITE")
     try:
         (fact,) = await _remember(memory, [await _spec(body, _Sources(caller))])
     except InvalidInput as exc:
@@ -329,8 +319,7 @@ async def remember_fact(store: str, body: FactIn, caller: CallerDep) -> Response
 async def remember_facts(store: str, body: FactsIn, caller: CallerDep) -> Response:
     """Remember several facts in order, all or none (WRITE); a later fact for the same
     (subject, key) supersedes an earlier one."""
-    await require(caller, MEMORY_STORE, store, "WRITE")
-    memory = await caller.client.memory_stores.get(store)
+    memory = await _memory(caller, store, "WRITE")
     sources = _Sources(caller)
     specs = []
     for fact in body.facts:
@@ -342,8 +331,7 @@ async def remember_facts(store: str, body: FactsIn, caller: CallerDep) -> Respon
 async def recall_facts(store: str, body: RecallIn, caller: CallerDep) -> Response:
     """What is true of a subject (READ): per key, the fact in force at valid time
     ``as_of`` as believed at record time ``known_at``, ordered by key."""
-    await require(caller, MEMORY_STORE, store, "READ")
-    memory = await caller.client.memory_stores.get(store)
+    memory = await _memory(caller, store, "READ")
     found = await memory.recall(body.subject, body.keys, as_of=body.as_of,
                                 known_at=body.known_at)
     return _facts_response(found)
@@ -354,8 +342,7 @@ async def fact_history(store: str, caller: CallerDep, subject: NameQuery,
                        key: NameQuery) -> Response:
     """Every fact ever recorded for (subject, key), current or closed, oldest first
     (READ)."""
-    await require(caller, MEMORY_STORE, store, "READ")
-    memory = await caller.client.memory_stores.get(store)
+    memory = await _memory(caller, store, "READ")
     return _facts_response(await memory.history(subject, key))
 
 
@@ -363,8 +350,7 @@ async def fact_history(store: str, caller: CallerDep, subject: NameQuery,
 async def search_facts(store: str, body: SearchIn, caller: CallerDep) -> Response:
     """Current facts whose key or value contains every word of ``query``, the most
     recently recorded first (READ)."""
-    await require(caller, MEMORY_STORE, store, "READ")
-    memory = await caller.client.memory_stores.get(store)
+    memory = await _memory(caller, store, "READ")
     found = await memory.search(body.query, subject=body.subject, limit=body.limit)
     return _facts_response(found)
 
@@ -372,8 +358,7 @@ async def search_facts(store: str, body: SearchIn, caller: CallerDep) -> Respons
 @router.post("/memory-stores/{store}/facts:forget", response_model=ForgottenOut)
 async def forget_fact(store: str, body: ForgetIn, caller: CallerDep) -> Response:
     """Close the current fact for (subject, key), keeping it in the history (WRITE)."""
-    await require(caller, MEMORY_STORE, store, "WRITE")
-    memory = await caller.client.memory_stores.get(store)
+    memory = await _memory(caller, store, "WRITE")
     closed = await memory.forget(body.subject, body.key, body.reason)
     return _respond({"fact": _fact_json(closed) if closed is not None else None})
 
@@ -381,8 +366,7 @@ async def forget_fact(store: str, body: ForgetIn, caller: CallerDep) -> Response
 @router.get("/memory-stores/{store}/facts/{fact_id}", response_model=FactOut)
 async def get_fact(store: str, fact_id: str, caller: CallerDep) -> Response:
     """One fact by id, current or closed (READ)."""
-    await require(caller, MEMORY_STORE, store, "READ")
-    memory = await caller.client.memory_stores.get(store)
+    memory = await _memory(caller, store, "READ")
     return _respond(_fact_json(await memory.get(fact_id)))
 
 
@@ -392,8 +376,7 @@ async def explain_fact(store: str, fact_id: str, caller: CallerDep) -> Response:
     """Why a fact is what it is (READ): the fact, the fact it superseded, the fact that
     superseded it, and the item it was learned from when the caller may read that item's
     session store."""
-    await require(caller, MEMORY_STORE, store, "READ")
-    memory = await caller.client.memory_stores.get(store)
+    memory = await _memory(caller, store, "READ")
     explained = await memory.explain(fact_id)
     source_store = explained.fact.source_store
     item = explained.source_item
@@ -404,7 +387,7 @@ async def explain_fact(store: str, fact_id: str, caller: CallerDep) -> Response:
         "superseded": _fact_json(explained.superseded) if explained.superseded else None,
         "superseded_by": (_fact_json(explained.superseded_by) if explained.superseded_by
                           else None),
-        "source_item": _item_json(item) if item is not None else None,
+        "source_item": item_json(item) if item is not None else None,
     })
 
 
@@ -415,7 +398,7 @@ async def explain_fact(store: str, fact_id: str, caller: CallerDep) -> Response:
 async def erase_subject(body: SubjectIn, caller: CallerDep) -> ErasedOut:
     """Hard-delete every fact about a subject in every memory store of the tenant, and with
     ``include_sessions`` every session whose actor_id is the subject (admin)."""
-    _admin(caller, "erase a subject")
+    require_admin(caller, "erase a subject")
     counts = await caller.client.memory_stores.erase_subject(
         body.subject, include_sessions=body.include_sessions)
     return ErasedOut(facts=counts["facts"], sessions=counts["sessions"])
@@ -426,7 +409,7 @@ async def export_subject(
     caller: CallerDep, subject: NameQuery,
 ) -> Response:
     """Everything the tenant stores about a subject, as one document (admin)."""
-    _admin(caller, "export a subject")
+    require_admin(caller, "export a subject")
     return _respond(await caller.client.memory_stores.export_subject(subject))
 
 
@@ -436,5 +419,5 @@ async def subject_facts(
 ) -> Response:
     """Every fact about a subject, history included, in every memory store of the tenant,
     by store, key and record order (admin)."""
-    _admin(caller, "read a subject across memory stores")
+    require_admin(caller, "read a subject across memory stores")
     return _facts_response(await caller.client.backend.subject_facts(caller.tenant, subject))

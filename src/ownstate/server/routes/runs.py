@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Path, Query
+from fastapi import Query
 from pydantic import (
     AfterValidator,
     AwareDatetime,
@@ -26,18 +26,27 @@ from pydantic import (
 
 from ... import _ids
 from ..._tokens import decode_token, encode_token
-from ...errors import InvalidInput, NotFound, SessionNotFound
-from ...limits import SESSION_ID_RE, encode_json
-from ...model import JSON, Effect, Lease, Run
+from ...errors import InvalidInput
+from ...limits import SESSION_ID_RE
+from ...model import Effect, Lease, Run
 from ..app import CallerDep
 from ..auth import Caller
 from ..permissions import SESSION_STORE, require, require_run, visible_stores
 from ..schemas import StrictModel
-from ._common import ERRORS
+from ._common import (
+    MAX_BIGINT,
+    STORE_PATTERN,
+    StorePath,
+    api_router,
+    json_utf8,
+    keyset_size,
+    require_session,
+    utf8_text,
+)
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/api/2.0/agents", tags=["runs"], responses=ERRORS)
+router = api_router("runs")
 
 #: How many backend pages one listing request may read while skipping the runs of stores
 #: the caller may not see; it then answers with fewer runs and a cursor to go on from.
@@ -45,28 +54,8 @@ _MAX_SCAN_ROUNDS = 16
 #: How far ``runs:outstanding`` widens its search for a non-admin caller (a multiple of
 #: the requested limit) before answering with what it found.
 _MAX_OUTSTANDING_WIDENING = 64
-_BIGINT = 2**63 - 1
+_FRAMEWORK = r"^[a-z0-9_.-]{1,64}$"
 _STATUSES = Literal["running", "awaiting_human", "done", "failed", "cancelled"]
-
-
-def _utf8(value: str) -> str:
-    # JSON bodies may carry lone surrogates (\ud800), which no datastore can store.
-    try:
-        value.encode()
-    except UnicodeEncodeError as exc:
-        raise ValueError("must be valid Unicode text") from exc
-    return value
-
-
-def _json_utf8(value: JSON, field: str) -> JSON:
-    """``value`` when its JSON text is valid UTF-8, else InvalidInput naming ``field``."""
-    try:
-        encode_json(value, field=field).encode()
-    except UnicodeEncodeError as exc:
-        raise InvalidInput(f"{field} holds text that is not valid Unicode", field=field) from exc
-    except InvalidInput:
-        pass  # the public API reports what JSON cannot hold, with its own message
-    return value
 
 
 _RFC3339 = re.compile(r"\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d(\.\d{1,9})?([Zz]|[+-]\d\d:\d\d)")
@@ -79,13 +68,12 @@ def _rfc3339(value: object) -> object:
     return value
 
 
-StoreName = Annotated[str, Path(pattern=r"^[a-z0-9_-]{3,55}$")]
-Text = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_utf8)]
-Framework = Annotated[str, Field(pattern=r"^[a-z0-9_.-]{1,64}$")]
+Text = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(utf8_text)]
+Framework = Annotated[str, Field(pattern=_FRAMEWORK)]
 RunId = Annotated[str, Field(pattern="^" + SESSION_ID_RE.pattern + "$")]
 Ttl = Annotated[float, Field(strict=True, gt=0, le=86_400, allow_inf_nan=False,
                              description="Seconds the lease lasts (at most a day).")]
-FencingToken = Annotated[int, Field(strict=True, ge=0, le=_BIGINT)]
+FencingToken = Annotated[int, Field(strict=True, ge=0, le=MAX_BIGINT)]
 
 
 class RunOut(BaseModel):
@@ -180,7 +168,7 @@ class CloseRun(StrictModel):
     status: Literal["done", "failed", "cancelled"]
     usd_cost: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] | None = Field(
         default=None, description="Added to the run's total.")
-    step_count: Annotated[int, Field(strict=True, ge=0, le=_BIGINT)] | None = Field(
+    step_count: Annotated[int, Field(strict=True, ge=0, le=MAX_BIGINT)] | None = Field(
         default=None, description="Replaces the stored count.")
     fencing_token: FencingToken | None = None
 
@@ -210,17 +198,12 @@ async def _authorize(caller: Caller, run_id: str, level: str) -> None:
 
 
 @router.post("/session-stores/{store}/sessions/{session_id}/runs", response_model=RunOut)
-async def open_run(store: StoreName, session_id: str, body: OpenRun,
+async def open_run(store: StorePath, session_id: str, body: OpenRun,
                    caller: CallerDep) -> RunOut:
     """Start a run of a framework in the session, in status running (WRITE)."""
-    try:
-        if not caller.admin:  # for an admin, finding the store is the check
-            await require(caller, SESSION_STORE, store, "WRITE")
-        session = await (await caller.client.session_stores.get(store)).get(session_id)
-    except NotFound as exc:
-        # As the library says it: a session in a missing store is a missing session.
-        raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                              store=store, session_id=session_id) from exc
+    await require_session(caller, store, session_id, "WRITE")
+    # Opening finds the session itself (SessionNotFound), so the handle reads nothing.
+    session = await caller.client.session_stores.session(store, session_id)
     run = await caller.client.runs.open_run(session, body.framework, body.thread_key,
                                             run_id=body.run_id, owner=body.owner,
                                             ttl=body.ttl)
@@ -268,14 +251,14 @@ def _cursor_position(position: Sequence[Any]) -> list[Any]:
 @router.get("/runs", response_model=RunsOut)
 async def list_runs(
     caller: CallerDep,
-    store: Annotated[str | None, Query(pattern=r"^[a-z0-9_-]{3,55}$")] = None,
+    store: Annotated[str | None, Query(pattern=STORE_PATTERN)] = None,
     session_id: Annotated[str | None, Query(min_length=1, max_length=256, description=(
         "Only this session's runs (needs store)."))] = None,
     status: Annotated[_STATUSES | None, Query()] = None,
-    framework: Annotated[str | None, Query(pattern=r"^[a-z0-9_.-]{1,64}$")] = None,
+    framework: Annotated[str | None, Query(pattern=_FRAMEWORK)] = None,
     page_size: Annotated[int | None, Query(ge=1, le=1000)] = None,
     page_token: Annotated[str | None, Query(max_length=2048)] = None,
-    after: Annotated[int | None, Query(ge=-_BIGINT - 1, le=_BIGINT, description=(
+    after: Annotated[int | None, Query(ge=-MAX_BIGINT - 1, le=MAX_BIGINT, description=(
         "Keyset paging: runs after this cursor (a `next_after`), instead of page_token."))
     ] = None,
     limit: Annotated[int | None, Query(ge=1, le=1001, description=(
@@ -307,20 +290,16 @@ async def list_runs(
                                          after=cursor)
 
     if after is not None or limit is not None:
-        if page_token is not None or page_size is not None:
-            raise InvalidInput("give page_size/page_token or after/limit, not both",
-                               field="limit")
-        size = limit or s.limits.default_page_size
-        if size > s.limits.max_page_size + 1:
-            raise InvalidInput(f"limit must be at most {s.limits.max_page_size + 1}",
-                               field="limit")
+        size = keyset_size(caller, limit, page_size, page_token)
         runs, cursor = await _scan(fetch, keep, size, [after] if after is not None else None)
         return RunsOut(runs=[_run_out(r) for r in runs],
                        next_after=cursor[0] if cursor is not None else None)
     if keep is None and (store is None or session_id is not None):
         handle = None
         if store is not None and session_id is not None:
-            handle = await (await s.session_stores.get(store)).get(session_id)
+            # The store was checked above; like the keyset mode, the listing of a session
+            # that does not exist is empty.
+            handle = await s.session_stores.session(store, session_id)
         page = await s.runs.list_page(session=handle, status=status, framework=framework,
                                       page_size=page_size, page_token=page_token)
         return RunsOut(runs=[_run_out(r) for r in page.items],
@@ -342,7 +321,7 @@ async def list_runs(
 async def outstanding_runs(
     caller: CallerDep,
     status: Annotated[Literal["running", "awaiting_human"], Query()] = "awaiting_human",
-    framework: Annotated[str | None, Query(pattern=r"^[a-z0-9_.-]{1,64}$")] = None,
+    framework: Annotated[str | None, Query(pattern=_FRAMEWORK)] = None,
     older_than: Annotated[float | None, Query(ge=0, le=1e9, allow_inf_nan=False,
                                               description=(
         "Only runs in the status for longer than this many seconds."))] = None,
@@ -390,7 +369,7 @@ async def mark_run_awaiting(run_id: str, body: MarkAwaiting, caller: CallerDep) 
     is released (WRITE)."""
     await _authorize(caller, run_id, "WRITE")
     run = await caller.client.runs.mark_awaiting(
-        run_id, _json_utf8(body.awaiting, "awaiting"), requested_by=body.requested_by,
+        run_id, json_utf8(body.awaiting, "awaiting"), requested_by=body.requested_by,
         fencing_token=body.fencing_token)
     return _run_out(run)
 
@@ -429,7 +408,7 @@ async def record_effect(run_id: str, tool_call_id: str, body: RecordEffect,
     path, percent-encoded."""
     await _authorize(caller, run_id, "WRITE")
     effect = await caller.client.runs.record_effect(
-        run_id, tool_call_id, _json_utf8(body.result, "result"),
+        run_id, tool_call_id, json_utf8(body.result, "result"),
         fencing_token=body.fencing_token)
     return _effect_out(effect)
 

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
 from pydantic import BaseModel
 
 from ..app import CallerDep
 from ..permissions import SESSION_STORE, require
-from ._common import ERRORS
+from ._common import api_router
 from ._stores import StoreKind, add_store_routes
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/api/2.0/agents", tags=["session stores"], responses=ERRORS)
+router = api_router("session stores")
 
 SESSION_STORES = StoreKind(
     kind=SESSION_STORE, collection="session-stores", label="session store",

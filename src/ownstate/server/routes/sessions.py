@@ -15,25 +15,32 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import Path, Query, Response
 from pydantic import BaseModel, Field
 from pydantic_core import to_json
 
 from ...api.aio import AsyncClient, AsyncSession, AsyncSessionStore
 from ...backends.ports.sessions import SessionOrder
-from ...errors import InvalidInput, LimitExceeded, SessionNotFound, StoreNotFound
+from ...errors import InvalidInput
 from ...formats.derive import infer_format
 from ...limits import FORMAT_RE
 from ...model import Item, SessionRecord
 from ..app import CallerDep
 from ..auth import Caller
-from ..permissions import SESSION_STORE, require
 from ..schemas import ItemOut, StrictModel
-from ._common import ERRORS
+from ._common import (
+    MAX_BIGINT,
+    StorePath,
+    api_router,
+    item_json,
+    keyset_size,
+    require_session,
+    require_session_store,
+)
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/api/2.0/agents", tags=["sessions"], responses=ERRORS)
+router = api_router("sessions")
 
 #: An id to look up: any text but control characters, as in the library, where an id no
 #: session or item can have is simply not found.
@@ -42,12 +49,9 @@ _ID = r"^[^\x00-\x1f\x7f]{1,1024}$"
 #: never do (``limits.SESSION_ID_RE``), so the two cannot collide.
 _CHOSEN_ID = r"^[A-Za-z0-9][A-Za-z0-9.:@-]{0,127}$"
 _FORMAT = f"^{FORMAT_RE.pattern}$"
-_MAX_SEQ = 2**63 - 1
 _TIME_CURSOR_RE = re.compile(
     r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})")
 
-StorePath = Annotated[str, Path(pattern=r"^[a-z0-9_-]{3,55}$",
-                                description="The session store's name.")]
 SessionPath = Annotated[str, Path(pattern=_ID, description="The session's id.")]
 ItemPath = Annotated[str, Path(pattern=_ID, description="The item's id.")]
 Labels = dict[str, str]
@@ -154,65 +158,30 @@ def _session_out(record: SessionRecord) -> SessionOut:
         last_activity_time=record.last_activity_time)
 
 
-def _item_json(item: Item) -> dict[str, Any]:
-    return {"item_id": item.item_id, "session_id": item.session_id, "seq": item.seq,
-            "create_time": item.create_time, "data": item.data, "format": item.format,
-            "role": item.role, "type": item.type, "tool_name": item.tool_name,
-            "model": item.model, "in_tokens": item.in_tokens, "out_tokens": item.out_tokens}
-
-
 def _item_out(item: Item) -> ItemOut:
-    return ItemOut.model_validate(_item_json(item))
+    return ItemOut.model_validate(item_json(item))
 
 
 def _items_response(items: list[Item], next_page_token: str | None = None) -> Response:
     """An :class:`ItemsOut` body, serialised straight from the items: a page holds up to a
     thousand of them, and building a model of each would cost more than the listing."""
-    body: dict[str, Any] = {"session_items": [_item_json(i) for i in items],
+    body: dict[str, Any] = {"session_items": [item_json(i) for i in items],
                             "next_page_token": next_page_token}
     return Response(to_json(body), media_type="application/json")
-
-
-async def _require_session(caller: Caller, store: str, session_id: str, level: str) -> None:
-    """Pass when the caller may act at ``level`` on the session's store.
-
-    A session of a missing or unreadable store is a missing session, as in the library,
-    and reads exactly like one. Raises SessionNotFound, PermissionDenied.
-    """
-    if caller.admin:
-        # An admin may do anything, so the check would only ask whether the store exists:
-        # every session operation answers that itself (SessionNotFound), without the
-        # extra round trip.
-        return
-    try:
-        await require(caller, SESSION_STORE, store, level)
-    except StoreNotFound as exc:
-        raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                              store=store, session_id=session_id) from exc
 
 
 async def _store(caller: Caller, store: str, level: str) -> AsyncSessionStore:
     """The store, once the caller may act at ``level`` on it. Raises StoreNotFound,
     PermissionDenied."""
-    if not caller.admin:  # an admin's check would only repeat the read below
-        await require(caller, SESSION_STORE, store, level)
+    await require_session_store(caller, store, level)
     return await caller.client.session_stores.get(store)
 
 
 async def _session(caller: Caller, store: str, session_id: str, level: str) -> AsyncSession:
     """A handle on the session once the caller may act at ``level``: one permission
     lookup and no read of the session itself."""
-    await _require_session(caller, store, session_id, level)
+    await require_session(caller, store, session_id, level)
     return await caller.client.session_stores.session(store, session_id)
-
-
-def _keyset_limit(caller: Caller, limit: int) -> int:
-    # The client asks for one more than a page, to learn whether another page follows.
-    most = caller.client.limits.max_page_size + 1
-    if not 1 <= limit <= most:
-        raise LimitExceeded(f"limit must be between 1 and {most}", field="limit",
-                            limit=most, actual=limit)
-    return limit
 
 
 def _order(order_by: str, choices: tuple[str, ...]) -> tuple[str, bool]:
@@ -274,7 +243,7 @@ def _cursor(text: str, order: str) -> list[Any]:
         raise InvalidInput("after is not a cursor of this listing", field="after")
     position = cursor[-1]
     if isinstance(position, bool) or not isinstance(position, int) \
-            or not 0 <= position <= _MAX_SEQ:
+            or not 0 <= position <= MAX_BIGINT:
         raise InvalidInput("after is not a cursor of this listing", field="after")
     if size == 2:
         moment = cursor[0]
@@ -339,15 +308,10 @@ async def list_sessions(
             page_size=page_size, page_token=page_token)
         return SessionsOut(sessions=[_session_out(s.record) for s in page.items],
                            next_page_token=page.next_page_token)
-    if page_token is not None or page_size is not None:
-        raise InvalidInput("give page_size/page_token or after/limit, not both",
-                           field="limit")
-    if not caller.admin:  # for an admin, the listing itself raises StoreNotFound
-        await require(caller, SESSION_STORE, store, "READ")
+    size = keyset_size(caller, limit, page_size, page_token)
+    await require_session_store(caller, store, "READ")
     column, descending = _order(order_by, ("create_time", "last_activity_time"))
     order: SessionOrder = "create_time" if column == "create_time" else "last_activity_time"
-    size = _keyset_limit(caller, limit if limit is not None else
-                         client.limits.default_page_size)
     labels = client.limits.metadata(metadata)
     actor = client.limits.actor_id(actor_id) if actor_id is not None else None
     records, cursor = await client.backend.list_sessions(
@@ -369,7 +333,7 @@ async def update_session(
         "applied with the server's (the smaller wins)."))] = None,
 ) -> SessionOut:
     """Set or remove metadata labels (WRITE); other fields are immutable."""
-    await _require_session(caller, store, session_id, "WRITE")
+    await require_session(caller, store, session_id, "WRITE")
     client = caller.client
     if max_labels is not None and max_labels < client.limits.max_metadata_labels:
         # The count after the update is only known where it is stored, so a client's
@@ -434,7 +398,7 @@ async def list_items(
         "order)."))] = "create_time desc",
     page_size: Annotated[int | None, Query(ge=1, le=1000)] = None,
     page_token: Annotated[str | None, Query(max_length=2048)] = None,
-    after_seq: Annotated[int | None, Query(ge=0, le=_MAX_SEQ, description=(
+    after_seq: Annotated[int | None, Query(ge=0, le=MAX_BIGINT, description=(
         "Start after the item with this seq (instead of page_token)."))] = None,
     limit: Annotated[int | None, Query(ge=1, le=1001, description=(
         "Keyset mode: at most this many items from after_seq on, with no "
@@ -446,14 +410,12 @@ async def list_items(
         page = await session.list_items_page(order_by=order_by, page_size=page_size,
                                              page_token=page_token, after_seq=after_seq)
         return _items_response(page.items, page.next_page_token)
-    if page_token is not None or page_size is not None:
-        raise InvalidInput("give page_size/page_token or limit/after_seq, not both",
-                           field="limit")
+    size = keyset_size(caller, limit, page_size, page_token, cursor="after_seq")
     _, descending = _order(order_by, ("create_time",))
     client = caller.client
     found = await client.backend.list_items(
-        client.tenant, store, session_id, descending=descending,
-        limit=_keyset_limit(caller, limit), after_seq=after_seq)
+        client.tenant, store, session_id, descending=descending, limit=size,
+        after_seq=after_seq)
     return _items_response(found)
 
 
