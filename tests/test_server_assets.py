@@ -19,6 +19,7 @@ import ownstate
 from ownstate.errors import AssetNotFound, LimitExceeded
 from ownstate.limits import Limits
 from ownstate.testing.server import LiveServer
+from ownstate.testing.server import problem as _problem
 
 ASSETS = "/api/2.0/agents/assets"
 SMALL = 1024
@@ -92,12 +93,6 @@ def _put(http: httpx.Client, content: Any, media_type: str = "application/octet-
                      content=content, headers={"content-type": media_type})
 
 
-def _problem(response: httpx.Response) -> dict[str, Any]:
-    assert response.headers["content-type"] == "application/problem+json"
-    body: dict[str, Any] = response.json()
-    return body
-
-
 # the size bound ----------------------------------------------------------------------
 
 
@@ -106,9 +101,7 @@ def test_the_bound_holds_for_declared_and_streamed_bodies(small: Tenant) -> None
         assert _put(http, b"x" * SMALL).status_code == 200
         kept = small.stored()
         declared = _put(http, b"y" * (SMALL + 1))
-        assert declared.status_code == 413
-        problem = _problem(declared)
-        assert problem["code"] == "limit_exceeded"
+        problem = _problem(declared, 413, "limit_exceeded")
         assert problem["details"]["field"] == "request_body"
         assert problem["details"]["limit"] == SMALL
 
@@ -116,9 +109,7 @@ def test_the_bound_holds_for_declared_and_streamed_bodies(small: Tenant) -> None
             for _ in range(8):
                 yield b"z" * 512
 
-        streamed = _put(http, pieces())
-        assert streamed.status_code == 413
-        assert _problem(streamed)["code"] == "limit_exceeded"
+        _problem(_put(http, pieces()), 413, "limit_exceeded")
     assert small.stored() == kept
 
 
@@ -204,20 +195,20 @@ def test_ids_no_path_can_carry_are_unknown(tenant: Tenant) -> None:
 # refusals ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("params", "headers", "field", "status"), [
-    ({}, {"content-type": "image/png; charset=x"}, "media_type", 400),
-    ({}, {"content-type": "png"}, "media_type", 400),
-    ({}, {"x-ownstate-metadata": "{not json"}, "metadata", 400),
-    ({}, {"x-ownstate-metadata": '["k"]'}, "metadata", 400),
-    ({}, {"x-ownstate-metadata": '{"k": 1}'}, "metadata", 400),
-    ({"sha256": "0" * 64}, {}, "sha256", 400),
-    ({"sha256": "nothex"}, {}, "sha256", 400),
-    ({"session_id": None}, {}, "session_id", 400),
-    ({"session_id": "nobody"}, {}, None, 404),
+@pytest.mark.parametrize(("params", "headers", "field", "status", "code"), [
+    ({}, {"content-type": "image/png; charset=x"}, "media_type", 400, "invalid_input"),
+    ({}, {"content-type": "png"}, "media_type", 400, "invalid_input"),
+    ({}, {"x-ownstate-metadata": "{not json"}, "metadata", 400, "invalid_input"),
+    ({}, {"x-ownstate-metadata": '["k"]'}, "metadata", 400, "invalid_input"),
+    ({}, {"x-ownstate-metadata": '{"k": 1}'}, "metadata", 400, "invalid_input"),
+    ({"sha256": "0" * 64}, {}, "sha256", 400, "invalid_input"),
+    ({"sha256": "nothex"}, {}, "sha256", 400, "invalid_input"),
+    ({"session_id": None}, {}, "session_id", 400, "invalid_input"),
+    ({"session_id": "nobody"}, {}, None, 404, "session_not_found"),
 ])
 def test_bad_uploads_change_nothing(tenant: Tenant, params: dict[str, Any],
                                     headers: dict[str, str], field: str | None,
-                                    status: int) -> None:
+                                    status: int, code: str) -> None:
     with tenant.http(tenant.admin) as http:
         assert _put(http, b"kept").status_code == 200
         before = tenant.stored()
@@ -225,8 +216,7 @@ def test_bad_uploads_change_nothing(tenant: Tenant, params: dict[str, Any],
                  if v is not None}
         sent = {"content-type": "text/plain", **headers}
         response = http.post(ASSETS, params=query, content=b"new", headers=sent)
-        assert response.status_code == status
-        problem = _problem(response)
+        problem = _problem(response, status, code)
         if field is not None:
             assert problem["details"]["field"] == field
     assert tenant.stored() == before
@@ -236,8 +226,7 @@ def test_an_upload_needs_a_media_type(tenant: Tenant) -> None:
     with tenant.http(tenant.admin) as http:
         response = http.post(ASSETS, params={"store": "pics", "session_id": "s1"},
                              content=b"bare")
-    assert response.status_code == 400
-    assert _problem(response)["details"]["field"] == "media_type"
+    assert _problem(response, 400, "invalid_input")["details"]["field"] == "media_type"
     assert tenant.stored() == []
 
 
@@ -249,13 +238,9 @@ def test_permissions_per_level(tenant: Tenant) -> None:
     writer = tenant.key("writer", "WRITE")
     stranger = tenant.key("stranger")
     with tenant.http(stranger) as http:
-        refused = _put(http, b"from a stranger")
-        assert refused.status_code == 404
-        assert _problem(refused)["code"] == "store_not_found"
+        _problem(_put(http, b"from a stranger"), 404, "store_not_found")
     with tenant.http(reader) as http:
-        refused = _put(http, b"from a reader")
-        assert refused.status_code == 403
-        assert _problem(refused)["code"] == "permission_denied"
+        _problem(_put(http, b"from a reader"), 403, "permission_denied")
     with tenant.http(writer) as http:
         made = _put(http, b"from a writer", "text/plain")
         assert made.status_code == 200
@@ -270,13 +255,11 @@ def test_permissions_per_level(tenant: Tenant) -> None:
         assert http.get(one).json() == ref
         assert http.get(f"{one}/content").content == b"from a writer"
         assert http.get(listing).json() == {"assets": [ref]}
-        denied = http.delete(one)
-        assert denied.status_code == 403
-        assert _problem(denied)["code"] == "permission_denied"
+        _problem(http.delete(one), 403, "permission_denied")
     with tenant.http(stranger) as http:
         assert [http.get(one).status_code, http.get(f"{one}/content").status_code,
                 http.delete(one).status_code] == [404, 404, 404]
-        assert _problem(http.get(listing))["code"] == "store_not_found"
+        _problem(http.get(listing), 404, "store_not_found")
     assert [data for _, data in tenant.stored()] == [b"from a writer"]
     with tenant.http(writer) as http:
         assert http.delete(one).status_code == 200
@@ -292,7 +275,7 @@ def test_assets_of_nobody_need_an_admin_key(tenant: Tenant) -> None:
         assert (ref["store"], ref["session_id"]) == (None, None)
         assert http.get(f"{ASSETS}/{ref['asset_id']}/content").content == b"logo"
     with tenant.http(manager) as http:
-        assert _problem(http.get(f"{ASSETS}/{ref['asset_id']}"))["code"] == "asset_not_found"
+        _problem(http.get(f"{ASSETS}/{ref['asset_id']}"), 404, "asset_not_found")
         assert http.delete(f"{ASSETS}/{ref['asset_id']}").status_code == 404
     assert tenant.direct.assets.get(ref["asset_id"]) == b"logo"
 

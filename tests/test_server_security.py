@@ -137,6 +137,32 @@ def test_keys_are_managed_by_admins_only(server: LiveServer) -> None:
         assert still_valid.tenant == "keys-other"
 
 
+def test_grants_through_the_remote_client(server: LiveServer) -> None:
+    """The access conformance suite runs only where a client is the database's operator;
+    through a server the creator of a store owns it, and grants it as its owner."""
+    from ownstate.model import Grant
+
+    tenant = f"grants-{uuid.uuid4().hex[:12]}"
+    token = server.mint_key(tenant=tenant, principal="alice")
+    bob = server.mint_key(tenant=tenant, principal="bob")
+    with ownstate.connect(server.url, token=token) as alice:
+        for kind, stores in (("session_store", alice.session_stores),
+                             ("memory_store", alice.memory_stores)):
+            store: Any = stores.create("shared")
+            owned = Grant(kind, "shared", "alice", "OWNER")
+            assert store.permissions() == [owned]
+            assert store.grant_permission("bob", "write") == Grant(kind, "shared", "bob",
+                                                                   "WRITE")
+            assert stores.get("shared").permissions() == [
+                owned, Grant(kind, "shared", "bob", "WRITE")]
+            store.revoke_permission("bob")
+            store.revoke_permission("nobody")
+            assert store.permissions() == [owned]
+    with ownstate.connect(server.url, token=bob) as client, \
+            pytest.raises(ownstate.StoreNotFound):
+        client.session_stores.get("shared")
+
+
 # two server processes racing -------------------------------------------------------------
 
 
