@@ -435,6 +435,13 @@ class RedisCore:
     # -- calling Redis -------------------------------------------------------------------
 
     def _fail(self, exc: Exception, *, write: bool) -> BackendUnavailable:
+        if isinstance(exc, redis_errors.BusyLoadingError):
+            # A LOADING reply (a restarted Redis reading its data back) is a refusal on a
+            # live connection: the command was not run, so a write is as safe to retry
+            # as a read. redis-py files it under ConnectionError, hence checked first.
+            return BackendUnavailable(
+                f"Redis is still loading its data and did not run the command; nothing "
+                f"was applied, retry later: {exc}")
         if isinstance(exc, (redis_errors.ConnectionError, redis_errors.TimeoutError)):
             if write:
                 return BackendUnavailable(
@@ -455,7 +462,7 @@ class RedisCore:
                 reply: Reply = await script(keys=list(keys), args=argv)
                 return reply
             except (redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
-                if write or attempt == 2:
+                if write or attempt == 2 or isinstance(exc, redis_errors.BusyLoadingError):
                     raise self._fail(exc, write=write) from exc
             except (redis_errors.RedisError, redis_errors.RedisClusterException) as exc:
                 raise self._fail(exc, write=write) from exc
@@ -473,7 +480,7 @@ class RedisCore:
                 result: list[Any] = await pipe.execute()
                 return result
             except (redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
-                if attempt == 2:
+                if attempt == 2 or isinstance(exc, redis_errors.BusyLoadingError):
                     raise self._fail(exc, write=False) from exc
             except (redis_errors.RedisError, redis_errors.RedisClusterException) as exc:
                 raise self._fail(exc, write=False) from exc
