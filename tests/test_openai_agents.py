@@ -463,6 +463,62 @@ def test_bad_input_is_refused_and_changes_nothing(client: ownstate.Client) -> No
         == ["conv-1"]
 
 
+def _raised(call: Any) -> type[BaseException] | None:
+    try:
+        run(call())
+    except Exception as exc:  # the type is what is compared
+        return type(exc)
+    return None
+
+
+def test_type_refusals_are_type_errors_as_in_sqlite_session(client: ownstate.Client) -> None:
+    """What SQLiteSession refuses with TypeError, OwnstateSession refuses with an error
+    that is a TypeError and an InvalidInput, storing nothing."""
+    reference = SQLiteSession("conv-t")
+    ours = OwnstateSession("conv-t", client)
+    run(ours.add_items(ITEMS[:1]))
+    for bad in ([{"x": object()}], [ITEMS[1], object()], object(), [{"n": {1, 2}}]):
+        assert _raised(lambda bad=bad: reference.add_items(bad)) is TypeError
+        with pytest.raises(TypeError) as refused:
+            run(ours.add_items(bad))
+        assert isinstance(refused.value, InvalidInput)
+        assert refused.value.field == "items"
+    assert run(ours.get_items()) == ITEMS[:1]
+    assert run(reference.get_items()) == []
+    reference.close()
+
+    for settings in ({"limitt": 1}, {"limit": 2, "extra": True}, 5):
+        with pytest.raises(TypeError) as sdk:
+            SQLiteSession("conv-s", session_settings=settings)  # type: ignore[arg-type]
+        with pytest.raises(TypeError) as mine:
+            OwnstateSession("conv-s", client, session_settings=settings)  # type: ignore[arg-type]
+        assert isinstance(mine.value, InvalidInput)
+        assert str(sdk.value) in str(mine.value)
+
+
+def test_every_call_after_close_raises_as_in_sqlite_session(client: ownstate.Client) -> None:
+    reference = SQLiteSession("conv-c")
+    ours = OwnstateSession("conv-c", client)
+    run(ours.add_items(ITEMS[:2]))
+    run(reference.add_items(ITEMS[:2]))
+    reference.close()
+    ours.close()
+    ours.close()  # closing again does nothing
+    calls = [lambda s: s.get_items(), lambda s: s.get_items(0), lambda s: s.get_items(-1),
+             lambda s: s.add_items([]), lambda s: s.add_items(ITEMS[2:3]),
+             lambda s: s.pop_item(), lambda s: s.clear_session()]
+    for call in calls:
+        assert _raised(lambda call=call: call(reference)) is RuntimeError
+        with pytest.raises(RuntimeError, match="OwnstateSession is closed"):
+            run(call(ours))
+    with pytest.raises(RuntimeError, match="OwnstateSession is closed"):
+        ours.run_hooks()
+    with pytest.raises(RuntimeError, match="OwnstateSession is closed"):
+        run(ours.cancel_approval("run-1"))
+    # the client passed in stays open, and nothing stored changed
+    assert run(OwnstateSession("conv-c", client).get_items()) == ITEMS[:2]
+
+
 # Runner.run over the session --------------------------------------------------------------
 
 

@@ -37,6 +37,7 @@ from agents import (
 from agents.exceptions import UserError
 from agents.items import TResponseInputItem
 from agents.memory import SessionSettings
+from agents.memory.session_settings import coerce_session_settings
 
 from .. import limits as _validate
 from ..api import AsyncClient, AsyncSession, Client
@@ -64,6 +65,7 @@ __all__ = [
     "DEFAULT_STORE",
     "FORMAT",
     "FRAMEWORK",
+    "InvalidType",
     "OwnstateSession",
     "PendingApproval",
     "StaleApproval",
@@ -162,6 +164,19 @@ class StaleApproval(Conflict):
     """
 
     code = "stale_approval"
+
+
+class InvalidType(InvalidInput, TypeError):
+    """Input of a type the SDK's own sessions refuse with ``TypeError``: items that are not
+    a list of JSON objects (an ``object()`` among them, or inside one), session settings
+    with unknown keys or of another type. Both ``except TypeError`` (as for the SDK's
+    ``SQLiteSession``) and ``except InvalidInput`` catch it. Carries ``field``."""
+
+    code = "invalid_type"
+
+
+#: The error of every call on an OwnstateSession after close(), as SQLiteSession's.
+_CLOSED = "OwnstateSession is closed"
 
 
 @dataclass(eq=False)
@@ -290,7 +305,9 @@ class OwnstateSession:
 
     Build it from a connected :class:`~ownstate.Client` or :class:`~ownstate.AsyncClient`,
     or with :meth:`from_url`. Raises :class:`~ownstate.errors.InvalidInput` for a bad
-    session id, store name, actor id, metadata, settings or ``item_cache_size``.
+    session id, store name, actor id, metadata, settings or ``item_cache_size``
+    (:class:`InvalidType`, also a ``TypeError``, for settings with unknown keys, as the
+    SDK's coercion raises). After :meth:`close`, every method raises ``RuntimeError``.
     """
 
     session_settings: SessionSettings | None
@@ -359,16 +376,17 @@ class OwnstateSession:
         self._metadata = limits.metadata(metadata)
         if session_settings is None:
             self.session_settings = SessionSettings()
-        elif isinstance(session_settings, SessionSettings):
-            self.session_settings = session_settings
-        elif isinstance(session_settings, Mapping):
-            try:
-                self.session_settings = SessionSettings(**dict(session_settings))
-            except (TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
-                raise InvalidInput(f"session_settings: {exc}", field="session_settings") from exc
         else:
-            raise InvalidInput("session_settings must be a SessionSettings or a dict",
-                               field="session_settings")
+            given = (dict(session_settings) if isinstance(session_settings, Mapping)
+                     else session_settings)
+            try:
+                # The SDK's own coercion: unknown keys and other types are a TypeError.
+                self.session_settings = coerce_session_settings(given)
+            except TypeError as exc:
+                raise InvalidType(f"session_settings: {exc}",
+                                  field="session_settings") from exc
+            except ValueError as exc:  # pydantic's ValidationError is a ValueError
+                raise InvalidInput(f"session_settings: {exc}", field="session_settings") from exc
         try:
             _checked_limit(self.session_settings.limit)
         except InvalidInput as exc:
@@ -378,6 +396,7 @@ class OwnstateSession:
         self._tracked: tuple[str, int] | None = None  # the run run_hooks() opened
         self._item_cache_size = item_cache_size
         self._history: _History | None = None  # see _History
+        self._closed = False
 
     def __repr__(self) -> str:
         return f"<OwnstateSession {self._store}/{self.session_id}>"
@@ -398,8 +417,15 @@ class OwnstateSession:
         return self._bridge.client
 
     def close(self) -> None:
-        """Close the client if :meth:`from_url` opened it; a client passed in stays open."""
+        """End this session object: every later call raises ``RuntimeError``, as on the
+        SDK's ``SQLiteSession``. Closes the client if :meth:`from_url` opened it; a client
+        passed in stays open. Closing again does nothing."""
+        self._closed = True
         self._bridge.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(_CLOSED)
 
     # -- the Session protocol ------------------------------------------------------------
 
@@ -415,6 +441,7 @@ class OwnstateSession:
         :class:`~ownstate.errors.InvalidInput` for a limit that is not ``None`` or an
         integer >= 0.
         """
+        self._check_open()
         wanted = _checked_limit(limit)
         if wanted is None and self.session_settings is not None:
             wanted = _checked_limit(self.session_settings.limit)
@@ -428,22 +455,38 @@ class OwnstateSession:
         Each item must be a JSON object; it is stored exactly as given, with format
         ``openai.responses``. Creates the store and the session on first use.
 
-        Raises :class:`~ownstate.errors.InvalidInput` (not a list of JSON objects),
-        :class:`~ownstate.errors.LimitExceeded` (more than ``Limits.max_batch_items`` items,
-        or too many bytes); nothing is stored then.
+        Raises :class:`InvalidType` (an :class:`~ownstate.errors.InvalidInput` and a
+        ``TypeError``, where the SDK's ``SQLiteSession`` raises ``TypeError``: not a list
+        of JSON objects, or a value JSON cannot encode, such as an ``object()``),
+        :class:`~ownstate.errors.InvalidInput` (a value JSON cannot represent exactly, such
+        as ``NaN``), :class:`~ownstate.errors.LimitExceeded` (more than
+        ``Limits.max_batch_items`` items, or too many bytes); nothing is stored then.
         """
+        self._check_open()
         if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence):
-            raise InvalidInput("items must be a list of JSON objects", field="items")
+            raise InvalidType("items must be a list of JSON objects", field="items")
         if not items:
             return
-        await self._call(self._add_items(list(items)))
+        for index, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise InvalidType(f"item {index} must be a JSON object (dict), not "
+                                  f"{type(item).__name__}", field="items", index=index)
+        try:
+            await self._call(self._add_items(list(items)))
+        except InvalidInput as exc:
+            if isinstance(exc.__cause__, TypeError) and not isinstance(exc, InvalidType):
+                # JSON could not encode a value's type (json.dumps raises TypeError)
+                raise InvalidType(exc.message, **exc.details) from exc.__cause__
+            raise
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the newest item; ``None`` when there is none."""
+        self._check_open()
         return await self._call(self._pop_item())
 
     async def clear_session(self) -> None:
         """Remove every item. The ownstate session itself stays, with its runs."""
+        self._check_open()
         await self._call(self._clear())
 
     # -- human approvals -----------------------------------------------------------------
@@ -470,6 +513,7 @@ class OwnstateSession:
         ``Limits.max_checkpoint_bytes``), :class:`~ownstate.errors.ActiveRunExists` (the
         session already has a running or awaiting run); nothing is stored then.
         """
+        self._check_open()
         state = result if isinstance(result, RunState) else self._to_state(result)
         parked = self._park_data(state, 1, requested_by, context_serializer)
         return await self._call(self._hold(parked))
@@ -497,6 +541,7 @@ class OwnstateSession:
         :class:`~ownstate.errors.InvalidInput` (the state cannot be restored with this
         agent).
         """
+        self._check_open()
         if not isinstance(agent, Agent):
             raise InvalidInput("agent must be an agents.Agent", field="agent")
         run, record = await self._call(self._load(run_id))
@@ -541,6 +586,7 @@ class OwnstateSession:
         :class:`~ownstate.errors.StaleLease` (another worker took the run over while it
         ran), :class:`~ownstate.errors.RunNotFound`.
         """
+        self._check_open()
         if not isinstance(approval, PendingApproval):
             raise InvalidInput("approval must be a PendingApproval (load_approval)",
                                field="approval")
@@ -587,6 +633,7 @@ class OwnstateSession:
         Raises :class:`~ownstate.errors.RunNotFound` (no such run in this session),
         :class:`~ownstate.errors.RunClosed` (it has already ended).
         """
+        self._check_open()
         return await self._call(self._cancel(run_id))
 
     # -- runs -------------------------------------------------------------------------------
@@ -601,6 +648,7 @@ class OwnstateSession:
         run. When the session already has an active run (another framework's, or an
         approval being resumed), nothing is recorded for this one.
         """
+        self._check_open()
         return _RunHooks(self)
 
     async def _track_start(self) -> None:
