@@ -18,7 +18,9 @@ from google.adk.events.event_actions import EventActions
 from google.adk.models import BaseLlm, LlmRequest, LlmResponse
 from google.adk.models._capabilities import LlmCapabilities
 from google.adk.runners import Runner
+from google.adk.sessions import InMemorySessionService
 from google.adk.sessions.base_session_service import GetSessionConfig
+from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.genai import types
 from pydantic import Field
 
@@ -652,8 +654,11 @@ def test_bad_input_is_refused_and_changes_nothing(client: ownstate.Client,
                                (APP, "u1", "s" * 129)):
             with pytest.raises(InvalidInput):
                 await service.create_session(app_name=app, user_id=user, session_id=sid)
+        # A session id no session can have is one that does not exist, as in ADK.
+        for sid in ("", "a\nb", "s" * 129):
+            assert await service.get_session(app_name=APP, user_id="u1", session_id=sid) is None
         with pytest.raises(InvalidInput):
-            await service.get_session(app_name=APP, user_id="u1", session_id="")
+            await service.get_session(app_name="", user_id="u1", session_id="x")
         with pytest.raises(InvalidInput):
             await service.list_sessions(app_name="")
         with pytest.raises(InvalidInput):  # a state key no fact can hold
@@ -688,6 +693,49 @@ def test_bad_input_is_refused_and_changes_nothing(client: ownstate.Client,
         OwnstateSessionService(client, store="Not A Store")
     with pytest.raises(InvalidInput):
         OwnstateMemoryService(client, max_results=0)
+
+
+async def _padded_ids(service: Any) -> list[Any]:
+    """Session ids with surrounding whitespace and blank ones, as an ADK app may pass them."""
+    seen: list[Any] = []
+    made = await service.create_session(app_name=APP, user_id="u1", session_id="order-42\n")
+    got = await service.get_session(app_name=APP, user_id="u1", session_id="  order-42\t")
+    assert got is not None
+    seen += [made.id, got.id]
+    with pytest.raises(AlreadyExistsError):
+        await service.create_session(app_name=APP, user_id="u1", session_id=" order-42 ")
+    blank = await service.create_session(app_name=APP, user_id="u1", session_id=" \n ")
+    empty = await service.create_session(app_name=APP, user_id="u1", session_id="")
+    seen.append(len({blank.id, empty.id, "order-42"}) == 3
+                and blank.id == blank.id.strip() != "")
+    seen += [await service.get_session(app_name=APP, user_id="u1", session_id=" "),
+             await service.get_session(app_name=APP, user_id="u1", session_id="")]
+    padded = got.model_copy(update={"id": "order-42\n"})
+    with pytest.raises(SessionNotFoundError):
+        await service.append_event(padded, text_event("user", "lost"))
+    await service.append_event(got, text_event("user", "hello"))
+    again = await service.get_session(app_name=APP, user_id="u1", session_id="order-42 ")
+    assert again is not None
+    seen.append([e.content.parts[0].text for e in again.events])
+    await service.delete_session(app_name=APP, user_id="u1", session_id="  ")  # nothing
+    await service.delete_session(app_name=APP, user_id="u1", session_id="\torder-42\n")
+    seen.append(await service.get_session(app_name=APP, user_id="u1", session_id="order-42"))
+    listed = await service.list_sessions(app_name=APP, user_id="u1")
+    seen.append(sorted(s.id for s in listed.sessions) == sorted([blank.id, empty.id]))
+    return seen
+
+
+def test_session_ids_are_stripped_as_adk_strips_them(service: OwnstateSessionService,
+                                                     tmp_path: Any) -> None:
+    async def main() -> None:
+        expected = await _padded_ids(InMemorySessionService())
+        assert expected == ["order-42", "order-42", True, None, None, ["hello"], None, True]
+        sqlite = SqliteSessionService(str(tmp_path / "adk.db"))
+        assert await _padded_ids(sqlite) == expected
+        await sqlite.close()
+        assert await _padded_ids(service) == expected
+
+    run(main())
 
 
 # memory -----------------------------------------------------------------------------------

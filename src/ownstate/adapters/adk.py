@@ -130,6 +130,14 @@ def _name(value: object, field: str) -> str:
     return value
 
 
+def _given_session_id(value: object) -> str | None:
+    """A session id as ADK's in-memory and SQLite services take it: without surrounding
+    whitespace (``"order-42\n"`` is ``"order-42"``); ``None`` when that leaves nothing."""
+    if isinstance(value, str):
+        return value.strip() or None
+    return None if value is None else _name(value, "session_id")  # refused: not text
+
+
 def ownstate_session_id(app_name: str, user_id: str, session_id: str) -> str:
     """The ownstate ``session_id`` of the ADK session ``(app_name, user_id, session_id)``.
 
@@ -479,6 +487,19 @@ class OwnstateSessionService(BaseSessionService):
                                 _name(session_id, "session_id"))
         return _limits.session_id(key)
 
+    def _stored_key(self, app_name: str, user_id: str, session_id: object
+                    ) -> tuple[str, str] | None:
+        """The ADK session id a read or delete means (stripped, as ADK strips it) and its
+        ownstate id; ``None`` when no session can have it (blank, too long, control
+        characters), which ADK answers as a session that does not exist."""
+        app_name = _name(app_name, "app_name")
+        user_id = _name(user_id, "user_id")
+        stripped = session_id.strip() if isinstance(session_id, str) else None
+        try:
+            return stripped or "", self._key(app_name, user_id, _name(stripped, "session_id"))
+        except InvalidInput:
+            return None
+
     def close(self) -> None:
         """Close the client if :meth:`from_url` opened it; a client passed in stays open."""
         self._bridge.close()
@@ -598,7 +619,8 @@ class OwnstateSessionService(BaseSessionService):
         session_id: str | None = None,
     ) -> Session:
         """Create a session; ``state`` may hold ``app:``, ``user:`` and session keys
-        (``temp:`` keys are dropped). Without ``session_id`` a UUID is generated.
+        (``temp:`` keys are dropped). Surrounding whitespace is stripped from
+        ``session_id``; without one (or a blank one) a UUID is generated.
 
         Raises ADK's ``AlreadyExistsError`` for a taken id,
         :class:`~ownstate.errors.InvalidInput` for bad names or state that cannot be stored
@@ -606,8 +628,8 @@ class OwnstateSessionService(BaseSessionService):
         """
         app_name = _name(app_name, "app_name")
         user_id = _name(user_id, "user_id")
-        session_id = (platform_uuid.new_uuid() if session_id is None
-                      else _name(session_id, "session_id"))
+        session_id = _name(_given_session_id(session_id) or platform_uuid.new_uuid(),
+                           "session_id")
         if state is not None and not isinstance(state, Mapping):
             raise InvalidInput("state must be a mapping", field="state")
         key = self._key(app_name, user_id, session_id)
@@ -662,13 +684,17 @@ class OwnstateSessionService(BaseSessionService):
         config: GetSessionConfig | None = None,
     ) -> Session | None:
         """The session with its events and merged state, or ``None`` when there is none.
+        ``session_id`` is stripped of surrounding whitespace, as ADK strips it.
 
         ``config.num_recent_events`` keeps only the newest events (0: none);
         ``config.after_timestamp`` only events at or after that time. The state always
         reflects the whole history. Raises :class:`~ownstate.errors.InvalidInput` for bad
         names.
         """
-        key = self._key(app_name, user_id, session_id)
+        found = self._stored_key(app_name, user_id, session_id)
+        if found is None:
+            return None
+        session_id, key = found
         recent = config.num_recent_events if config is not None else None
         after = config.after_timestamp if config is not None else None
         snapshot = await self._bridge.acall(
@@ -897,13 +923,17 @@ class OwnstateSessionService(BaseSessionService):
     # delete ------------------------------------------------------------------------------
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
-        """Delete the session and its events; nothing happens when there is none. App and
+        """Delete the session and its events; nothing happens when there is none.
+        ``session_id`` is stripped of surrounding whitespace, as ADK strips it. App and
         user state stay.
 
         Raises :class:`~ownstate.errors.HasChildren` when the session was forked in
         ownstate (delete the forks first), :class:`~ownstate.errors.InvalidInput`.
         """
-        key = self._key(app_name, user_id, session_id)
+        found = self._stored_key(app_name, user_id, session_id)
+        if found is None:
+            return
+        key = found[1]
         self._handles.pop(key, None)
         self._keep(key, None)
         await self._bridge.acall(self._delete(key))
@@ -952,7 +982,10 @@ class OwnstateSessionService(BaseSessionService):
             return event
         app_name = _name(session.app_name, "app_name")
         user_id = _name(session.user_id, "user_id")
-        key = known_key or self._key(app_name, user_id, session.id)
+        if known_key is None or session.id != session.id.strip():
+            # No session is stored under such an id (ADK looks it up as given, unstripped).
+            raise SessionNotFoundError(f"Session {session.id} not found.")
+        key = known_key
         # temp: keys are never stored; the event object keeps them until the write is done,
         # so that a refused event leaves it (and the session) as they were.
         given = (event.actions.state_delta if event.actions else None) or {}
