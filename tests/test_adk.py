@@ -15,10 +15,11 @@ from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.errors.session_not_found_error import SessionNotFoundError
 from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions
+from google.adk.memory import InMemoryMemoryService
 from google.adk.models import BaseLlm, LlmRequest, LlmResponse
 from google.adk.models._capabilities import LlmCapabilities
 from google.adk.runners import Runner
-from google.adk.sessions import InMemorySessionService
+from google.adk.sessions import InMemorySessionService, Session
 from google.adk.sessions.base_session_service import GetSessionConfig
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.genai import types
@@ -789,6 +790,58 @@ def test_memory_service_add_and_search(client: ownstate.Client,
     item_ids = {i.item_id for i in stored_items(client, "u1", "m")}
     assert {f.source_item_id for f in mine} <= item_ids
     assert all(f.source_item_id for f in mine)
+
+
+def _found(response: Any) -> list[tuple[str, str, str | None]]:
+    return [(m.id, m.content.parts[0].text, m.author) for m in response.memories]
+
+
+def test_the_same_event_remembered_from_two_sessions_is_two_memories(
+        client: ownstate.Client) -> None:
+    """A session and its copy (a fork, a rewind) share event ids; ADK keeps the memories of
+    both, so forgetting nothing depends on which session was remembered first."""
+    shared = text_event("user", "My locker code is 4711", timestamp=1000.0)
+    first = Session(id="s-1", app_name=APP, user_id="u1", events=[
+        shared, text_event("agent", "Noted the code.", timestamp=1001.0)])
+    second = Session(id="s-2", app_name=APP, user_id="u1", events=[
+        shared.model_copy(deep=True), text_event("user", "The code is 4711 again",
+                                                 timestamp=1002.0)])
+
+    async def script(memory: Any) -> list[list[tuple[str, str, str | None]]]:
+        for session in (first, second, first):  # the third: nothing new
+            await memory.add_session_to_memory(session)
+        await memory.add_events_to_memory(app_name=APP, user_id="u1", events=[shared])
+        return [_found(await memory.search_memory(app_name=APP, user_id="u1", query=q))
+                for q in ("locker code 4711", "code", "noted")]
+
+    expected = run(script(InMemoryMemoryService()))
+    assert [text for _, text, _ in expected[0]].count("My locker code is 4711") == 3
+    assert run(script(OwnstateMemoryService(client))) == expected
+    keys = {f.key for f in client.memory_stores.get("adk-memory").recall("u1")}
+    assert {f"{APP}:s-1:{shared.id}", f"{APP}:s-2:{shared.id}", f"{APP}::{shared.id}"} <= keys
+
+
+def test_search_finds_words_as_in_memory_memory_service_does(client: ownstate.Client) -> None:
+    texts = ["私の名前は太郎です", "私はPythonでADKを使っています", "Café au lait",
+             "Cafe\u0301 noir", "python and cafe", "I drink café, python coder"]
+    events = [text_event("user", t, timestamp=2000.0 + n) for n, t in enumerate(texts)]
+    queries = ["太郎", "名前", "Python", "ADK", "thon", "Café", "Cafe\u0301", "CAFÉ python",
+               "python café coder", "cafe", "?!", ""]
+
+    async def script(memory: Any) -> list[list[tuple[str, str, str | None]]]:
+        await memory.add_events_to_memory(app_name=APP, user_id="u1", events=events[:3],
+                                          session_id="s-1")
+        await memory.add_events_to_memory(app_name=APP, user_id="u1", events=events[3:],
+                                          session_id="s-2")
+        return [_found(await memory.search_memory(app_name=APP, user_id="u1", query=q))
+                for q in queries]
+
+    expected = run(script(InMemoryMemoryService()))
+    texts_found = [[text for _, text, _ in found] for found in expected]
+    assert texts_found[0] == [texts[0]]  # a word inside text written without spaces
+    assert texts_found[2] == [texts[1], texts[4], texts[5]]  # oldest first among equals
+    assert texts_found[5] == texts_found[6] == [texts[2], texts[3], texts[5]]
+    assert run(script(OwnstateMemoryService(client))) == expected
 
 
 # a real Runner ----------------------------------------------------------------------------

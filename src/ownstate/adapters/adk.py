@@ -18,7 +18,7 @@
   ``<app>:app:<key>`` and ``<app>:user:<key>``. Each fact names the event item that set
   it as its source. ``temp:`` state is never stored.
 - The memory service keeps one fact per remembered event (store ``"adk-memory"``),
-  subject ``<user_id>``, key ``<app>:<event id>``.
+  subject ``<user_id>``, key ``<app>:<session id>:<event id>``.
 
 Because the user's sessions carry their ``actor_id`` and the user's facts their subject,
 ``client.memory_stores.erase_subject(user_id, include_sessions=True)`` removes everything
@@ -31,9 +31,11 @@ import asyncio
 import contextlib
 import copy
 import hashlib
+import itertools
 import json
 import re
 import threading
+import unicodedata
 import uuid
 import weakref
 from collections import OrderedDict
@@ -59,7 +61,6 @@ from .. import limits as _limits
 from ..api import AsyncClient, Client
 from ..api.aio import AsyncSession, AsyncSessionStore
 from ..api.memory import AsyncMemoryStore
-from ..backends.ports.facts import search_words
 from ..errors import (
     ActiveRunExists,
     AlreadyExists,
@@ -1085,6 +1086,46 @@ class OwnstateSessionService(BaseSessionService):
 
 # memory --------------------------------------------------------------------------------
 
+_WORD_RE = re.compile(r"\w+")
+
+
+def _is_latin(char: str) -> bool:
+    if char.isascii():
+        return char.isalnum() or char == "_"
+    return unicodedata.name(char, "").startswith("LATIN")
+
+
+def _query_words(text: str) -> set[str]:
+    """The words of a query as ADK's InMemoryMemoryService reads them: ``\\w+`` runs of the
+    NFC-normalized text (so a decomposed accent is the composed one), lowercased."""
+    return {w.lower() for w in _WORD_RE.findall(unicodedata.normalize("NFC", text))}
+
+
+def _event_words(text: str) -> set[str]:
+    """The words an event can be found by, as InMemoryMemoryService finds them: the query
+    words of its text, plus each single-script run of a word mixing Latin and other
+    scripts (``私はPythonで`` gives ``python``)."""
+    words = _query_words(text)
+    for word in list(words):
+        if not word.isascii():
+            words.update("".join(run) for _, run in itertools.groupby(word, _is_latin))
+    return words
+
+
+def _memory_score(query: set[str], text: str) -> int:
+    """How many query words the event text holds: whole words, and for a word that is
+    not ASCII (scripts written without spaces) anywhere in the text."""
+    words = _event_words(text)
+    if not words:
+        return 0
+    lowered = unicodedata.normalize("NFC", text).lower()
+    return sum(1 for w in query if w in words or (not w.isascii() and w in lowered))
+
+
+def _memory_prefix(app_name: str, session_id: str | None) -> str:
+    """The fact-key prefix of an app's memories from one session (``""``: no session)."""
+    return f"{_escape(app_name)}:{_escape(session_id or '')}:"
+
 
 def _text(content: Mapping[str, Any] | None) -> str:
     parts = content.get("parts") if isinstance(content, Mapping) else None
@@ -1142,11 +1183,14 @@ class OwnstateMemoryService(BaseMemoryService):
     """ADK's ``BaseMemoryService`` over an ownstate memory store.
 
     Each event with text becomes one fact: subject the ADK ``user_id``, key
-    ``<app>:<event id>``, value ``{"author", "content", "timestamp"}``, valid from the
-    event's time, and, when the session is stored by :class:`OwnstateSessionService` in
-    ``session_store``, the event's item as its source. Adding a session again adds only
-    its new events. :meth:`search_memory` finds the events that share the most words with
-    the query, as ADK's ``InMemoryMemoryService`` does, at most ``max_results``.
+    ``<app>:<session id>:<event id>`` (the session id empty for events given without
+    one), value ``{"author", "content", "timestamp"}``, valid from the event's time, and,
+    when the session is stored by :class:`OwnstateSessionService` in ``session_store``,
+    the event's item as its source. As in ADK, memories are kept per session: an event id
+    remembered from two sessions is two memories. Adding a session again adds only its
+    new events. :meth:`search_memory` finds the events that share the most words with the
+    query, matched and ranked as ADK's ``InMemoryMemoryService`` does, at most
+    ``max_results``.
 
     Raises :class:`~ownstate.errors.InvalidInput` for bad names or values ownstate cannot
     store (nothing is stored then), :class:`~ownstate.errors.BackendUnavailable`.
@@ -1229,7 +1273,9 @@ class OwnstateMemoryService(BaseMemoryService):
         source_session = (ownstate_session_id(app_name, user_id, session_id)
                           if session_id is not None and self._session_name else None)
         client = self._bridge.client
-        prefix = _escape(app_name) + ":"
+        # Memories are kept per session, as ADK keeps them: the same event id remembered
+        # from two sessions is two memories.
+        prefix = _memory_prefix(app_name, session_id)
         specs: dict[str, dict[str, Any]] = {}
         now = datetime.now(UTC)
         for event in events:
@@ -1290,28 +1336,31 @@ class OwnstateMemoryService(BaseMemoryService):
         self, *, app_name: str, user_id: str, query: str
     ) -> SearchMemoryResponse:
         """The remembered events of this app and user sharing the most words with
-        ``query``, best first (newest first among equals), at most ``max_results``.
+        ``query``, best first, at most ``max_results``: the matching and ranking of ADK's
+        ``InMemoryMemoryService``. Among equals the oldest memory comes first: in the
+        order they were remembered, and by event time within one call.
 
-        Words are runs of letters and digits, compared lowercased and whole. Only the
-        first 32 distinct words of a query count. Raises
+        Words are ``\\w+`` runs of the NFC-normalized text, compared lowercased; an event
+        is also found by each single-script run of a word mixing Latin and other scripts,
+        and a query word that is not ASCII (Japanese, Chinese: scripts written without
+        spaces) anywhere in its text. Every memory of the user is read and scored. Raises
         :class:`~ownstate.errors.InvalidInput`.
         """
         app_name = _name(app_name, "app_name")
         user_id = _name(user_id, "user_id")
         if not isinstance(query, str):
             raise InvalidInput("query must be a string", field="query")
-        words = list(dict.fromkeys(search_words(query)))[:32]
+        words = _query_words(query)
         if not words:
             return SearchMemoryResponse()
-        found = await self._bridge.acall(self._candidates(user_id, words))
+        found = await self._bridge.acall(self._memories(user_id))
         prefix = _escape(app_name) + ":"
-        scored: list[tuple[int, float, MemoryEntry]] = []
-        wanted = set(words)
+        scored: list[tuple[int, float, datetime, MemoryEntry]] = []  # score, time, recorded
         for fact in found:
             value = fact.value
             if not fact.key.startswith(prefix) or not isinstance(value, dict):
                 continue
-            matched = len(wanted.intersection(search_words(_text(value.get("content")))))
+            matched = _memory_score(words, _text(value.get("content")))
             if not matched:
                 continue
             timestamp = value.get("timestamp")
@@ -1321,23 +1370,15 @@ class OwnstateMemoryService(BaseMemoryService):
             except (KeyError, ValueError):  # not written by this service
                 continue
             author = value.get("author")
-            scored.append((matched, when, MemoryEntry(
-                id=fact.key[len(prefix):], content=content,
+            scored.append((matched, when, fact.recorded_at, MemoryEntry(
+                id=fact.key[len(prefix):].partition(":")[2], content=content,
                 author=author if isinstance(author, str) else None,
                 timestamp=datetime.fromtimestamp(when).isoformat())))
-        scored.sort(key=lambda s: (-s[0], -s[1]))
-        return SearchMemoryResponse(memories=[m for _, _, m in scored[:self._max_results]])
+        # Equal scores in the order remembered, as InMemoryMemoryService keeps its
+        # insertion order: by record time, and by event time within one call.
+        scored.sort(key=lambda s: (-s[0], s[2], s[1]))
+        return SearchMemoryResponse(memories=[m for *_, m in scored[:self._max_results]])
 
-    async def _candidates(self, user_id: str, words: list[str]) -> list[Fact]:
-        """Current facts about the user holding any of ``words``: one search per word,
-        since ownstate's search wants every word of its query."""
-        store = await self._ready()
-        limit = min(max(20 * self._max_results, 200), self._bridge.client.limits.max_page_size)
-        results = await _run_all(
-            self._bridge.client.backend.runs_inline,
-            *(store.search(w, subject=user_id, limit=limit) for w in words))
-        unique: dict[str, Fact] = {}
-        for facts in results:
-            for fact in facts:
-                unique.setdefault(fact.fact_id, fact)
-        return list(unique.values())
+    async def _memories(self, user_id: str) -> list[Fact]:
+        """Every current memory of the user."""
+        return await (await self._ready()).recall(user_id)
