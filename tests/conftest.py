@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from functools import cache
@@ -63,6 +64,20 @@ def _unreachable(name: str) -> str | None:
     except Exception as exc:
         return f"{name} is unreachable ({type(exc).__name__}: {exc})"
     return None
+
+
+def wait_for(what: str, ready: Callable[[], object], deadline: float,
+             ignoring: tuple[type[BaseException], ...] = ()) -> None:
+    """Poll ``ready`` until it answers true (errors in ``ignoring`` count as not yet), or
+    fail at ``deadline`` (a ``time.monotonic()`` value)."""
+    while time.monotonic() < deadline:
+        try:
+            if ready():
+                return
+        except ignoring:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"timed out waiting for {what}")
 
 
 def _require(name: str) -> None:

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ENABLED, REQUIRED
+from conftest import ENABLED, REQUIRED, wait_for
 
 import ownstate
 from ownstate.testing import Target
@@ -67,17 +67,6 @@ def _free_ports(count: int) -> list[int]:
     return found
 
 
-def _wait(what: str, ready: object, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        try:
-            if callable(ready) and ready():
-                return
-        except redis.RedisError:
-            pass
-        time.sleep(0.05)
-    raise RuntimeError(f"timed out waiting for {what}")
-
-
 def _cluster_ok(port: int) -> bool:
     with redis.Redis(port=port, socket_timeout=2) as node:
         info = node.execute_command("CLUSTER", "INFO")
@@ -111,13 +100,15 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 stdout=log, stderr=subprocess.STDOUT))
             log.close()
         for port in ports:
-            _wait(f"redis-server on port {port}",
-                  lambda p=port: redis.Redis(port=p, socket_timeout=1).ping(), deadline)
+            wait_for(f"redis-server on port {port}",
+                     lambda p=port: redis.Redis(port=p, socket_timeout=1).ping(), deadline,
+                     (redis.RedisError,))
         subprocess.run([cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports),
                         "--cluster-replicas", "0", "--cluster-yes"],
                        check=True, capture_output=True, timeout=START_TIMEOUT)
         for port in ports:
-            _wait(f"cluster_state:ok on port {port}", lambda p=port: _cluster_ok(p), deadline)
+            wait_for(f"cluster_state:ok on port {port}", lambda p=port: _cluster_ok(p),
+                     deadline, (redis.RedisError,))
     except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
         _stop(processes)
         _refuse(f"a Redis Cluster could not be started ({type(exc).__name__}: {exc})")

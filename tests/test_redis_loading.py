@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ENABLED, REQUIRED
+from conftest import ENABLED, REQUIRED, wait_for
 
 import ownstate
 from ownstate.errors import BackendUnavailable
@@ -48,17 +48,6 @@ def _loading(port: int) -> bool:
         return bool(probe.info("persistence")["loading"])
 
 
-def _wait(what: str, ready: object, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        try:
-            if callable(ready) and ready():
-                return
-        except redis.ConnectionError:
-            pass
-        time.sleep(0.05)
-    raise RuntimeError(f"timed out waiting for {what}")
-
-
 class _Server:
     """One redis-server process on ``port`` with its data in ``home``."""
 
@@ -73,8 +62,8 @@ class _Server:
         with self._log.open("ab") as log:
             self.process = subprocess.Popen([*self._args, *extra], stdout=log,
                                             stderr=subprocess.STDOUT)
-        _wait("redis-server to accept connections", lambda: self._answers(),
-              time.monotonic() + START_TIMEOUT)
+        wait_for("redis-server to accept connections", self._answers,
+                 time.monotonic() + START_TIMEOUT, (redis.ConnectionError,))
 
     def _answers(self) -> bool:
         with redis.Redis(port=self.port, socket_timeout=5) as probe:
@@ -144,8 +133,8 @@ def test_a_write_refused_while_redis_loads_says_nothing_was_applied(server: _Ser
 
         with redis.Redis(port=server.port) as admin:
             admin.config_set("key-load-delay", 0)
-        _wait("Redis to finish loading", lambda: not _loading(server.port),
-              time.monotonic() + START_TIMEOUT)
+        wait_for("Redis to finish loading", lambda: not _loading(server.port),
+                 time.monotonic() + START_TIMEOUT)
         # The refused write was not applied, so retrying it is safe: it lands once.
         session.append_items([{"n": 2}])
         assert [i.data for i in session.list_items(order_by="create_time asc")] == [
