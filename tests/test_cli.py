@@ -225,6 +225,16 @@ def test_ownstate_errors_are_one_line_and_exit_1(url: str, args: list[str]) -> N
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("command", ["check", "migrate", "demo"])
+def test_a_sqlite_url_in_a_missing_directory_says_so(tmp_path: Path, command: str) -> None:
+    missing = tmp_path / "no" / "such" / "dir"
+    result = run(f"sqlite:///{missing}/x.db", command)
+    assert result.exit_code == 1
+    assert result.stderr == (f"Error: cannot open the SQLite database {missing}/x.db: the "
+                             f"directory {missing} does not exist\n")
+    assert not (tmp_path / "no").exists()
+
+
 def test_url_comes_from_the_environment(url: str, db: Path) -> None:
     result = run(None, "migrate", env={"OWNSTATE_URL": url})
     assert result.exit_code == 0
