@@ -24,6 +24,7 @@ import click
 from click.core import ParameterSource
 
 import ownstate
+from ownstate._extras import requires
 from ownstate.backends import resolve_url
 from ownstate.model import RetentionPolicy
 
@@ -469,14 +470,10 @@ def serve(options: _Options, host: str, port: int, no_migrate: bool,
     Every request needs an API key (``ownstate keys create``). Several replicas may serve
     one PostgreSQL database; start extra replicas with --no-migrate.
     """
-    try:
+    with requires("server", "the HTTP server"):
         import uvicorn
 
-        from ownstate.server import create_app
-    except ImportError as exc:
-        raise click.ClickException(
-            "the HTTP server needs the 'server' extra: pip install 'ownstate[server]'"
-        ) from exc
+    from ownstate.server import create_app
     url = options.url
     shown = resolve_url(url)
     if bootstrap:

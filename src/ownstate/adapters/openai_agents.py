@@ -25,20 +25,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
-from agents import (
-    Agent,
-    RunHooks,
-    Runner,
-    RunResult,
-    RunResultStreaming,
-    RunState,
-    ToolApprovalItem,
-)
-from agents.exceptions import UserError
-from agents.items import TResponseInputItem
-from agents.memory import SessionSettings
-
 from .. import limits as _validate
+from .._extras import requires
 from ..api import AsyncClient, AsyncSession, Client
 from ..errors import (
     ActiveRunExists,
@@ -57,6 +45,20 @@ from ..errors import (
 )
 from ..model import JSON, CheckpointRecord, CheckpointScope, Item, Run
 from ._bridge import Bridge
+
+with requires("openai-agents", "the OpenAI Agents SDK adapter"):
+    from agents import (
+        Agent,
+        RunHooks,
+        Runner,
+        RunResult,
+        RunResultStreaming,
+        RunState,
+        ToolApprovalItem,
+    )
+    from agents.exceptions import UserError
+    from agents.items import TResponseInputItem
+    from agents.memory import SessionSettings
 
 __all__ = [
     "DEFAULT_ACTOR_ID",

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from psycopg import errors, sql
-
+from ..._extras import requires
 from ...errors import BackendUnavailable, SchemaVersion
 from ..base import Backend, Capability
 from ._core import Cursor
@@ -21,6 +20,9 @@ from .facts import FactsInPostgres
 from .runs import RunsInPostgres
 from .schema import MIGRATIONS, SCHEMA_VERSION
 from .sessions import SessionsInPostgres
+
+with requires("postgres", "the PostgreSQL backend"):
+    from psycopg import errors, sql
 
 __all__ = ["PostgresBackend"]
 
