@@ -282,6 +282,16 @@ def test_keys_need_a_tenant_before_or_after_the_command(url: str) -> None:
     assert "of tenant 'acme'" in before.stderr
 
 
+def test_app_roles_are_for_postgresql(url: str) -> None:
+    result = run(url, "migrate", "--app-role", "app")
+    assert result.exit_code == 1
+    assert result.stderr == ("Error: SqliteBackend has no database roles; an app role is for "
+                             "PostgreSQL\n")
+    with ownstate.connect(url) as client:
+        assert client.isolation_bypass() is None
+    assert run(url, "check").exit_code == 0  # nothing to say about isolation here
+
+
 def test_url_comes_from_the_environment(url: str, db: Path) -> None:
     result = run(None, "migrate", env={"OWNSTATE_URL": url})
     assert result.exit_code == 0

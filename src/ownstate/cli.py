@@ -8,6 +8,7 @@ one-line message on stderr and exit status 1.
 from __future__ import annotations
 
 import heapq
+import ipaddress
 import json
 import logging
 import shlex
@@ -141,8 +142,11 @@ def cli(ctx: click.Context, url: str | None, tenant: str | None) -> None:
 
 
 @cli.command()
+@click.option("--app-role", metavar="NAME",
+              help="PostgreSQL: then create (NOLOGIN) or grant the role the application "
+                   "connects as, which row-level security binds (see docs/postgres.md).")
 @pass_options
-def migrate(options: _Options) -> None:
+def migrate(options: _Options, app_role: str | None) -> None:
     """Bring the schema to the version this ownstate expects."""
     try:
         with options.connect(migrate=False) as client:
@@ -156,25 +160,38 @@ def migrate(options: _Options) -> None:
             _, expected = client.migrate()
         click.echo(f"migrated {options.shown_url} from schema version {exc.found} "
                    f"to {expected}")
-        return
-    click.echo(f"schema is already at version {found}; nothing to do")
+    else:
+        click.echo(f"schema is already at version {found}; nothing to do")
+    if app_role is not None:
+        with options.connect(migrate=False) as client:
+            created = client.grant_app_role(app_role)
+        if created:
+            click.echo(f"created role {app_role!r} (NOLOGIN: grant it to the role the "
+                       "application logs in as, or ALTER ROLE ... LOGIN PASSWORD)")
+        click.echo(f"role {app_role!r} may read and write ownstate's rows, under "
+                   "row-level security")
 
 
 @cli.command()
 @pass_options
 def check(options: _Options) -> None:
-    """Verify the schema, changing nothing.
+    """Verify the schema and tenant isolation, changing nothing.
 
-    For processes that may not run DDL. Exits 0 when the schema is current and 1, with
-    the reason on stderr, when it is not.
+    For processes that may not run DDL. Exits 0 when the schema is current and the
+    database enforces tenant isolation for this connection (on PostgreSQL: row-level
+    security binds its role), and 1, with the reason on stderr, when not.
     """
     try:
         with options.connect(migrate=False) as client:
             found, _ = client.check()
+            bypass = client.isolation_bypass()
     except ownstate.SchemaVersion as exc:
         click.echo(" ".join(exc.message.split()), err=True)
         raise SystemExit(1) from exc
     click.echo(f"schema is at version {found}")
+    if bypass is not None:
+        click.echo(bypass, err=True)
+        raise SystemExit(1)
 
 
 # sessions ------------------------------------------------------------------------------
@@ -458,17 +475,22 @@ def demo(options: _Options) -> None:
 @click.option("--metrics-token", envvar="OWNSTATE_METRICS_TOKEN", show_envvar=True,
               default=None, help="Require this bearer token at /metrics (default: open; "
                                  "expose /metrics only on an internal network).")
+@click.option("--allow-rls-bypass", is_flag=True,
+              help="Serve on a non-loopback address even though row-level security does "
+                   "not bind the database role (a superuser, BYPASSRLS, the tables' owner).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               default="info", show_default=True,
               help="Access log lines (logger ownstate.access) are at info.")
 @pass_options
 def serve(options: _Options, host: str, port: int, no_migrate: bool,
           bootstrap: bool, key_cache: float, metrics_token: str | None,
-          log_level: str) -> None:
+          allow_rls_bypass: bool, log_level: str) -> None:
     """Serve the HTTP API (docs at /docs, schema at /openapi.json, metrics at /metrics).
 
     Every request needs an API key (``ownstate keys create``). Several replicas may serve
-    one PostgreSQL database; start extra replicas with --no-migrate.
+    one PostgreSQL database; start extra replicas with --no-migrate. When row-level security
+    does not bind the database role, it warns, and serves on a loopback address only,
+    unless given --allow-rls-bypass.
     """
     with requires("server", "the HTTP server"):
         import uvicorn
@@ -476,14 +498,14 @@ def serve(options: _Options, host: str, port: int, no_migrate: bool,
     from ownstate.server import create_app
     url = options.url
     shown = resolve_url(url)
-    if bootstrap:
-        with ownstate.connect(url, tenant=options.tenant, migrate=not no_migrate) as client:
-            if not client.api_keys.list():
-                key, token = client.api_keys.create("admin", admin=True)
-                click.echo(f"Made the first API key of tenant {client.tenant!r}: an admin key "
-                           f"({key.key_id}). It is shown only now:\n\n  {token}\n")
-                click.echo("Send it as 'Authorization: Bearer <key>', or "
-                           "ownstate.connect(url, token=<key>).\n")
+    with ownstate.connect(url, tenant=options.tenant, migrate=not no_migrate) as client:
+        _refuse_unisolated(client, host, allowed=allow_rls_bypass)
+        if bootstrap and not client.api_keys.list():
+            key, token = client.api_keys.create("admin", admin=True)
+            click.echo(f"Made the first API key of tenant {client.tenant!r}: an admin key "
+                       f"({key.key_id}). It is shown only now:\n\n  {token}\n")
+            click.echo("Send it as 'Authorization: Bearer <key>', or "
+                       "ownstate.connect(url, token=<key>).\n")
     click.echo(f"Serving {shown} on http://{host}:{port} (Ctrl-C stops).")
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -492,6 +514,28 @@ def serve(options: _Options, host: str, port: int, no_migrate: bool,
     # ownstate's own access log replaces uvicorn's: it names the caller, never the query.
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False,
                 log_config=None)
+
+
+def _refuse_unisolated(client: ownstate.Client, host: str, *, allowed: bool) -> None:
+    """Warn when the database does not enforce tenant isolation for this connection, and
+    refuse to listen beyond this machine so, unless ``allowed``."""
+    bypass = client.isolation_bypass()
+    if bypass is None:
+        return
+    if not allowed and not _loopback(host):
+        raise click.ClickException(
+            f"{bypass}. Refusing to serve on {host}, which is not a loopback address; "
+            "give --allow-rls-bypass to serve anyway")
+    click.echo(f"Warning: {bypass}", err=True)
+
+
+def _loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
 
 
 @cli.group()

@@ -164,6 +164,12 @@ class _TracedBackend(Backend):
     async def close(self) -> None:
         await self._inner.close()
 
+    async def isolation_bypass(self) -> str | None:
+        return await self._inner.isolation_bypass()
+
+    async def grant_app_role(self, role: str) -> bool:
+        return await self._inner.grant_app_role(role)
+
     def __getattr__(self, name: str) -> Any:
         if name == "_inner":
             raise AttributeError(name)

@@ -2,7 +2,8 @@
 
 Tables live in one schema (``?schema=`` in the URL, default ``ownstate``), so several
 applications can share a database. Every tenant-scoped table enforces tenant isolation
-with row-level security; see ``docs/postgres.md`` for the runtime role to use.
+with row-level security; see ``docs/postgres.md`` for the runtime role to use, and
+``roles.py`` for how a role that it would not bind is found out.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from .access import AccessInPostgres
 from .assets import AssetsInPostgres
 from .checkpoints import CheckpointsInPostgres
 from .facts import FactsInPostgres
+from .roles import RolesInPostgres
 from .runs import RunsInPostgres
 from .schema import MIGRATIONS, SCHEMA_VERSION
 from .sessions import SessionsInPostgres
@@ -28,7 +30,8 @@ __all__ = ["PostgresBackend"]
 
 
 class PostgresBackend(SessionsInPostgres, FactsInPostgres, RunsInPostgres,
-                      CheckpointsInPostgres, AssetsInPostgres, AccessInPostgres, Backend):
+                      CheckpointsInPostgres, AssetsInPostgres, AccessInPostgres,
+                      RolesInPostgres, Backend):
     """Every kind of state in PostgreSQL (psycopg 3 and its async pool)."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
