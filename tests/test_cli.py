@@ -225,6 +225,73 @@ def test_ownstate_errors_are_one_line_and_exit_1(url: str, args: list[str]) -> N
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("command", ["check", "migrate", "demo"])
+def test_a_sqlite_url_in_a_missing_directory_says_so(tmp_path: Path, command: str) -> None:
+    missing = tmp_path / "no" / "such" / "dir"
+    result = run(f"sqlite:///{missing}/x.db", command)
+    assert result.exit_code == 1
+    assert result.stderr == (f"Error: cannot open the SQLite database {missing}/x.db: the "
+                             f"directory {missing} does not exist\n")
+    assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.parametrize("command", [
+    ["migrate"],
+    ["check"],
+    ["sessions", "list"],
+    ["sessions", "show", "case-456"],
+    ["memory", "show", "user:1"],
+    ["runs", "outstanding"],
+    ["gc", "--drop-ended"],
+    ["keys", "list"],
+], ids=lambda c: "-".join(c[:2]))
+def test_url_and_tenant_may_follow_the_command(seeded: str, command: list[str]) -> None:
+    before = _runner().invoke(cli, ["--url", seeded, "--tenant", "default", *command])
+    after = _runner().invoke(cli, [*command, "--url", seeded, "--tenant", "default"])
+    assert before.exit_code == 0, before.output
+    assert (after.exit_code, after.stdout, after.stderr) == (
+        before.exit_code, before.stdout, before.stderr)
+
+
+def test_options_after_the_command_win(seeded: str, tmp_path: Path) -> None:
+    other = tmp_path / "other.db"
+    listed = _runner().invoke(cli, ["--url", f"sqlite:///{other}", "sessions", "list",
+                                    "--url", seeded])
+    assert listed.exit_code == 0, listed.output
+    assert "case-456" in listed.stdout
+    assert not other.exists()
+    created = _runner().invoke(cli, ["--tenant", "acme", "keys", "create", "--url", seeded,
+                                     "--tenant", "beta", "--principal", "p"])
+    assert created.exit_code == 0, created.output
+    assert "of tenant 'beta'" in created.stderr
+    with ownstate.connect(seeded, tenant="beta") as client:
+        assert [k.principal for k in client.api_keys.list()] == ["p"]
+    with ownstate.connect(seeded, tenant="acme") as client:
+        assert client.api_keys.list() == []
+    # the hints of `ownstate demo` repeat the URL that was used, wherever it was given
+    demo = _runner().invoke(cli, ["demo", "--url", seeded])
+    assert f"ownstate --url {seeded} sessions list --store demo" in demo.stdout
+
+
+def test_keys_need_a_tenant_before_or_after_the_command(url: str) -> None:
+    refused = run(url, "keys", "create", "--principal", "p")
+    assert refused.exit_code == 2
+    assert "--tenant" in refused.stderr
+    before = run(url, "--tenant", "acme", "keys", "create", "--principal", "p")
+    assert before.exit_code == 0, before.output
+    assert "of tenant 'acme'" in before.stderr
+
+
+def test_app_roles_are_for_postgresql(url: str) -> None:
+    result = run(url, "migrate", "--app-role", "app")
+    assert result.exit_code == 1
+    assert result.stderr == ("Error: SqliteBackend has no database roles; an app role is for "
+                             "PostgreSQL\n")
+    with ownstate.connect(url) as client:
+        assert client.isolation_bypass() is None
+    assert run(url, "check").exit_code == 0  # nothing to say about isolation here
+
+
 def test_url_comes_from_the_environment(url: str, db: Path) -> None:
     result = run(None, "migrate", env={"OWNSTATE_URL": url})
     assert result.exit_code == 0

@@ -61,6 +61,23 @@ def test_verify_only_does_not_create_a_missing_file(tmp_path: Path) -> None:
     assert not db.exists()
 
 
+@pytest.mark.parametrize("migrate", [True, False], ids=["migrate", "verify"])
+@pytest.mark.parametrize("parent", ["no/such/dir", "a-file"])
+def test_a_missing_directory_is_named_not_taken_for_an_old_schema(
+    tmp_path: Path, migrate: bool, parent: str
+) -> None:
+    (tmp_path / "a-file").write_text("not a directory")
+    db = tmp_path / parent / "x.db"
+    with pytest.raises(ownstate.InvalidInput) as err:
+        ownstate.connect(url(db), migrate=migrate)
+    assert err.value.field == "url"
+    assert str(db.parent) in str(err.value)
+    assert "does not exist" in str(err.value) or "is not a directory" in str(err.value)
+    assert "migrate" not in str(err.value)
+    assert not (tmp_path / "no").exists()
+    assert (tmp_path / "a-file").read_text() == "not a directory"
+
+
 def test_migrate_then_check(tmp_path: Path) -> None:
     with ownstate.connect(url(tmp_path / "o.db"), migrate=True) as client:
         assert client.check() == (SCHEMA_VERSION, SCHEMA_VERSION)

@@ -8,6 +8,7 @@ one-line message on stderr and exit status 1.
 from __future__ import annotations
 
 import heapq
+import ipaddress
 import json
 import logging
 import shlex
@@ -24,6 +25,7 @@ import click
 from click.core import ParameterSource
 
 import ownstate
+from ownstate._extras import requires
 from ownstate.backends import resolve_url
 from ownstate.model import RetentionPolicy
 
@@ -36,8 +38,42 @@ UNKNOWN_ITEM_CHARS = 160
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text"})
 
 
+_URL_HELP = ("Where state lives: sqlite:///path.db (default sqlite:///ownstate.db), "
+             "memory://, postgresql://..., redis://... or http(s)://... (a server).")
+_TENANT_HELP = ("The tenant whose state to read and write (default: \"default\"; on an "
+                "http:// URL, the API key's).")
+
+
+def _override(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """A ``--url`` or ``--tenant`` given after a subcommand replaces the one before it."""
+    if value is not None:
+        options = ctx.find_object(_Options)
+        if options is not None:  # None only while click renders --help
+            setattr(options, str(param.name), value)
+            if param.name == "url":
+                options.url_given = True
+
+
+def _shared_options() -> list[click.Parameter]:
+    """``--url`` and ``--tenant`` as every subcommand accepts them (the environment is read
+    once, by the top-level ``--url``, so it never overrides a value given before)."""
+    return [click.Option(["--url"], default=None, expose_value=False, callback=_override,
+                         help=_URL_HELP),
+            click.Option(["--tenant"], default=None, expose_value=False, callback=_override,
+                         help=_TENANT_HELP)]
+
+
 class _Group(click.Group):
-    """A command group that turns any ownstate error into one line on stderr, exit 1."""
+    """A command group that turns any ownstate error into one line on stderr, exit 1, and
+    gives every command it holds the ``--url`` and ``--tenant`` options, so they may come
+    before or after the command's name."""
+
+    group_class = type  # subgroups are _Groups too
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        taken = {opt for param in cmd.params for opt in param.opts}
+        cmd.params.extend(p for p in _shared_options() if not taken & set(p.opts))
+        super().add_command(cmd, name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -49,50 +85,68 @@ class _Group(click.Group):
 class _Options:
     """The global options, handed to every command through the click context."""
 
-    def __init__(self, url: str | None, tenant: str | None, *, command_prefix: str) -> None:
+    def __init__(self, url: str | None, tenant: str | None, *, program: str,
+                 url_given: bool) -> None:
         self.url = url
         self.tenant = tenant
-        #: how to repeat a command against the same database, for hints
-        self.command_prefix = command_prefix
+        self.program = program
+        #: whether the URL was given on the command line (not read from the environment)
+        self.url_given = url_given
 
     def connect(self, *, migrate: bool = True, tenant: str | None = None) -> ownstate.Client:
         return ownstate.connect(self.url, tenant=tenant or self.tenant, migrate=migrate)
+
+    @property
+    def command_prefix(self) -> str:
+        """How to repeat a command against the same database, for hints."""
+        prefix = [self.program]
+        if self.url is not None and self.url_given:
+            prefix.append(f"--url {shlex.quote(self.url)}")
+        if self.tenant is not None:
+            prefix.append(f"--tenant {shlex.quote(self.tenant)}")
+        return " ".join(prefix)
 
     @property
     def shown_url(self) -> str:
         """The URL in use, for messages (the argument, else ``OWNSTATE_URL``, else default)."""
         return resolve_url(self.url)
 
+    def required_tenant(self) -> str:
+        """The tenant given with ``--tenant``, for commands that must not assume one."""
+        if self.tenant is None:
+            raise click.UsageError("give the tenant with --tenant")
+        return self.tenant
+
 
 pass_options = click.make_pass_decorator(_Options)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--url", envvar="OWNSTATE_URL", show_envvar=True, default=None,
-              help="Where state lives: sqlite:///path.db (default sqlite:///ownstate.db) "
-                   "or memory://.")
-@click.option("--tenant", default=None,
-              help="The tenant whose state to read and write (default: \"default\"; on an "
-                   "http:// URL, the API key's).")
+@click.option("--url", envvar="OWNSTATE_URL", show_envvar=True, default=None, help=_URL_HELP)
+@click.option("--tenant", default=None, help=_TENANT_HELP)
 @click.version_option(ownstate.__version__, prog_name="ownstate")
 @click.pass_context
 def cli(ctx: click.Context, url: str | None, tenant: str | None) -> None:
-    """ownstate: the system of record for AI-agent state."""
+    """ownstate: the system of record for AI-agent state.
+
+    --url and --tenant may also follow any command's name; given in both places, the later
+    one wins.
+    """
     invoked = Path(sys.argv[0]) if sys.argv else Path()
-    prefix = [shlex.quote(str(invoked)) if invoked.name == "ownstate" else "ownstate"]
-    if url is not None and ctx.get_parameter_source("url") is ParameterSource.COMMANDLINE:
-        prefix.append(f"--url {shlex.quote(url)}")
-    if tenant is not None:
-        prefix.append(f"--tenant {shlex.quote(tenant)}")
-    ctx.obj = _Options(url, tenant, command_prefix=" ".join(prefix))
+    program = shlex.quote(str(invoked)) if invoked.name == "ownstate" else "ownstate"
+    given = url is not None and ctx.get_parameter_source("url") is ParameterSource.COMMANDLINE
+    ctx.obj = _Options(url, tenant, program=program, url_given=given)
 
 
 # schema --------------------------------------------------------------------------------
 
 
 @cli.command()
+@click.option("--app-role", metavar="NAME",
+              help="PostgreSQL: then create (NOLOGIN) or grant the role the application "
+                   "connects as, which row-level security binds (see docs/postgres.md).")
 @pass_options
-def migrate(options: _Options) -> None:
+def migrate(options: _Options, app_role: str | None) -> None:
     """Bring the schema to the version this ownstate expects."""
     try:
         with options.connect(migrate=False) as client:
@@ -106,25 +160,38 @@ def migrate(options: _Options) -> None:
             _, expected = client.migrate()
         click.echo(f"migrated {options.shown_url} from schema version {exc.found} "
                    f"to {expected}")
-        return
-    click.echo(f"schema is already at version {found}; nothing to do")
+    else:
+        click.echo(f"schema is already at version {found}; nothing to do")
+    if app_role is not None:
+        with options.connect(migrate=False) as client:
+            created = client.grant_app_role(app_role)
+        if created:
+            click.echo(f"created role {app_role!r} (NOLOGIN: grant it to the role the "
+                       "application logs in as, or ALTER ROLE ... LOGIN PASSWORD)")
+        click.echo(f"role {app_role!r} may read and write ownstate's rows, under "
+                   "row-level security")
 
 
 @cli.command()
 @pass_options
 def check(options: _Options) -> None:
-    """Verify the schema, changing nothing.
+    """Verify the schema and tenant isolation, changing nothing.
 
-    For processes that may not run DDL. Exits 0 when the schema is current and 1, with
-    the reason on stderr, when it is not.
+    For processes that may not run DDL. Exits 0 when the schema is current and the
+    database enforces tenant isolation for this connection (on PostgreSQL: row-level
+    security binds its role), and 1, with the reason on stderr, when not.
     """
     try:
         with options.connect(migrate=False) as client:
             found, _ = client.check()
+            bypass = client.isolation_bypass()
     except ownstate.SchemaVersion as exc:
         click.echo(" ".join(exc.message.split()), err=True)
         raise SystemExit(1) from exc
     click.echo(f"schema is at version {found}")
+    if bypass is not None:
+        click.echo(bypass, err=True)
+        raise SystemExit(1)
 
 
 # sessions ------------------------------------------------------------------------------
@@ -398,8 +465,6 @@ def demo(options: _Options) -> None:
               help="Interface to listen on (0.0.0.0 for every interface).")
 @click.option("--port", type=click.IntRange(min=0, max=65535), default=8080,
               show_default=True, help="Port to listen on.")
-@click.option("--url", "serve_url", default=None,
-              help="Where state lives (overrides the global --url / OWNSTATE_URL).")
 @click.option("--no-migrate", is_flag=True,
               help="Only verify the schema at start; never change it (for replicas).")
 @click.option("--bootstrap/--no-bootstrap", default=True, show_default=True,
@@ -410,36 +475,37 @@ def demo(options: _Options) -> None:
 @click.option("--metrics-token", envvar="OWNSTATE_METRICS_TOKEN", show_envvar=True,
               default=None, help="Require this bearer token at /metrics (default: open; "
                                  "expose /metrics only on an internal network).")
+@click.option("--allow-rls-bypass", is_flag=True,
+              help="Serve on a non-loopback address even though row-level security does "
+                   "not bind the database role (a superuser, BYPASSRLS, the tables' owner).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               default="info", show_default=True,
               help="Access log lines (logger ownstate.access) are at info.")
 @pass_options
-def serve(options: _Options, host: str, port: int, serve_url: str | None, no_migrate: bool,
+def serve(options: _Options, host: str, port: int, no_migrate: bool,
           bootstrap: bool, key_cache: float, metrics_token: str | None,
-          log_level: str) -> None:
+          allow_rls_bypass: bool, log_level: str) -> None:
     """Serve the HTTP API (docs at /docs, schema at /openapi.json, metrics at /metrics).
 
     Every request needs an API key (``ownstate keys create``). Several replicas may serve
-    one PostgreSQL database; start extra replicas with --no-migrate.
+    one PostgreSQL database; start extra replicas with --no-migrate. When row-level security
+    does not bind the database role, it warns, and serves on a loopback address only,
+    unless given --allow-rls-bypass.
     """
-    try:
+    with requires("server", "the HTTP server"):
         import uvicorn
 
-        from ownstate.server import create_app
-    except ImportError as exc:
-        raise click.ClickException(
-            "the HTTP server needs the 'server' extra: pip install 'ownstate[server]'"
-        ) from exc
-    url = serve_url or options.url
+    from ownstate.server import create_app
+    url = options.url
     shown = resolve_url(url)
-    if bootstrap:
-        with ownstate.connect(url, tenant=options.tenant, migrate=not no_migrate) as client:
-            if not client.api_keys.list():
-                key, token = client.api_keys.create("admin", admin=True)
-                click.echo(f"Made the first API key of tenant {client.tenant!r}: an admin key "
-                           f"({key.key_id}). It is shown only now:\n\n  {token}\n")
-                click.echo("Send it as 'Authorization: Bearer <key>', or "
-                           "ownstate.connect(url, token=<key>).\n")
+    with ownstate.connect(url, tenant=options.tenant, migrate=not no_migrate) as client:
+        _refuse_unisolated(client, host, allowed=allow_rls_bypass)
+        if bootstrap and not client.api_keys.list():
+            key, token = client.api_keys.create("admin", admin=True)
+            click.echo(f"Made the first API key of tenant {client.tenant!r}: an admin key "
+                       f"({key.key_id}). It is shown only now:\n\n  {token}\n")
+            click.echo("Send it as 'Authorization: Bearer <key>', or "
+                       "ownstate.connect(url, token=<key>).\n")
     click.echo(f"Serving {shown} on http://{host}:{port} (Ctrl-C stops).")
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -450,19 +516,41 @@ def serve(options: _Options, host: str, port: int, serve_url: str | None, no_mig
                 log_config=None)
 
 
+def _refuse_unisolated(client: ownstate.Client, host: str, *, allowed: bool) -> None:
+    """Warn when the database does not enforce tenant isolation for this connection, and
+    refuse to listen beyond this machine so, unless ``allowed``."""
+    bypass = client.isolation_bypass()
+    if bypass is None:
+        return
+    if not allowed and not _loopback(host):
+        raise click.ClickException(
+            f"{bypass}. Refusing to serve on {host}, which is not a loopback address; "
+            "give --allow-rls-bypass to serve anyway")
+    click.echo(f"Warning: {bypass}", err=True)
+
+
+def _loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
 @cli.group()
 def keys() -> None:
     """API keys for the HTTP server: each belongs to one principal of one tenant."""
 
 
 @keys.command("create")
-@click.option("--tenant", "key_tenant", required=True, help="The tenant the key acts for.")
 @click.option("--principal", required=True, help="Who the key is (a user or a service).")
 @click.option("--admin", is_flag=True, help="May do everything in the tenant.")
 @pass_options
-def create_key(options: _Options, key_tenant: str, principal: str, admin: bool) -> None:
-    """Make a key and print its token, which is shown only this once."""
-    with options.connect(tenant=key_tenant) as client:
+def create_key(options: _Options, principal: str, admin: bool) -> None:
+    """Make a key for the --tenant it acts for, and print its token, which is shown only
+    this once."""
+    with options.connect(tenant=options.required_tenant()) as client:
         key, token = client.api_keys.create(principal, admin=admin)
     click.echo(token)
     role = "admin" if key.admin else "principal"
@@ -471,11 +559,10 @@ def create_key(options: _Options, key_tenant: str, principal: str, admin: bool) 
 
 
 @keys.command("list")
-@click.option("--tenant", "key_tenant", required=True, help="Whose keys.")
 @pass_options
-def list_keys(options: _Options, key_tenant: str) -> None:
-    """Every key of a tenant, revoked ones included."""
-    with options.connect(tenant=key_tenant) as client:
+def list_keys(options: _Options) -> None:
+    """Every key of the --tenant, revoked ones included."""
+    with options.connect(tenant=options.required_tenant()) as client:
         found = client.api_keys.list()
     rows = [[k.key_id, k.principal, "yes" if k.admin else "", _when(k.create_time),
              _when(k.revoked_at) if k.revoked_at else ""] for k in found]
@@ -484,11 +571,11 @@ def list_keys(options: _Options, key_tenant: str) -> None:
 
 @keys.command("revoke")
 @click.argument("key_id")
-@click.option("--tenant", "key_tenant", required=True, help="The key's tenant.")
 @pass_options
-def revoke_key(options: _Options, key_id: str, key_tenant: str) -> None:
-    """Revoke a key: servers refuse it from now on (within their --key-cache seconds)."""
-    with options.connect(tenant=key_tenant) as client:
+def revoke_key(options: _Options, key_id: str) -> None:
+    """Revoke a key of the --tenant: servers refuse it from now on (within their
+    --key-cache seconds)."""
+    with options.connect(tenant=options.required_tenant()) as client:
         key = client.api_keys.revoke(key_id)
     click.echo(f"revoked {key.key_id} ({key.principal!r} of tenant {key.tenant!r})")
 

@@ -26,7 +26,8 @@
     ├── PermissionDenied           the caller may see the thing but not do this to it
     │   └── Unauthenticated        no API key, an unknown one, or a revoked one
     ├── BackendUnavailable         the datastore could not be reached or failed mid-call
-    └── SchemaVersion              the database schema is missing, older or newer than this code
+    ├── SchemaVersion              the database schema is missing, older or newer than this code
+    └── MissingExtra               an optional dependency is not installed (also an ImportError)
 
 Errors from database drivers never escape: backends translate them into this tree with
 ``raise ... from exc`` so the driver's error stays reachable as ``__cause__``.
@@ -53,6 +54,7 @@ __all__ = [
     "KeyNotFound",
     "LeaseHeld",
     "LimitExceeded",
+    "MissingExtra",
     "NotFound",
     "OwnstateError",
     "PermissionDenied",
@@ -272,3 +274,14 @@ class SchemaVersion(OwnstateError):
     """
 
     code = "schema_version"
+
+
+class MissingExtra(OwnstateError, ImportError):
+    """A backend, adapter or the server needs an optional dependency that is not installed.
+
+    Carries ``extra``, the name to install (``pip install 'ownstate[EXTRA]'``), and
+    ``module``, the module that could not be imported. It is also an :class:`ImportError`,
+    so code that guards an optional import with ``except ImportError`` keeps working.
+    """
+
+    code = "missing_extra"

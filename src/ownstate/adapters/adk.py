@@ -44,20 +44,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from google.adk.errors import StaleSessionError
-from google.adk.errors.already_exists_error import AlreadyExistsError
-from google.adk.errors.session_not_found_error import SessionNotFoundError
-from google.adk.events.event import Event
-from google.adk.memory import BaseMemoryService
-from google.adk.memory.base_memory_service import SearchMemoryResponse
-from google.adk.memory.memory_entry import MemoryEntry
-from google.adk.platform import uuid as platform_uuid
-from google.adk.plugins.base_plugin import BasePlugin
-from google.adk.sessions import BaseSessionService, Session, State, _session_util
-from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
-from google.genai import types
-
 from .. import limits as _limits
+from .._extras import requires
 from ..api import AsyncClient, Client
 from ..api.aio import AsyncSession, AsyncSessionStore
 from ..api.memory import AsyncMemoryStore
@@ -74,6 +62,20 @@ from ..errors import (
 )
 from ..model import JSON, Fact, Item, SessionRecord
 from ._bridge import Bridge
+
+with requires("adk", "the Google ADK adapter"):
+    from google.adk.errors import StaleSessionError
+    from google.adk.errors.already_exists_error import AlreadyExistsError
+    from google.adk.errors.session_not_found_error import SessionNotFoundError
+    from google.adk.events.event import Event
+    from google.adk.memory import BaseMemoryService
+    from google.adk.memory.base_memory_service import SearchMemoryResponse
+    from google.adk.memory.memory_entry import MemoryEntry
+    from google.adk.platform import uuid as platform_uuid
+    from google.adk.plugins.base_plugin import BasePlugin
+    from google.adk.sessions import BaseSessionService, Session, State, _session_util
+    from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
+    from google.genai import types
 
 __all__ = [
     "EVENT_FORMAT",

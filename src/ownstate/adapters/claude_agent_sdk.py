@@ -28,22 +28,24 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, cast
 
-from claude_agent_sdk import (
-    SessionKey,
-    SessionListSubkeysKey,
-    SessionStore,
-    SessionStoreEntry,
-    SessionStoreListEntry,
-    SessionSummaryEntry,
-    fold_session_summary,
-)
-
 from .. import limits as _limits
+from .._extras import requires
 from ..api import AsyncClient, AsyncSession, AsyncSessionStore, Client
 from ..errors import AlreadyExists, InvalidInput, LimitExceeded, SessionNotFound, StoreNotFound
 from ..limits import Limits
 from ..model import Item
 from ._bridge import Bridge
+
+with requires("claude", "the Claude Agent SDK adapter"):
+    from claude_agent_sdk import (
+        SessionKey,
+        SessionListSubkeysKey,
+        SessionStore,
+        SessionStoreEntry,
+        SessionStoreListEntry,
+        SessionSummaryEntry,
+        fold_session_summary,
+    )
 
 __all__ = ["DEFAULT_STORE", "FORMAT", "OwnstateSessionStore"]
 

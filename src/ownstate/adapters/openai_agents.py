@@ -25,21 +25,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
-from agents import (
-    Agent,
-    RunHooks,
-    Runner,
-    RunResult,
-    RunResultStreaming,
-    RunState,
-    ToolApprovalItem,
-)
-from agents.exceptions import UserError
-from agents.items import TResponseInputItem
-from agents.memory import SessionSettings
-from agents.memory.session_settings import coerce_session_settings
-
 from .. import limits as _validate
+from .._extras import requires
 from ..api import AsyncClient, AsyncSession, Client
 from ..errors import (
     ActiveRunExists,
@@ -58,6 +45,21 @@ from ..errors import (
 )
 from ..model import JSON, CheckpointRecord, CheckpointScope, Item, Run
 from ._bridge import Bridge
+
+with requires("openai-agents", "the OpenAI Agents SDK adapter"):
+    from agents import (
+        Agent,
+        RunHooks,
+        Runner,
+        RunResult,
+        RunResultStreaming,
+        RunState,
+        ToolApprovalItem,
+    )
+    from agents.exceptions import UserError
+    from agents.items import TResponseInputItem
+    from agents.memory import SessionSettings
+    from agents.memory.session_settings import coerce_session_settings
 
 __all__ = [
     "DEFAULT_ACTOR_ID",

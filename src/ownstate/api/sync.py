@@ -978,6 +978,31 @@ class Client:
         """
         return self._portal.call(self._impl.check())
 
+    def isolation_bypass(self) -> str | None:
+        """Why the database does not itself confine this connection to a tenant's rows
+        although it is meant to, or None when it does.
+
+        On PostgreSQL, row-level security does not apply to a superuser, a role with
+        ``BYPASSRLS``, or the tables' owner unless they ``FORCE ROW LEVEL SECURITY``: every
+        query still names its tenant, but nothing stands behind one that forgets to. The
+        answer is one line saying which. None on backends whose isolation is ownstate's
+        own predicates alone (memory, SQLite, Redis) and on a server's clients.
+        """
+        return self._portal.call(self._impl.isolation_bypass())
+
+    def grant_app_role(self, role: str) -> bool:
+        """Make ``role`` the application's database role: created (``NOLOGIN``) when it
+        is missing, and granted what the application needs to read and write rows, under
+        row-level security, owning nothing. True when the role was created. Run it as the
+        schema's owner, after migrating; running it again is harmless.
+
+        Raises :class:`~ownstate.errors.InvalidInput` for a role that row-level security
+        would not bind (a superuser, ``BYPASSRLS``, an owner of the tables) and on
+        backends without roles; :class:`~ownstate.errors.PermissionDenied` when this
+        connection may not create the role or grant access. See docs/postgres.md.
+        """
+        return self._portal.call(self._impl.grant_app_role(role))
+
     def close(self) -> None:
         """Close the backend if this client opened it."""
         try:

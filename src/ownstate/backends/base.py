@@ -15,6 +15,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import ClassVar
 
+from ..errors import InvalidInput
 from .ports.access import AccessPort
 from .ports.assets import AssetPort
 from .ports.checkpoints import CheckpointPort, NewCheckpoint
@@ -84,3 +85,23 @@ class Backend(SessionPort, FactPort, RunPort, CheckpointPort, AssetPort, AccessP
     @abstractmethod
     async def close(self) -> None:
         """Release what this backend opened. Connections it was given stay open."""
+
+    async def isolation_bypass(self) -> str | None:
+        """Why the datastore itself does not confine this connection to the transaction's
+        tenant although it is meant to (on PostgreSQL: a superuser, a ``BYPASSRLS`` role,
+        the tables' owner without ``FORCE ROW LEVEL SECURITY``), or None.
+
+        None also where the datastore has no such layer and ownstate's own predicates are
+        the whole of tenant isolation (memory, SQLite, Redis; a remote server's clients).
+        """
+        return None
+
+    async def grant_app_role(self, role: str) -> bool:
+        """Create the database role ``role`` (NOLOGIN) if it is missing and grant it what
+        the application needs, and nothing that would exempt it from tenant isolation;
+        True when the role was created.
+
+        Raises :class:`~ownstate.errors.InvalidInput` where the datastore has no roles.
+        """
+        raise InvalidInput(f"{type(self).__name__} has no database roles; an app role is "
+                           "for PostgreSQL", field="role")

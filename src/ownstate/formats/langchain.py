@@ -27,10 +27,12 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
-
+from .._extras import requires
 from ..errors import InvalidInput
 from .neutral import FORMAT
+
+with requires("langgraph", "the LangChain message format"):
+    from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 
 __all__ = ["FORMAT", "from_neutral", "item_to_message", "message_to_item", "to_messages",
            "to_neutral"]

@@ -19,9 +19,12 @@ def create_app(url: str | None = None, **settings: Any) -> Any:
     """The ASGI app serving ``url`` (default: ``OWNSTATE_URL``, else
     ``sqlite:///ownstate.db``); keyword settings as in :class:`ServerSettings`.
 
-    Raises :class:`~ownstate.errors.InvalidInput` when the ``server`` extra is missing.
+    Raises :class:`~ownstate.errors.MissingExtra` when the ``server`` extra is missing.
     """
-    from .app import create_app as build
+    from .._extras import requires
+
+    with requires("server", "the HTTP server"):
+        from .app import create_app as build
 
     return build(url, **settings)
 

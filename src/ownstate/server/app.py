@@ -9,21 +9,19 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from .. import _wire
+from .._extras import requires
 from ..backends import Backend, open_backend, resolve_url
 from ..errors import InvalidInput, LimitExceeded, NotFound, OwnstateError
 from ..limits import Limits
 from .auth import Caller, KeyCheck
 from .telemetry import Telemetry
 
-try:
+with requires("server", "the HTTP server"):
     from fastapi import Depends, FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
     from starlette.exceptions import HTTPException as StarletteHTTPException
     from starlette.routing import Match
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise InvalidInput("the HTTP server needs the 'server' extra: "
-                       "pip install 'ownstate[server]'", field="server") from exc
 
 __all__ = ["CallerDep", "ServerSettings", "create_app", "get_caller", "problem_response"]
 

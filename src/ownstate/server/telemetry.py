@@ -29,11 +29,12 @@ from functools import cache
 from typing import Any, cast
 
 from .. import __version__
+from .._extras import requires
 from ..backends import Backend
 from ..errors import InvalidInput, OwnstateError, Unauthenticated
 from ..model import CheckpointScope
 
-try:
+with requires("server", "the HTTP server"):
     from fastapi import FastAPI, Request, Response
     from opentelemetry import trace
     from opentelemetry.trace import SpanKind, Status, StatusCode, TracerProvider
@@ -44,9 +45,6 @@ try:
         Histogram,
         generate_latest,
     )
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise InvalidInput("the HTTP server needs the 'server' extra: "
-                       "pip install 'ownstate[server]'", field="server") from exc
 
 __all__ = ["ACCESS_LOGGER", "RequestTelemetry", "Telemetry"]
 
@@ -165,6 +163,12 @@ class _TracedBackend(Backend):
 
     async def close(self) -> None:
         await self._inner.close()
+
+    async def isolation_bypass(self) -> str | None:
+        return await self._inner.isolation_bypass()
+
+    async def grant_app_role(self, role: str) -> bool:
+        return await self._inner.grant_app_role(role)
 
     def __getattr__(self, name: str) -> Any:
         if name == "_inner":

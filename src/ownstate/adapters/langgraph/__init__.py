@@ -3,7 +3,10 @@
 Needs the ``langgraph`` extra. See docs/langgraph.md and docs/langgraph-store.md.
 """
 
-from .saver import OwnstateSaver, acatch_up, arebuild, catch_up, rebuild
-from .store import OwnstateStore
+from ..._extras import requires
+
+with requires("langgraph", "the LangGraph adapter"):
+    from .saver import OwnstateSaver, acatch_up, arebuild, catch_up, rebuild
+    from .store import OwnstateStore
 
 __all__ = ["OwnstateSaver", "OwnstateStore", "acatch_up", "arebuild", "catch_up", "rebuild"]

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ... import _wire
+from ..._extras import requires
 from ...errors import BackendUnavailable, InvalidInput
 
 __all__ = ["Transport"]
@@ -23,11 +24,8 @@ class Transport:
 
     def __init__(self, base_url: str, token: str | None, *, timeout: float = 30.0,
                  client: Any = None) -> None:
-        try:
+        with requires("http", "the remote client (http:// URLs)"):
             import httpx
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise InvalidInput("http:// URLs need the 'http' extra: "
-                               "pip install 'ownstate[http]'", field="url") from exc
         self._httpx = httpx
         headers = {"authorization": f"Bearer {token}"} if token else {}
         self._owns = client is None

@@ -2,15 +2,15 @@
 
 Tables live in one schema (``?schema=`` in the URL, default ``ownstate``), so several
 applications can share a database. Every tenant-scoped table enforces tenant isolation
-with row-level security; see ``docs/postgres.md`` for the runtime role to use.
+with row-level security; see ``docs/postgres.md`` for the runtime role to use, and
+``roles.py`` for how a role that it would not bind is found out.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from psycopg import errors, sql
-
+from ..._extras import requires
 from ...errors import BackendUnavailable, SchemaVersion
 from ..base import Backend, Capability
 from ._core import Cursor
@@ -18,15 +18,20 @@ from .access import AccessInPostgres
 from .assets import AssetsInPostgres
 from .checkpoints import CheckpointsInPostgres
 from .facts import FactsInPostgres
+from .roles import RolesInPostgres
 from .runs import RunsInPostgres
 from .schema import MIGRATIONS, SCHEMA_VERSION
 from .sessions import SessionsInPostgres
+
+with requires("postgres", "the PostgreSQL backend"):
+    from psycopg import errors, sql
 
 __all__ = ["PostgresBackend"]
 
 
 class PostgresBackend(SessionsInPostgres, FactsInPostgres, RunsInPostgres,
-                      CheckpointsInPostgres, AssetsInPostgres, AccessInPostgres, Backend):
+                      CheckpointsInPostgres, AssetsInPostgres, AccessInPostgres,
+                      RolesInPostgres, Backend):
     """Every kind of state in PostgreSQL (psycopg 3 and its async pool)."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset(

@@ -27,19 +27,16 @@ import select
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
+from ..._extras import requires
 from ...errors import BackendUnavailable, Conflict, InvalidInput, OwnstateError
 from .._replay import ReplayCache
 
-try:
+with requires("postgres", "the PostgreSQL backend"):
     import psycopg
     from psycopg import AsyncConnection, AsyncCursor, AsyncPipeline, sql
     from psycopg.abc import Params
     from psycopg.pq import TransactionStatus
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        "the PostgreSQL backend needs the 'postgres' extra: pip install 'ownstate[postgres]'"
-    ) from exc
 
 __all__ = ["Cursor", "PostgresCore", "translate"]
 

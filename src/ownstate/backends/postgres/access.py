@@ -4,11 +4,14 @@
 authenticating a request finds its key by ``key_id`` before anything says which tenant
 it belongs to. Its one policy therefore also shows a row whose ``key_id`` equals the
 setting ``ownstate.api_key``, and the function ``find_api_key`` sets that setting to
-the id it was asked for, reads that one row, and clears it again. A query that forgets its
-tenant predicate still sees only the current tenant's keys; writes are checked against
-the tenant alone. No role is needed that bypasses row-level security, and nothing runs
-with the owner's rights (``SECURITY DEFINER`` would not help anyway: the policies are
-forced for the owner too).
+the id it was asked for, reads that one row, and clears it again. It takes one key id and
+compares it for equality (no pattern, no range: it cannot list keys), and returns the
+columns authentication needs, named one by one, so a column added to ``api_keys`` later
+is not returned by it (migration 4; migration 3 returned the table's whole row). A query
+that forgets its tenant predicate still sees only the current tenant's keys; writes are
+checked against the tenant alone. No role is needed that bypasses row-level security, and
+nothing runs with the owner's rights (``SECURITY DEFINER`` would not help anyway: the
+policies are forced for the owner too).
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from ...errors import AlreadyExists, KeyNotFound
 from ...model import ApiKey, Grant
 from ._core import Cursor, PostgresCore
 
-__all__ = ["API_KEY_SECURITY", "SCHEMA", "TENANT_TABLES", "AccessInPostgres"]
+__all__ = ["API_KEY_SECURITY", "EXPLICIT_KEY_LOOKUP", "SCHEMA", "TENANT_TABLES",
+           "AccessInPostgres"]
 
 #: This part's tables and lookup function, applied by migration 3 (see schema.py).
 SCHEMA: tuple[str, ...] = (
@@ -54,6 +58,26 @@ SCHEMA: tuple[str, ...] = (
     BEGIN
         PERFORM set_config('ownstate.api_key', wanted, true);
         RETURN QUERY SELECT * FROM api_keys WHERE key_id = wanted;
+        PERFORM set_config('ownstate.api_key', '', true);
+    END
+    $$
+    """,
+)
+
+#: Migration 4: ``find_api_key`` returns named columns, not ``SETOF api_keys`` (which
+#: would return any column added to the table later); ``STRICT``: a NULL id finds nothing.
+EXPLICIT_KEY_LOOKUP: tuple[str, ...] = (
+    "DROP FUNCTION find_api_key(text)",
+    """
+    CREATE FUNCTION find_api_key(wanted text) RETURNS TABLE (
+        key_id text, tenant text, principal text, admin boolean, create_time timestamptz,
+        revoked_at timestamptz, secret_hash text
+    ) LANGUAGE plpgsql STRICT SET search_path FROM CURRENT AS $$
+    BEGIN
+        PERFORM set_config('ownstate.api_key', wanted, true);
+        RETURN QUERY SELECT k.key_id, k.tenant, k.principal, k.admin, k.create_time,
+                            k.revoked_at, k.secret_hash
+                     FROM api_keys k WHERE k.key_id = wanted;
         PERFORM set_config('ownstate.api_key', '', true);
     END
     $$

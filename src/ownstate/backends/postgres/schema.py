@@ -63,6 +63,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "API keys and store grants",
         access.SCHEMA + row_level_security(*access.TENANT_TABLES) + access.API_KEY_SECURITY,
     ),
+    Migration(4, "the API key lookup returns named columns", access.EXPLICIT_KEY_LOOKUP),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

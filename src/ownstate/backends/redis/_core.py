@@ -45,6 +45,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
+from ..._extras import requires
 from ..._ids import parse_time
 from ...errors import (
     BackendUnavailable,
@@ -53,7 +54,7 @@ from ...errors import (
 )
 from ...model import Item, SessionRecord, build_item
 
-try:
+with requires("redis", "the Redis backend"):
     from redis import exceptions as redis_errors
     from redis._parsers import AsyncCommandsParser
     from redis.asyncio import Redis
@@ -61,10 +62,6 @@ try:
     from redis.backoff import NoBackoff
     from redis.commands.core import AsyncScript
     from redis.retry import Retry
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        "the Redis backend needs the 'redis' extra: pip install 'ownstate[redis]'"
-    ) from exc
 
 __all__ = [
     "CHECKPOINT_KINDS",

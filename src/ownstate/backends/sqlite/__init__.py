@@ -63,6 +63,7 @@ class SqliteBackend(SessionsInSqlite, FactsInSqlite, RunsInSqlite, CheckpointsIn
         return self._inline
 
     async def setup(self, *, migrate: bool) -> None:
+        self.require_directory()
         if not migrate and self._path is not None and not self._exists():
             # verifying must not create the database file
             raise SchemaVersion(

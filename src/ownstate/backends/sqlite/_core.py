@@ -155,6 +155,20 @@ class SqliteCore:
         return self._path is not None and (
             self._path.startswith("file:") or Path(self._path).exists())
 
+    def require_directory(self) -> None:
+        """Refuse a database path whose directory does not exist: SQLite cannot create the
+        file there, so no migration could ever help.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (``field="url"``).
+        """
+        if self._path is None or self._path.startswith("file:") or self._path == ":memory:":
+            return
+        directory = Path(self._path).absolute().parent
+        if not directory.is_dir():
+            what = "is not a directory" if directory.exists() else "does not exist"
+            raise InvalidInput(f"cannot open the SQLite database {self._path}: the directory "
+                               f"{directory} {what}", field="url")
+
     def _configure(self, conn: sqlite3.Connection) -> None:
         conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
         conn.execute("PRAGMA journal_mode = WAL")
@@ -169,6 +183,7 @@ class SqliteCore:
             if self._closed:
                 raise BackendUnavailable("this SQLite backend is closed")
             assert self._path is not None
+            self.require_directory()
             conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False,
                                    timeout=self._busy_timeout)
             self._configure(conn)
