@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 import ownstate
-from ownstate.testing.server import LiveServer
+from ownstate.testing.server import LiveServer, problem
 
 REQUIRED = {b.strip() for b in os.environ.get("OWNSTATE_REQUIRE_BACKENDS", "").split(",")}
 POSTGRES_URL = os.environ.get("OWNSTATE_TEST_POSTGRES_URL",
@@ -62,6 +62,8 @@ def test_every_route_refuses_a_request_without_a_valid_key(server: LiveServer) -
         {"authorization": "Basic YWxpY2U6c2VjcmV0"},
         {"authorization": "Bearer"},
         {"authorization": "Bearer not-a-key"},
+        {"authorization": "bearer \tosk_"},
+        {"authorization": f"Bearer osk_{key_id}"},
         {"authorization": f"Bearer {wrong_secret}"},
         {"authorization": f"Bearer {unknown}"},
         {"authorization": f"Bearer {revoked}"},
@@ -77,14 +79,23 @@ def test_every_route_refuses_a_request_without_a_valid_key(server: LiveServer) -
                 assert response.headers["content-type"] == "application/problem+json"
                 assert response.headers["www-authenticate"].startswith("Bearer")
                 assert response.json()["code"] == "unauthenticated"
-                if "authorization" in headers and headers["authorization"].count("_") >= 2:
-                    bodies.add(response.text)
-        # A wrong secret, an unknown key and a revoked key cannot be told apart.
-        assert len(bodies) == 1
+                bodies.add((response.content, response.headers["www-authenticate"]))
+        # No key, a malformed one, an unknown one, a wrong secret and a revoked key get
+        # one answer, byte for byte: a refusal tells nothing about which it was.
+        assert len(bodies) == 1, bodies
         # The key that made all this still works.
         ok = http.get("/api/2.0/agents/whoami", headers={"authorization": f"Bearer {token}"})
         assert ok.status_code == 200
         assert ok.json()["key_id"] == key_id
+
+
+def test_an_unknown_route_is_a_not_found_that_reads_properly(server: LiveServer) -> None:
+    token = server.mint_key(tenant="acme", principal="alice", admin=True)
+    with httpx.Client(base_url=server.url,
+                      headers={"authorization": f"Bearer {token}"}) as http:
+        for path in ("/api/2.0/agents/no-such-things", "/nowhere", "/api/2.0/agents/whoami/x"):
+            body = problem(http.get(path), 404, "not_found")
+            assert (body["detail"], body["details"]) == ("no such route", {}), body
 
 
 def test_a_key_revoked_elsewhere_is_refused_within_the_cache_time(tmp_path: Path) -> None:

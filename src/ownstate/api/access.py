@@ -23,7 +23,9 @@ __all__ = ["TOKEN_PREFIX", "AsyncApiKeys", "grant_permission", "parse_token", "p
 
 #: Every API key starts with this, so a leaked one is easy to find in logs and scanners.
 TOKEN_PREFIX = "osk_"
-UNKNOWN_KEY = "the API key is unknown or revoked"
+#: The one message of every refused key, whatever was wrong with it (absent, malformed,
+#: unknown, wrong secret, revoked), so that a refusal tells nothing about which it was.
+UNKNOWN_KEY = "send a live API key as 'Authorization: Bearer osk_...'"
 _KEY_ID_RE = re.compile(r"[0-9a-f]{16}")
 _SECRET_RE = re.compile(r"[A-Za-z0-9_-]{43}")
 _PRINCIPAL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@:+-]{0,127}")
@@ -47,8 +49,6 @@ def parse_token(token: str) -> tuple[str, str]:
         key_id, _, secret = token[len(TOKEN_PREFIX):].partition("_")
         if _KEY_ID_RE.fullmatch(key_id) and _SECRET_RE.fullmatch(secret):
             return key_id, secret
-    # One message for every refused token, so a refusal tells nothing about which part
-    # was wrong.
     raise Unauthenticated(UNKNOWN_KEY)
 
 
