@@ -148,6 +148,37 @@ def test_keys_are_managed_by_admins_only(server: LiveServer) -> None:
         assert still_valid.tenant == "keys-other"
 
 
+def test_the_server_makes_key_ids_so_a_taken_one_tells_nothing(server: LiveServer) -> None:
+    """A key id chosen by the client is refused alike whether it is taken (here, in another
+    tenant) or not; a key registered by its secret's digest gets an id the server made."""
+    import hashlib
+    import secrets
+
+    admin_token = server.mint_key(tenant="ids-t", principal="root", admin=True)
+    elsewhere = server.mint_key(tenant="ids-other", principal="x").split("_")[1]
+    headers = {"authorization": f"Bearer {admin_token}"}
+    keys = "/api/2.0/agents/api-keys"
+    secret = secrets.token_urlsafe(32)
+    digest = hashlib.sha256(secret.encode()).hexdigest()
+    with httpx.Client(base_url=server.url, headers=headers) as http:
+        before = http.get(keys).json()
+        answers = {(r.status_code, r.content) for r in (
+            http.post(keys, json={"principal": "p", "key_id": key_id, "secret_sha256": digest})
+            for key_id in (elsewhere, "0123456789abcdef"))}
+        assert len(answers) == 1, answers
+        problem(http.post(keys, json={"principal": "p", "key_id": elsewhere,
+                                      "secret_sha256": digest}), 400, "invalid_input")
+        assert http.get(keys).json() == before
+        made = http.post(keys, json={"principal": "svc", "secret_sha256": digest})
+        assert made.status_code == 200, made.text
+        assert made.json()["token"] is None
+        key_id = made.json()["key_id"]
+        assert key_id != elsewhere and len(key_id) == 16
+        mine = http.get("/api/2.0/agents/whoami",
+                        headers={"authorization": f"Bearer osk_{key_id}_{secret}"})
+        assert (mine.status_code, mine.json()["principal"]) == (200, "svc")
+
+
 def test_grants_through_the_remote_client(server: LiveServer) -> None:
     """The access conformance suite runs only where a client is the database's operator;
     through a server the creator of a store owns it, and grants it as its owner."""

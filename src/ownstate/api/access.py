@@ -18,8 +18,9 @@ from ..errors import InvalidInput, Unauthenticated
 from ..model import PERMISSION_LEVELS, ApiKey, Grant
 from ._scope import Scope
 
-__all__ = ["TOKEN_PREFIX", "AsyncApiKeys", "grant_permission", "parse_token", "permission_level",
-           "permissions", "principal_name", "revoke_permission", "start_grants"]
+__all__ = ["TOKEN_PREFIX", "AsyncApiKeys", "grant_permission", "new_key", "parse_token",
+           "permission_level", "permissions", "principal_name", "revoke_permission",
+           "start_grants"]
 
 #: Every API key starts with this, so a leaked one is easy to find in logs and scanners.
 TOKEN_PREFIX = "osk_"
@@ -41,6 +42,15 @@ def principal_name(principal: str) -> str:
         raise InvalidInput("principal must be 1-128 chars of [A-Za-z0-9_.@:+-]",
                            field="principal")
     return principal
+
+
+def new_key(tenant: str, principal: str, admin: bool) -> ApiKey:
+    """A key of ``tenant`` for ``principal``, with a fresh random id, not yet stored.
+
+    Raises :class:`~ownstate.errors.InvalidInput` (bad principal name).
+    """
+    return ApiKey(key_id=secrets.token_hex(8), tenant=tenant,
+                  principal=principal_name(principal), admin=bool(admin), create_time=now())
 
 
 def parse_token(token: str) -> tuple[str, str]:
@@ -74,11 +84,10 @@ class AsyncApiKeys:
         :class:`~ownstate.errors.InvalidInput` (bad principal name).
         """
         s = self._scope
-        key = ApiKey(key_id=secrets.token_hex(8), tenant=s.tenant,
-                     principal=principal_name(principal), admin=bool(admin),
-                     create_time=now())
         secret = secrets.token_urlsafe(32)
-        await s.backend.create_api_key(key, _digest(secret))
+        # A remote server makes the key id itself: the token carries the id it returns.
+        key = await s.backend.create_api_key(new_key(s.tenant, principal, admin),
+                                             _digest(secret))
         return key, f"{TOKEN_PREFIX}{key.key_id}_{secret}"
 
     async def list(self) -> list[ApiKey]:
