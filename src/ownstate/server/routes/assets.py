@@ -22,7 +22,7 @@ from ...errors import AssetNotFound, InvalidInput, LimitExceeded, NotFound
 from ...model import AssetRef
 from ..app import CallerDep, problem_response
 from ..auth import Caller
-from ..permissions import SESSION_STORE, require
+from ..permissions import SESSION_STORE, require, unseen
 from ..schemas import Empty
 from ._common import api_router, require_admin
 
@@ -73,10 +73,15 @@ async def _visible(caller: Caller, asset_id: str, level: str) -> AssetRef:
     """
     try:
         ref = await caller.client.assets.get_ref(asset_id)
-        if caller.admin:
-            return ref
-        if ref.store is None:
-            raise _unknown(asset_id)
+    except NotFound as exc:
+        await unseen(caller, SESSION_STORE)
+        raise _unknown(asset_id) from exc
+    if caller.admin:
+        return ref
+    if ref.store is None:
+        await unseen(caller, SESSION_STORE)
+        raise _unknown(asset_id)
+    try:
         await require(caller, SESSION_STORE, ref.store, level)
     except NotFound as exc:
         raise _unknown(asset_id) from exc
