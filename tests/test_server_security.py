@@ -205,6 +205,64 @@ def test_grants_through_the_remote_client(server: LiveServer) -> None:
         client.session_stores.get("shared")
 
 
+@pytest.mark.parametrize(("collection", "field"), [("session-stores", "session_stores"),
+                                                   ("memory-stores", "memory_stores")])
+def test_a_principal_lists_the_stores_it_may_read_a_page_at_a_time(
+        server: LiveServer, collection: str, field: str) -> None:
+    tenant = f"list-{uuid.uuid4().hex[:12]}"
+    admin = server.mint_key(tenant=tenant, principal="root", admin=True)
+    tokens = {who: server.mint_key(tenant=tenant, principal=who) for who in ("alice", "bob")}
+    path = f"/api/2.0/agents/{collection}"
+
+    def http(token: str) -> httpx.Client:
+        return httpx.Client(base_url=server.url, headers={"authorization": f"Bearer {token}"})
+
+    with http(tokens["alice"]) as alice, http(tokens["bob"]) as bob, http(admin) as root:
+        for name in ("a-own", "c-own", "e-own"):
+            assert alice.post(path, json={"name": name}).status_code == 200
+        for name in ("b-bob", "d-bob", "f-bob", "g-bob"):
+            assert bob.post(path, json={"name": name}).status_code == 200
+        for name, level in (("b-bob", "READ"), ("f-bob", "WRITE")):
+            granted = bob.post(f"{path}/{name}/permissions:grant",
+                               json={"principal": {"name": "alice"}, "permission": level})
+            assert granted.status_code == 200
+        assert root.post(path, json={"name": "h-admin"}).status_code == 200
+        readable = ["a-own", "b-bob", "c-own", "e-own", "f-bob"]
+
+        whole = alice.get(path)
+        assert whole.status_code == 200, whole.text
+        assert [s["name"] for s in whole.json()[field]] == readable
+        assert whole.json()["next_page_token"] is None
+        for size in (1, 2, 4, 5):
+            seen, token, pages = [], None, 0
+            while True:
+                params: dict[str, Any] = {"page_size": size}
+                if token is not None:
+                    params["page_token"] = token
+                page = alice.get(path, params=params)
+                assert page.status_code == 200, page.text
+                names = [s["name"] for s in page.json()[field]]
+                assert 1 <= len(names) <= size
+                seen += names
+                pages += 1
+                token = page.json()["next_page_token"]
+                if token is None:
+                    break
+            assert (seen, pages) == (readable, -(-len(readable) // size))
+        # Another principal's token is not alice's position; bob sees only his own.
+        first = alice.get(path, params={"page_size": 2}).json()["next_page_token"]
+        problem(bob.get(path, params={"page_token": first}), 400, "invalid_input")
+        assert [s["name"] for s in bob.get(path).json()[field]] == [
+            "b-bob", "d-bob", "f-bob", "g-bob"]
+        assert [s["name"] for s in root.get(path).json()[field]] == sorted(
+            readable + ["d-bob", "g-bob", "h-admin"])
+        # A revoked grant takes the store out of the listing at once.
+        assert bob.post(f"{path}/b-bob/permissions:revoke",
+                        json={"principal": {"name": "alice"}}).status_code == 200
+        assert [s["name"] for s in alice.get(path).json()[field]] == [
+            "a-own", "c-own", "e-own", "f-bob"]
+
+
 # two server processes racing -------------------------------------------------------------
 
 
