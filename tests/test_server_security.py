@@ -173,7 +173,8 @@ def test_the_server_makes_key_ids_so_a_taken_one_tells_nothing(server: LiveServe
         assert made.status_code == 200, made.text
         assert made.json()["token"] is None
         key_id = made.json()["key_id"]
-        assert key_id != elsewhere and len(key_id) == 16
+        assert key_id != elsewhere
+        assert len(key_id) == 16
         mine = http.get("/api/2.0/agents/whoami",
                         headers={"authorization": f"Bearer osk_{key_id}_{secret}"})
         assert (mine.status_code, mine.json()["principal"]) == (200, "svc")
@@ -255,7 +256,7 @@ def test_a_principal_lists_the_stores_it_may_read_a_page_at_a_time(
         assert [s["name"] for s in bob.get(path).json()[field]] == [
             "b-bob", "d-bob", "f-bob", "g-bob"]
         assert [s["name"] for s in root.get(path).json()[field]] == sorted(
-            readable + ["d-bob", "g-bob", "h-admin"])
+            [*readable, "d-bob", "g-bob", "h-admin"])
         # A revoked grant takes the store out of the listing at once.
         assert bob.post(f"{path}/b-bob/permissions:revoke",
                         json={"principal": {"name": "alice"}}).status_code == 200

@@ -15,6 +15,7 @@ import secrets
 
 from .._ids import now
 from ..errors import InvalidInput, Unauthenticated
+from ..limits import KEY_ID_RE, PRINCIPAL_RE
 from ..model import PERMISSION_LEVELS, ApiKey, Grant
 from ._scope import Scope
 
@@ -27,9 +28,7 @@ TOKEN_PREFIX = "osk_"
 #: The one message of every refused key, whatever was wrong with it (absent, malformed,
 #: unknown, wrong secret, revoked), so that a refusal tells nothing about which it was.
 UNKNOWN_KEY = "send a live API key as 'Authorization: Bearer osk_...'"
-_KEY_ID_RE = re.compile(r"[0-9a-f]{16}")
 _SECRET_RE = re.compile(r"[A-Za-z0-9_-]{43}")
-_PRINCIPAL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@:+-]{0,127}")
 
 
 def _digest(secret: str) -> str:
@@ -38,7 +37,7 @@ def _digest(secret: str) -> str:
 
 def principal_name(principal: str) -> str:
     """``principal`` if it is 1-128 chars of ``[A-Za-z0-9_.@:+-]``; else InvalidInput."""
-    if not isinstance(principal, str) or not _PRINCIPAL_RE.fullmatch(principal):
+    if not isinstance(principal, str) or not PRINCIPAL_RE.fullmatch(principal):
         raise InvalidInput("principal must be 1-128 chars of [A-Za-z0-9_.@:+-]",
                            field="principal")
     return principal
@@ -57,7 +56,7 @@ def parse_token(token: str) -> tuple[str, str]:
     """``(key_id, secret)`` of a well-formed token; Unauthenticated otherwise."""
     if isinstance(token, str) and token.startswith(TOKEN_PREFIX):
         key_id, _, secret = token[len(TOKEN_PREFIX):].partition("_")
-        if _KEY_ID_RE.fullmatch(key_id) and _SECRET_RE.fullmatch(secret):
+        if KEY_ID_RE.fullmatch(key_id) and _SECRET_RE.fullmatch(secret):
             return key_id, secret
     raise Unauthenticated(UNKNOWN_KEY)
 
@@ -101,7 +100,7 @@ class AsyncApiKeys:
         Revoking twice is harmless. Raises :class:`~ownstate.errors.KeyNotFound`.
         """
         s = self._scope
-        if not isinstance(key_id, str) or not _KEY_ID_RE.fullmatch(key_id):
+        if not isinstance(key_id, str) or not KEY_ID_RE.fullmatch(key_id):
             raise InvalidInput("key_id must be 16 lowercase hex digits", field="key_id")
         return await s.backend.revoke_api_key(s.tenant, key_id, now())
 

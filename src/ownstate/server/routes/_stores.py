@@ -19,6 +19,7 @@ from ...api._paging import page_by_name
 from ...api.access import permission_level
 from ...api.aio import AsyncClient
 from ...errors import NotFound
+from ...limits import MAX_STORE_NAME_CHARS
 from ...model import Grant
 from ..app import CallerDep
 from ..auth import Caller
@@ -113,7 +114,7 @@ def add_store_routes(router: APIRouter, spec: StoreKind) -> type[BaseModel]:
         caller: CallerDep,
         page_size: Annotated[int | None, Query(ge=1, le=1000)] = None,
         page_token: Annotated[str | None, Query(max_length=2048)] = None,
-        after: Annotated[str | None, Query(max_length=55, description=(
+        after: Annotated[str | None, Query(max_length=MAX_STORE_NAME_CHARS, description=(
             "Keyset paging: stores named after this one (instead of page_token)."))] = None,
         limit: Annotated[int | None, Query(ge=1, le=1001, description=(
             "Keyset paging: at most this many stores, with no next_page_token."))] = None,

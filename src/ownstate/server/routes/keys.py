@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from ...api.access import new_key
 from ...backends import Capability
+from ...limits import KEY_ID_RE, PRINCIPAL_RE, anchored
 from ...model import ApiKey
 from ..app import CallerDep
 from ..schemas import GrantsOut, StrictModel
@@ -46,8 +47,7 @@ class ApiKeysOut(BaseModel):
 
 
 class CreateKey(StrictModel):
-    principal: str = Field(min_length=1, max_length=128,
-                           pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@:+-]*$")
+    principal: str = Field(pattern=anchored(PRINCIPAL_RE))
     admin: bool = False
     secret_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$", description=(
         "Register a key whose secret the caller made: only its digest is sent, and the "
@@ -104,7 +104,7 @@ async def list_api_keys(caller: CallerDep) -> ApiKeysOut:
 
 @router.post("/api-keys/{key_id}:revoke", response_model=ApiKeyOut)
 async def revoke_api_key(
-    key_id: Annotated[str, Path(pattern=r"^[0-9a-f]{16}$")], caller: CallerDep,
+    key_id: Annotated[str, Path(pattern=anchored(KEY_ID_RE))], caller: CallerDep,
     request: Request,
 ) -> ApiKeyOut:
     """Revoke a key of the caller's tenant (admin); requests carrying it are refused."""
