@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -29,6 +28,7 @@ from hypothesis import settings
 
 from ownstate.backends.memory import MemoryBackend
 from ownstate.backends.sqlite import SqliteBackend
+from ownstate.limits import TENANT_RE
 from ownstate.testing import Target
 from ownstate.testing.fixtures import client, make_client  # noqa: F401  (for every test file)
 
@@ -202,7 +202,7 @@ def _http(tmp: Path) -> Target:
         # a malformed name goes to connect() unchanged, to be refused there.
         if tenant is None:
             return ownstate.connect(server.url, token=token_for(main), **kwargs)
-        if not _TENANT_RE.fullmatch(tenant):
+        if not TENANT_RE.fullmatch(tenant):
             return ownstate.connect(server.url, tenant=tenant, token=token_for(main),
                                     **kwargs)
         real = f"{tenant[:48]}-{suffix}"
@@ -213,8 +213,6 @@ def _http(tmp: Path) -> Target:
     return Target("http", server.url_with(token_for(main)), HttpBackend.capabilities,
                   opener=opener)
 
-
-_TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
 
 TARGETS: dict[str, Callable[[Path], Target]] = {
     "memory": lambda tmp: Target("memory", f"memory://{uuid.uuid4().hex}",

@@ -373,8 +373,11 @@ def test_listing_by_token_and_by_keyset(tenant: Tenant) -> None:
     assert [s["name"] for s in mine] == ["mem", "mem-c"]
     after = reader.get(f"{API}/memory-stores", params={"after": "mem", "limit": 10}).json()
     assert [s["name"] for s in after["memory_stores"]] == ["mem-c"]
-    _problem(reader.get(f"{API}/memory-stores", params={"page_size": 2}), 400,
-             "invalid_input")
+    page = reader.get(f"{API}/memory-stores", params={"page_size": 1}).json()
+    rest = reader.get(f"{API}/memory-stores", params={
+        "page_size": 1, "page_token": page["next_page_token"]}).json()
+    assert [s["name"] for s in page["memory_stores"] + rest["memory_stores"]] == names[::3]
+    assert rest["next_page_token"] is None
     stranger = tenant.key("stranger")
     assert stranger.get(f"{API}/memory-stores", params={"limit": 10}).json() == {
         "memory_stores": [], "next_page_token": None}

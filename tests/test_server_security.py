@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 import ownstate
-from ownstate.testing.server import LiveServer
+from ownstate.testing.server import LiveServer, problem
 
 REQUIRED = {b.strip() for b in os.environ.get("OWNSTATE_REQUIRE_BACKENDS", "").split(",")}
 POSTGRES_URL = os.environ.get("OWNSTATE_TEST_POSTGRES_URL",
@@ -62,6 +62,8 @@ def test_every_route_refuses_a_request_without_a_valid_key(server: LiveServer) -
         {"authorization": "Basic YWxpY2U6c2VjcmV0"},
         {"authorization": "Bearer"},
         {"authorization": "Bearer not-a-key"},
+        {"authorization": "bearer \tosk_"},
+        {"authorization": f"Bearer osk_{key_id}"},
         {"authorization": f"Bearer {wrong_secret}"},
         {"authorization": f"Bearer {unknown}"},
         {"authorization": f"Bearer {revoked}"},
@@ -77,14 +79,23 @@ def test_every_route_refuses_a_request_without_a_valid_key(server: LiveServer) -
                 assert response.headers["content-type"] == "application/problem+json"
                 assert response.headers["www-authenticate"].startswith("Bearer")
                 assert response.json()["code"] == "unauthenticated"
-                if "authorization" in headers and headers["authorization"].count("_") >= 2:
-                    bodies.add(response.text)
-        # A wrong secret, an unknown key and a revoked key cannot be told apart.
-        assert len(bodies) == 1
+                bodies.add((response.content, response.headers["www-authenticate"]))
+        # No key, a malformed one, an unknown one, a wrong secret and a revoked key get
+        # one answer, byte for byte: a refusal tells nothing about which it was.
+        assert len(bodies) == 1, bodies
         # The key that made all this still works.
         ok = http.get("/api/2.0/agents/whoami", headers={"authorization": f"Bearer {token}"})
         assert ok.status_code == 200
         assert ok.json()["key_id"] == key_id
+
+
+def test_an_unknown_route_is_a_not_found_that_reads_properly(server: LiveServer) -> None:
+    token = server.mint_key(tenant="acme", principal="alice", admin=True)
+    with httpx.Client(base_url=server.url,
+                      headers={"authorization": f"Bearer {token}"}) as http:
+        for path in ("/api/2.0/agents/no-such-things", "/nowhere", "/api/2.0/agents/whoami/x"):
+            body = problem(http.get(path), 404, "not_found")
+            assert (body["detail"], body["details"]) == ("no such route", {}), body
 
 
 def test_a_key_revoked_elsewhere_is_refused_within_the_cache_time(tmp_path: Path) -> None:
@@ -137,6 +148,38 @@ def test_keys_are_managed_by_admins_only(server: LiveServer) -> None:
         assert still_valid.tenant == "keys-other"
 
 
+def test_the_server_makes_key_ids_so_a_taken_one_tells_nothing(server: LiveServer) -> None:
+    """A key id chosen by the client is refused alike whether it is taken (here, in another
+    tenant) or not; a key registered by its secret's digest gets an id the server made."""
+    import hashlib
+    import secrets
+
+    admin_token = server.mint_key(tenant="ids-t", principal="root", admin=True)
+    elsewhere = server.mint_key(tenant="ids-other", principal="x").split("_")[1]
+    headers = {"authorization": f"Bearer {admin_token}"}
+    keys = "/api/2.0/agents/api-keys"
+    secret = secrets.token_urlsafe(32)
+    digest = hashlib.sha256(secret.encode()).hexdigest()
+    with httpx.Client(base_url=server.url, headers=headers) as http:
+        before = http.get(keys).json()
+        answers = {(r.status_code, r.content) for r in (
+            http.post(keys, json={"principal": "p", "key_id": key_id, "secret_sha256": digest})
+            for key_id in (elsewhere, "0123456789abcdef"))}
+        assert len(answers) == 1, answers
+        problem(http.post(keys, json={"principal": "p", "key_id": elsewhere,
+                                      "secret_sha256": digest}), 400, "invalid_input")
+        assert http.get(keys).json() == before
+        made = http.post(keys, json={"principal": "svc", "secret_sha256": digest})
+        assert made.status_code == 200, made.text
+        assert made.json()["token"] is None
+        key_id = made.json()["key_id"]
+        assert key_id != elsewhere
+        assert len(key_id) == 16
+        mine = http.get("/api/2.0/agents/whoami",
+                        headers={"authorization": f"Bearer osk_{key_id}_{secret}"})
+        assert (mine.status_code, mine.json()["principal"]) == (200, "svc")
+
+
 def test_grants_through_the_remote_client(server: LiveServer) -> None:
     """The access conformance suite runs only where a client is the database's operator;
     through a server the creator of a store owns it, and grants it as its owner."""
@@ -161,6 +204,64 @@ def test_grants_through_the_remote_client(server: LiveServer) -> None:
     with ownstate.connect(server.url, token=bob) as client, \
             pytest.raises(ownstate.StoreNotFound):
         client.session_stores.get("shared")
+
+
+@pytest.mark.parametrize(("collection", "field"), [("session-stores", "session_stores"),
+                                                   ("memory-stores", "memory_stores")])
+def test_a_principal_lists_the_stores_it_may_read_a_page_at_a_time(
+        server: LiveServer, collection: str, field: str) -> None:
+    tenant = f"list-{uuid.uuid4().hex[:12]}"
+    admin = server.mint_key(tenant=tenant, principal="root", admin=True)
+    tokens = {who: server.mint_key(tenant=tenant, principal=who) for who in ("alice", "bob")}
+    path = f"/api/2.0/agents/{collection}"
+
+    def http(token: str) -> httpx.Client:
+        return httpx.Client(base_url=server.url, headers={"authorization": f"Bearer {token}"})
+
+    with http(tokens["alice"]) as alice, http(tokens["bob"]) as bob, http(admin) as root:
+        for name in ("a-own", "c-own", "e-own"):
+            assert alice.post(path, json={"name": name}).status_code == 200
+        for name in ("b-bob", "d-bob", "f-bob", "g-bob"):
+            assert bob.post(path, json={"name": name}).status_code == 200
+        for name, level in (("b-bob", "READ"), ("f-bob", "WRITE")):
+            granted = bob.post(f"{path}/{name}/permissions:grant",
+                               json={"principal": {"name": "alice"}, "permission": level})
+            assert granted.status_code == 200
+        assert root.post(path, json={"name": "h-admin"}).status_code == 200
+        readable = ["a-own", "b-bob", "c-own", "e-own", "f-bob"]
+
+        whole = alice.get(path)
+        assert whole.status_code == 200, whole.text
+        assert [s["name"] for s in whole.json()[field]] == readable
+        assert whole.json()["next_page_token"] is None
+        for size in (1, 2, 4, 5):
+            seen, token, pages = [], None, 0
+            while True:
+                params: dict[str, Any] = {"page_size": size}
+                if token is not None:
+                    params["page_token"] = token
+                page = alice.get(path, params=params)
+                assert page.status_code == 200, page.text
+                names = [s["name"] for s in page.json()[field]]
+                assert 1 <= len(names) <= size
+                seen += names
+                pages += 1
+                token = page.json()["next_page_token"]
+                if token is None:
+                    break
+            assert (seen, pages) == (readable, -(-len(readable) // size))
+        # Another principal's token is not alice's position; bob sees only his own.
+        first = alice.get(path, params={"page_size": 2}).json()["next_page_token"]
+        problem(bob.get(path, params={"page_token": first}), 400, "invalid_input")
+        assert [s["name"] for s in bob.get(path).json()[field]] == [
+            "b-bob", "d-bob", "f-bob", "g-bob"]
+        assert [s["name"] for s in root.get(path).json()[field]] == sorted(
+            [*readable, "d-bob", "g-bob", "h-admin"])
+        # A revoked grant takes the store out of the listing at once.
+        assert bob.post(f"{path}/b-bob/permissions:revoke",
+                        json={"principal": {"name": "alice"}}).status_code == 200
+        assert [s["name"] for s in alice.get(path).json()[field]] == [
+            "a-own", "c-own", "e-own", "f-bob"]
 
 
 # two server processes racing -------------------------------------------------------------

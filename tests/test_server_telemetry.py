@@ -1,5 +1,6 @@
 """The server's telemetry: spans with ids, counts and outcomes but never the data, metrics
-per app at /metrics, and access-log lines without bodies, query strings or tokens.
+per app at /metrics, and access-log lines without bodies, query strings or tokens; and,
+read from those spans, that an id the caller may not see costs what an unknown one does.
 
 The tracer provider is handed to each app (never set globally), so these tests leave the
 process's OpenTelemetry state as they found it.
@@ -33,6 +34,7 @@ from ownstate.testing.server import LiveServer
 ITEM_SECRET = f"item-secret-{uuid.uuid4().hex}"
 FACT_SECRET = f"fact-secret-{uuid.uuid4().hex}"
 QUERY_SECRET = f"query-secret-{uuid.uuid4().hex}"
+AGENTS = "/api/2.0/agents"
 
 
 @pytest.fixture(scope="module")
@@ -316,3 +318,73 @@ def test_access_log_lines_name_the_caller_not_the_data(
         said = repr(vars(record)) + record.getMessage()
         for secret in (ITEM_SECRET, QUERY_SECRET, token, "Bearer"):
             assert secret not in said
+
+
+# an id the caller may not see costs what an unknown id costs ---------------------------
+# The same storage calls, in the same order, counted from the server's own spans (never
+# timed), so that neither the answer nor the time to it tells a run or asset of an
+# unreadable store from no such thing.
+
+
+@pytest.fixture(scope="module")
+def lookup_server(provider: TracerProvider) -> Iterator[LiveServer]:
+    # Every request checks its key (no cache), so each makes the same calls to do so.
+    live = LiveServer(f"memory://lookups-{uuid.uuid4().hex}", key_cache_seconds=0,
+                      tracer_provider=provider)
+    yield live
+    live.stop()
+
+
+@pytest.fixture(scope="module")
+def world(lookup_server: LiveServer) -> dict[str, str]:
+    """A run and an asset in a store the stranger may not read, an asset of the tenant,
+    and the stranger's key (no grant anywhere)."""
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    with ownstate.connect(lookup_server.backend_url, tenant=tenant) as direct:
+        session = direct.session_stores.create("hidden").add(actor_id="a", session_id="s1")
+        run = direct.runs.open_run(session, framework="langgraph", thread_key="t")
+        asset = direct.assets.put(b"private", "text/plain", session=session)
+        loose = direct.assets.put(b"loose", "text/plain")
+    return {"stranger": lookup_server.mint_key(tenant=tenant, principal="stranger"),
+            "run": run.run_id, "asset": asset.asset_id, "loose": loose.asset_id}
+
+
+def _calls(lookup_server: LiveServer, exporter: InMemorySpanExporter, token: str, method: str,
+           path: str) -> tuple[int, list[str]]:
+    """The status of one request and the storage calls it made, in order."""
+    exporter.clear()
+    with httpx.Client(base_url=lookup_server.url,
+                      headers={"authorization": f"Bearer {token}"}) as http:
+        status = http.request(method, path).status_code
+    return status, [s.name for s in exporter.get_finished_spans()]
+
+
+@pytest.mark.parametrize(("method", "template"), [
+    ("GET", "/runs/{run}"),
+    ("GET", "/runs/{run}/effects/call-1"),
+])
+def test_a_run_of_an_unreadable_store_costs_what_an_unknown_run_costs(
+        lookup_server: LiveServer, exporter: InMemorySpanExporter, world: dict[str, str],
+        method: str, template: str) -> None:
+    unseen = _calls(lookup_server, exporter, world["stranger"], method,
+                    AGENTS + template.format(run=world["run"]))
+    unknown = _calls(lookup_server, exporter, world["stranger"], method,
+                     AGENTS + template.format(run="run-" + uuid.uuid4().hex))
+    assert unseen[0] == 404
+    assert unseen == unknown
+    assert "ownstate.get_grant" in unseen[1]
+
+
+@pytest.mark.parametrize(("method", "template"), [
+    ("GET", "/assets/{asset}"),
+    ("GET", "/assets/{asset}/content"),
+    ("DELETE", "/assets/{asset}"),
+])
+def test_an_asset_the_caller_may_not_see_costs_what_an_unknown_asset_costs(
+        lookup_server: LiveServer, exporter: InMemorySpanExporter, world: dict[str, str],
+        method: str, template: str) -> None:
+    answers = [_calls(lookup_server, exporter, world["stranger"], method,
+                      AGENTS + template.format(asset=asset))
+               for asset in (world["asset"], world["loose"], "ast_" + uuid.uuid4().hex)]
+    assert answers[0][0] == 404
+    assert answers[0] == answers[1] == answers[2]

@@ -76,7 +76,11 @@ def _plain(value: object) -> JSON:
 
 def _not_found_detail(error: errors.NotFound) -> str:
     """One message per kind of thing, built from its ids alone, so that something missing
-    and something the caller may not see read exactly alike whichever backend answered."""
+    and something the caller may not see read exactly alike whichever backend answered.
+    A plain :class:`~ownstate.errors.NotFound` names no kind of thing (an unknown route):
+    its own message says what is missing."""
+    if error.code == errors.NotFound.code:
+        return error.message
     what = error.code.removesuffix("_not_found").replace("_", " ")
     ids = ", ".join(f"{k}={v!r}" for k, v in sorted(error.details.items()))
     return f"no {what} with {ids}" if ids else f"no such {what}"

@@ -3,6 +3,12 @@
 The bounds are documented in ``docs/limits.md`` and can be changed per client with
 ``ownstate.connect(url, limits=Limits(...))``. Validation happens before any backend is
 touched, so a refused request never changes stored state.
+
+The rules for names and ids (the ``*_RE`` patterns, :data:`CONTROL_CHARS` and the
+``MAX_*_CHARS`` bounds) are defined here and only here: the library checks its arguments
+with them and the HTTP server builds its path, query and body constraints from them
+(:func:`anchored`, :func:`printable`), so that whatever the library accepts the server
+accepts too.
 """
 
 from __future__ import annotations
@@ -18,11 +24,48 @@ from .errors import InvalidInput, LimitExceeded
 
 __all__ = ["Limits"]
 
-STORE_NAME_RE = re.compile(r"[a-z0-9_-]{3,55}")
-SESSION_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
+#: The characters no text name or id may hold (ASCII control characters), as the body of
+#: a regular-expression character class.
+CONTROL_CHARS = r"\x00-\x1f\x7f"
+CONTROL_RE = re.compile(f"[{CONTROL_CHARS}]")
+
+#: Session store and memory store names.
+MAX_STORE_NAME_CHARS = 55
+STORE_NAME_RE = re.compile(rf"[a-z0-9_-]{{3,{MAX_STORE_NAME_CHARS}}}")
+#: Chosen session ids and run ids (generated ones, ``ses_...`` and ``run_...``, match too).
+MAX_SESSION_ID_CHARS = 128
+SESSION_ID_RE = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._:@-]{{0,{MAX_SESSION_ID_CHARS - 1}}}")
 FORMAT_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
 LABEL_KEY_RE = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+#: Run frameworks (``langgraph``, ``openai.agents``, ...).
+FRAMEWORK_RE = re.compile(r"[a-z0-9_.-]{1,64}")
+#: Checkpoint payload type tags: printable ASCII without spaces.
+TYPE_TAG_RE = re.compile(r"[!-~]{1,64}")
+#: Principals (who an API key acts for, who holds a grant).
+PRINCIPAL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@:+-]{0,127}")
+#: API key ids: 16 lowercase hex digits, made with the key.
+KEY_ID_RE = re.compile(r"[0-9a-f]{16}")
+TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
+#: Free-text names of printable characters: fact subjects and keys, thread keys, lease
+#: owners, tool call ids, checkpoint ids and namespaces, asset ids.
+MAX_NAME_CHARS = 256
+#: The longest id a lookup may name (one path segment of the HTTP API); an id longer than
+#: any ownstate makes or accepts simply names nothing.
+MAX_LOOKUP_CHARS = 1024
+
+
+def anchored(pattern: re.Pattern[str]) -> str:
+    """``pattern`` as a whole-string pattern (``^...$``), as OpenAPI and pydantic take it."""
+    return f"^{pattern.pattern}$"
+
+
+def printable(longest: int, *, least: int = 1) -> str:
+    """A whole-string pattern of ``least``..``longest`` characters, none a control one."""
+    return f"^[^{CONTROL_CHARS}]{{{least},{longest}}}$"
+
+
+#: A subject or key: printable, and not only whitespace (bound its length separately).
+NAME_PATTERN = rf"^[^{CONTROL_CHARS}]*[^\s{CONTROL_CHARS}][^{CONTROL_CHARS}]*$"
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,14 +155,14 @@ class Limits:
             raise LimitExceeded(f"actor_id is longer than {self.max_actor_id_chars} chars",
                                 field="actor_id", limit=self.max_actor_id_chars,
                                 actual=len(actor_id))
-        if _CONTROL_RE.search(actor_id) or not _encodable(actor_id):
+        if CONTROL_RE.search(actor_id) or not _encodable(actor_id):
             raise InvalidInput("actor_id must be printable UTF-8 text", field="actor_id")
         return actor_id
 
     def idempotency_key(self, key: str | None) -> str | None:
         if key is None:
             return None
-        if not isinstance(key, str) or not key or _CONTROL_RE.search(key) or not _encodable(key):
+        if not isinstance(key, str) or not key or CONTROL_RE.search(key) or not _encodable(key):
             raise InvalidInput("idempotency_key must be non-empty printable UTF-8 text",
                                field="idempotency_key")
         if len(key) > self.max_idempotency_key_chars:

@@ -60,6 +60,7 @@ from ..errors import (
     StaleLease,
     StoreNotFound,
 )
+from ..limits import CONTROL_RE
 from ..model import JSON, Fact, Item, SessionRecord
 from ._bridge import Bridge
 
@@ -102,7 +103,6 @@ _LABEL_STATE = "adk.session_state"
 #: ADK's DatabaseSessionService keeps app names, user ids and session ids in 128-char
 #: columns; the same bound keeps every derived subject, key and label within ownstate's.
 _MAX_NAME_CHARS = 128
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 _MAX_FACT_KEY_CHARS = 256
 _STALE_MESSAGE = ("The session has been modified in storage since it was loaded. "
                   "Please reload the session before appending more events.")
@@ -123,7 +123,7 @@ T = TypeVar("T")
 def _name(value: object, field: str) -> str:
     """An app name, user id or session id: non-blank printable text, at most 128 chars."""
     if (not isinstance(value, str) or not value.strip() or len(value) > _MAX_NAME_CHARS
-            or _CONTROL_RE.search(value)):
+            or CONTROL_RE.search(value)):
         raise InvalidInput(f"{field} must be a non-blank string of at most {_MAX_NAME_CHARS} "
                            "printable characters", field=field)
     try:
@@ -367,7 +367,7 @@ async def _memory_store(client: AsyncClient, name: str) -> AsyncMemoryStore:
 
 def _check_fact(client: AsyncClient, key: str, value: Any, field: str) -> None:
     """Refuse, before anything is written, a state entry a fact could not hold."""
-    if len(key) > _MAX_FACT_KEY_CHARS or _CONTROL_RE.search(key):
+    if len(key) > _MAX_FACT_KEY_CHARS or CONTROL_RE.search(key):
         raise InvalidInput(f"{field} key {key!r} is too long or holds control characters "
                            f"(stored as a fact key of at most {_MAX_FACT_KEY_CHARS} "
                            "printable chars)", field=field)

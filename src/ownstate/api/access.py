@@ -15,18 +15,20 @@ import secrets
 
 from .._ids import now
 from ..errors import InvalidInput, Unauthenticated
+from ..limits import KEY_ID_RE, PRINCIPAL_RE
 from ..model import PERMISSION_LEVELS, ApiKey, Grant
 from ._scope import Scope
 
-__all__ = ["TOKEN_PREFIX", "AsyncApiKeys", "grant_permission", "parse_token", "permission_level",
-           "permissions", "principal_name", "revoke_permission", "start_grants"]
+__all__ = ["TOKEN_PREFIX", "AsyncApiKeys", "grant_permission", "new_key", "parse_token",
+           "permission_level", "permissions", "principal_name", "revoke_permission",
+           "start_grants"]
 
 #: Every API key starts with this, so a leaked one is easy to find in logs and scanners.
 TOKEN_PREFIX = "osk_"
-UNKNOWN_KEY = "the API key is unknown or revoked"
-_KEY_ID_RE = re.compile(r"[0-9a-f]{16}")
+#: The one message of every refused key, whatever was wrong with it (absent, malformed,
+#: unknown, wrong secret, revoked), so that a refusal tells nothing about which it was.
+UNKNOWN_KEY = "send a live API key as 'Authorization: Bearer osk_...'"
 _SECRET_RE = re.compile(r"[A-Za-z0-9_-]{43}")
-_PRINCIPAL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@:+-]{0,127}")
 
 
 def _digest(secret: str) -> str:
@@ -35,20 +37,27 @@ def _digest(secret: str) -> str:
 
 def principal_name(principal: str) -> str:
     """``principal`` if it is 1-128 chars of ``[A-Za-z0-9_.@:+-]``; else InvalidInput."""
-    if not isinstance(principal, str) or not _PRINCIPAL_RE.fullmatch(principal):
+    if not isinstance(principal, str) or not PRINCIPAL_RE.fullmatch(principal):
         raise InvalidInput("principal must be 1-128 chars of [A-Za-z0-9_.@:+-]",
                            field="principal")
     return principal
+
+
+def new_key(tenant: str, principal: str, admin: bool) -> ApiKey:
+    """A key of ``tenant`` for ``principal``, with a fresh random id, not yet stored.
+
+    Raises :class:`~ownstate.errors.InvalidInput` (bad principal name).
+    """
+    return ApiKey(key_id=secrets.token_hex(8), tenant=tenant,
+                  principal=principal_name(principal), admin=bool(admin), create_time=now())
 
 
 def parse_token(token: str) -> tuple[str, str]:
     """``(key_id, secret)`` of a well-formed token; Unauthenticated otherwise."""
     if isinstance(token, str) and token.startswith(TOKEN_PREFIX):
         key_id, _, secret = token[len(TOKEN_PREFIX):].partition("_")
-        if _KEY_ID_RE.fullmatch(key_id) and _SECRET_RE.fullmatch(secret):
+        if KEY_ID_RE.fullmatch(key_id) and _SECRET_RE.fullmatch(secret):
             return key_id, secret
-    # One message for every refused token, so a refusal tells nothing about which part
-    # was wrong.
     raise Unauthenticated(UNKNOWN_KEY)
 
 
@@ -74,11 +83,10 @@ class AsyncApiKeys:
         :class:`~ownstate.errors.InvalidInput` (bad principal name).
         """
         s = self._scope
-        key = ApiKey(key_id=secrets.token_hex(8), tenant=s.tenant,
-                     principal=principal_name(principal), admin=bool(admin),
-                     create_time=now())
         secret = secrets.token_urlsafe(32)
-        await s.backend.create_api_key(key, _digest(secret))
+        # A remote server makes the key id itself: the token carries the id it returns.
+        key = await s.backend.create_api_key(new_key(s.tenant, principal, admin),
+                                             _digest(secret))
         return key, f"{TOKEN_PREFIX}{key.key_id}_{secret}"
 
     async def list(self) -> list[ApiKey]:
@@ -92,7 +100,7 @@ class AsyncApiKeys:
         Revoking twice is harmless. Raises :class:`~ownstate.errors.KeyNotFound`.
         """
         s = self._scope
-        if not isinstance(key_id, str) or not _KEY_ID_RE.fullmatch(key_id):
+        if not isinstance(key_id, str) or not KEY_ID_RE.fullmatch(key_id):
             raise InvalidInput("key_id must be 16 lowercase hex digits", field="key_id")
         return await s.backend.revoke_api_key(s.tenant, key_id, now())
 

@@ -7,7 +7,6 @@ methods through a portal; change behaviour here, then run ``python scripts/gener
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
@@ -21,7 +20,7 @@ from ..backends.base import SessionOrder
 from ..errors import InvalidInput, PermissionDenied
 from ..formats.derive import derive_columns, infer_format
 from ..formats.neutral import check_format, convert
-from ..limits import Limits
+from ..limits import TENANT_RE, Limits
 from ..model import JSON, Grant, Item, Page, SessionRecord, SessionStoreRecord
 from . import access as _access
 from ._paging import AsyncPager, page_by_name
@@ -39,7 +38,6 @@ __all__ = [
     "connect_async",
 ]
 
-_TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
 _ITEM_ORDERS = {"create_time desc": True, "create_time asc": False}
 _SESSION_ORDERS: dict[str, tuple[SessionOrder, bool]] = {
     "create_time desc": ("create_time", True),
@@ -545,7 +543,7 @@ class AsyncSessionStores:
 
 
 def _tenant_name(tenant: str) -> str:
-    if not isinstance(tenant, str) or not _TENANT_RE.fullmatch(tenant):
+    if not isinstance(tenant, str) or not TENANT_RE.fullmatch(tenant):
         raise InvalidInput("tenant must be 1-64 chars of [A-Za-z0-9_.:-]", field="tenant")
     return tenant
 

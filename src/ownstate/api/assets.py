@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from .. import _ids
 from ..errors import InvalidInput, LimitExceeded
+from ..limits import MAX_NAME_CHARS
 from ..model import JSON, AssetRef
 from ._scope import Scope
 
@@ -20,15 +21,14 @@ __all__ = ["AsyncAssets"]
 
 _NAME = r"[a-z0-9][a-z0-9!#$&^_.+-]{0,126}"
 _MEDIA_TYPE_RE = re.compile(rf"{_NAME}/{_NAME}")
-_MAX_ASSET_ID_CHARS = 256
 #: above this size the digest is computed off the event loop
 _HASH_INLINE_BYTES = 1024 * 1024
 
 
 def _asset_id(value: object, field: str = "asset_id") -> str:
-    if not isinstance(value, str) or not value or len(value) > _MAX_ASSET_ID_CHARS:
+    if not isinstance(value, str) or not value or len(value) > MAX_NAME_CHARS:
         raise InvalidInput(f"{field} must be a non-empty string of at most "
-                           f"{_MAX_ASSET_ID_CHARS} chars", field=field)
+                           f"{MAX_NAME_CHARS} chars", field=field)
     return value
 
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 
 from .. import _ids
 from .. import limits as _validate
 from ..backends.ports.checkpoints import NewCheckpoint
 from ..errors import InvalidInput, LimitExceeded
-from ..limits import Limits, encode_json
+from ..limits import CONTROL_RE, MAX_NAME_CHARS, TYPE_TAG_RE, Limits, encode_json
 from ..model import (
     JSON,
     CheckpointRecord,
@@ -25,18 +24,15 @@ from ._scope import Scope
 
 __all__ = ["AsyncCheckpoints"]
 
-_MAX_ID_CHARS = 256
 _MAX_TASK_PATH_CHARS = 1024
-_TYPE_TAG_RE = re.compile(r"[!-~]{1,64}")
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _text(value: object, field: str, *, empty: bool = False,
-          longest: int = _MAX_ID_CHARS) -> str:
+          longest: int = MAX_NAME_CHARS) -> str:
     """``value`` when it is a string of printable chars within the bound (and not empty,
     unless ``empty``), else :class:`InvalidInput` naming ``field``."""
     if (not isinstance(value, str) or (not value and not empty) or len(value) > longest
-            or _CONTROL_RE.search(value)):
+            or CONTROL_RE.search(value)):
         least = 0 if empty else 1
         raise InvalidInput(f"{field} must be a string of {least}-{longest} printable chars",
                            field=field)
@@ -56,7 +52,7 @@ def _scope(value: object, limits: Limits, field: str = "scope") -> CheckpointSco
 
 
 def _type_tag(value: object, field: str = "type_tag") -> str:
-    if not isinstance(value, str) or not _TYPE_TAG_RE.fullmatch(value):
+    if not isinstance(value, str) or not TYPE_TAG_RE.fullmatch(value):
         raise InvalidInput(f"{field} must be 1-64 printable ASCII chars without spaces",
                            field=field)
     return value
@@ -139,8 +135,8 @@ def _checkpoint_ids(value: object, limits: Limits) -> list[str]:
                             actual=len(value))
     for index, checkpoint_id in enumerate(value):
         if (not isinstance(checkpoint_id, str) or not checkpoint_id
-                or len(checkpoint_id) > _MAX_ID_CHARS or _CONTROL_RE.search(checkpoint_id)):
-            raise InvalidInput(f"checkpoint id {index} must be a string of 1-{_MAX_ID_CHARS} "
+                or len(checkpoint_id) > MAX_NAME_CHARS or CONTROL_RE.search(checkpoint_id)):
+            raise InvalidInput(f"checkpoint id {index} must be a string of 1-{MAX_NAME_CHARS} "
                                "printable chars", field="checkpoint_ids", index=index)
     return list(dict.fromkeys(value))
 

@@ -9,7 +9,6 @@ record time) is described in ``docs/memory.md``.
 from __future__ import annotations
 
 import math
-import re
 import secrets
 import time
 from collections.abc import Mapping, Sequence
@@ -21,6 +20,7 @@ from .. import _ids
 from .. import limits as _validate
 from ..backends.ports.facts import NewFact, search_words
 from ..errors import InvalidInput, LimitExceeded, NotFound
+from ..limits import CONTROL_RE, MAX_NAME_CHARS
 from ..model import (
     JSON,
     SOURCE_TYPES,
@@ -42,10 +42,8 @@ __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "AsyncMemoryStore", "AsyncMemorySt
 EXPORT_FORMAT = "ownstate.subject-export"
 EXPORT_VERSION = 1
 
-_MAX_NAME_CHARS = 256
 _MAX_REASON_CHARS = 1000
 _MAX_QUERY_WORDS = 32
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 _FACT_FIELDS = {"subject", "key", "value", "confidence", "source", "source_type", "valid_from"}
 
 
@@ -60,10 +58,10 @@ def _fact_id() -> str:
 
 def _name(value: object, field: str) -> str:
     """A subject or key: a non-blank string of at most 256 printable chars."""
-    if (not isinstance(value, str) or not value.strip() or len(value) > _MAX_NAME_CHARS
-            or _CONTROL_RE.search(value)):
+    if (not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME_CHARS
+            or CONTROL_RE.search(value)):
         raise InvalidInput(
-            f"{field} must be a non-blank string of at most {_MAX_NAME_CHARS} printable chars",
+            f"{field} must be a non-blank string of at most {MAX_NAME_CHARS} printable chars",
             field=field)
     return value
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -12,6 +11,7 @@ from .. import _ids
 from .. import limits as _validate
 from .._tokens import decode_token, encode_token
 from ..errors import InvalidInput, LimitExceeded
+from ..limits import CONTROL_RE, FRAMEWORK_RE, MAX_NAME_CHARS
 from ..model import (
     ACTIVE_RUN_STATUSES,
     CLOSED_RUN_STATUSES,
@@ -33,16 +33,13 @@ __all__ = ["MAX_LEASE_TTL_SECONDS", "AsyncRuns"]
 #: The longest lease one claim or heartbeat may take; hold a run longer by heartbeating.
 MAX_LEASE_TTL_SECONDS = 24 * 60 * 60
 
-_FRAMEWORK_RE = re.compile(r"[a-z0-9_.-]{1,64}")
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
-_MAX_NAME_CHARS = 256
 
 
 def _text(value: object, field: str) -> str:
     """A required, printable string of 1-256 chars (owners, thread keys, tool call ids)."""
-    if (not isinstance(value, str) or not value or len(value) > _MAX_NAME_CHARS
-            or _CONTROL_RE.search(value)):
-        raise InvalidInput(f"{field} must be 1-{_MAX_NAME_CHARS} printable chars", field=field)
+    if (not isinstance(value, str) or not value or len(value) > MAX_NAME_CHARS
+            or CONTROL_RE.search(value)):
+        raise InvalidInput(f"{field} must be 1-{MAX_NAME_CHARS} printable chars", field=field)
     return value
 
 
@@ -53,7 +50,7 @@ def _run_id(value: object) -> str:
 
 
 def _framework(value: object) -> str:
-    if not isinstance(value, str) or not _FRAMEWORK_RE.fullmatch(value):
+    if not isinstance(value, str) or not FRAMEWORK_RE.fullmatch(value):
         raise InvalidInput(f"framework {value!r} must be 1-64 chars of [a-z0-9_.-]",
                            field="framework")
     return value

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 
 from ..api._scope import Scope
-from ..api.access import AsyncApiKeys
+from ..api.access import UNKNOWN_KEY, AsyncApiKeys
 from ..api.aio import AsyncClient
 from ..backends import Backend
 from ..errors import Unauthenticated
@@ -59,7 +59,7 @@ class KeyCheck:
         """
         scheme, _, token = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            raise Unauthenticated("send an API key as 'Authorization: Bearer osk_...'")
+            raise Unauthenticated(UNKNOWN_KEY)
         token = token.strip()
         digest = hashlib.sha256(token.encode()).digest()
         cached = self._cache.get(digest)

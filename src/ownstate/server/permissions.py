@@ -3,7 +3,9 @@
 Admin keys may do anything in their tenant. Others need a grant on the store: READ to read
 it, WRITE to change what it holds, MANAGE (or ownership) to grant, revoke and delete. A
 caller without even READ learns nothing: it gets exactly the not-found a missing store
-gives, built here from the ids alone so that the two cannot differ by a byte.
+gives, built here from the ids alone so that the two cannot differ by a byte, and at the
+same cost: a thing found in a store it may not read (a run, an asset) and an unknown one
+both take one lookup of the thing and one of a grant, never a different number of calls.
 """
 
 from __future__ import annotations
@@ -12,11 +14,14 @@ from ..errors import NotFound, PermissionDenied, RunNotFound, StoreNotFound
 from ..model import Run
 from .auth import Caller
 
-__all__ = ["MEMORY_STORE", "SESSION_STORE", "require", "require_run", "visible_stores"]
+__all__ = ["MEMORY_STORE", "SESSION_STORE", "require", "require_run", "unseen",
+           "visible_stores"]
 
 SESSION_STORE = "session_store"
 MEMORY_STORE = "memory_store"
 _RANK = {"READ": 1, "WRITE": 2, "MANAGE": 3, "OWNER": 3}
+#: A store name no store can have (names are at least three characters).
+_NO_STORE = ""
 
 
 def _store_not_found(store: str) -> StoreNotFound:
@@ -54,12 +59,24 @@ async def require_run(caller: Caller, run_id: str, level: str) -> Run:
     """
     try:
         run = await caller.client.runs.get(run_id)
-        if not caller.admin:
-            # A run goes with its store, so an admin's check would only re-read the store.
-            await require(caller, SESSION_STORE, run.store, level)
     except NotFound as exc:
+        await unseen(caller, SESSION_STORE)
         raise RunNotFound(f"no run {run_id!r}", run_id=run_id) from exc
+    if not caller.admin:
+        # A run goes with its store, so an admin's check would only re-read the store.
+        try:
+            await require(caller, SESSION_STORE, run.store, level)
+        except NotFound as exc:
+            raise RunNotFound(f"no run {run_id!r}", run_id=run_id) from exc
     return run
+
+
+async def unseen(caller: Caller, kind: str) -> None:
+    """For something not found, the grant lookup that something found in a store costs a
+    caller who is not an admin, so that an unknown id and one the caller may not see take
+    the same storage calls (and so the same time)."""
+    if not caller.admin:
+        await caller.client.backend.get_grant(caller.tenant, kind, _NO_STORE, caller.principal)
 
 
 async def visible_stores(caller: Caller, kind: str) -> set[str] | None:

@@ -8,6 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..limits import PRINCIPAL_RE, anchored
+
 __all__ = [
     "Empty",
     "GrantOut",
@@ -45,7 +47,7 @@ class Empty(BaseModel):
 
 
 class PrincipalRef(StrictModel):
-    name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@:+-]*$")
+    name: str = Field(pattern=anchored(PRINCIPAL_RE))
     principal_type: str | None = Field(default=None, pattern=r"^(USER|SERVICE_PRINCIPAL)$")
 
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -58,7 +57,7 @@ from ...api import AsyncClient, AsyncMemoryStore, Client
 from ...backends.base import Capability
 from ...backends.ports.facts import fact_words, search_words
 from ...errors import AlreadyExists, InvalidInput, StoreNotFound
-from ...limits import encode_json, store_name
+from ...limits import CONTROL_RE, MAX_NAME_CHARS, encode_json, store_name
 from ...model import Fact
 from .._bridge import Bridge
 
@@ -70,10 +69,7 @@ T = TypeVar("T")
 _RESERVED_ROOT = "langgraph"
 _INDEX_SUBJECT = "langgraph.namespaces"
 _REFRESH_SUBJECT = "langgraph.expiry"
-#: ownstate's bound on a subject or key (docs/memory.md)
-_MAX_NAME_CHARS = 256
 _ESCAPE = "%"
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 _WRAPPER_FIELDS = frozenset({"value", "created_at", "ttl_minutes"})
 _OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
 #: ownstate's text search takes at most this many distinct words
@@ -88,14 +84,14 @@ _REFRESH_AFTER = 0.1
 
 def _encode_text(text: str) -> str | None:
     """The subject or key that stores ``text``, or None when it would exceed the bound."""
-    if text.strip() and not _CONTROL_RE.search(text) and not text.startswith(_ESCAPE):
+    if text.strip() and not CONTROL_RE.search(text) and not text.startswith(_ESCAPE):
         stored = text
     else:
         try:
             stored = _ESCAPE + quote(text, safe="")
         except UnicodeEncodeError:  # lone surrogates have no UTF-8 form
             return None
-    return stored if len(stored) <= _MAX_NAME_CHARS else None
+    return stored if len(stored) <= MAX_NAME_CHARS else None
 
 
 def _decode_text(stored: str) -> str | None:
@@ -319,14 +315,14 @@ def _check_put(op: PutOp) -> _Put:
     if subject is None:
         raise InvalidNamespaceError(
             f"Namespace {namespace} is too long to store: its labels joined with '.' must "
-            f"take at most {_MAX_NAME_CHARS} characters (with escapes)")
+            f"take at most {MAX_NAME_CHARS} characters (with escapes)")
     if not isinstance(op.key, str):
         raise InvalidInput("key must be a string", field="key")
     key = _encode_text(op.key)
     if op.value is None:
         return _Put(namespace, subject, key, None, None)
     if key is None:
-        raise InvalidInput(f"key must take at most {_MAX_NAME_CHARS} characters (with escapes)",
+        raise InvalidInput(f"key must take at most {MAX_NAME_CHARS} characters (with escapes)",
                            field="key")
     if not isinstance(op.value, Mapping):
         raise InvalidInput("value must be a mapping with string keys (or None to delete)",

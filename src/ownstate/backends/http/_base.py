@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 from ... import _wire
 from ...errors import NotFound, SessionNotFound
-from ...limits import SESSION_ID_RE
+from ...limits import CONTROL_CHARS, MAX_LOOKUP_CHARS, SESSION_ID_RE
 from .._replay import ReplayCache
 from ._transport import Transport
 
@@ -24,7 +24,7 @@ SESSION_STORES = f"{API}/session-stores"
 
 E = TypeVar("E", bound=NotFound)
 
-_UNADDRESSABLE = re.compile(r"[/\x00-\x1f\x7f]")
+_UNADDRESSABLE = re.compile(f"[/{CONTROL_CHARS}]")
 
 
 def segment(value: str) -> str:
@@ -34,10 +34,11 @@ def segment(value: str) -> str:
 
 
 def addressable(value: str) -> bool:
-    """Whether one path segment can carry this id: 1-1024 characters, none of them a
-    slash or a control character. No id ownstate makes or accepts is otherwise, so an id
-    that is not addressable names nothing, as it would in a local database."""
-    return 0 < len(value) <= 1024 and _UNADDRESSABLE.search(value) is None
+    """Whether one path segment can carry this id: 1 to ``MAX_LOOKUP_CHARS`` characters,
+    none of them a slash or a control character. No id ownstate makes or accepts is
+    otherwise, so an id that is not addressable names nothing, as it would in a local
+    database."""
+    return 0 < len(value) <= MAX_LOOKUP_CHARS and _UNADDRESSABLE.search(value) is None
 
 
 def not_found(error: E) -> E:

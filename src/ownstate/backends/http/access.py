@@ -1,7 +1,7 @@
 """API keys and store grants, over HTTP.
 
-Keys are made by the caller (only the secret's digest travels) and checked by the server;
-a client never looks a key up, so :meth:`find_api_key` is refused.
+A key's secret is made by the caller (only its digest travels), its id by the server; the
+server checks keys, and a client never looks one up, so :meth:`find_api_key` is refused.
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ def _grants_path(kind: str, store: str) -> str:
 class AccessOverHttp(HttpBase):
     """The access port as calls to the server's key and permission routes."""
 
-    async def create_api_key(self, key: ApiKey, secret_hash: str) -> None:
-        await self._http.call("POST", KEYS, json={
-            "key_id": key.key_id, "principal": key.principal, "admin": key.admin,
-            "secret_sha256": secret_hash})
+    async def create_api_key(self, key: ApiKey, secret_hash: str) -> ApiKey:
+        # The server makes the key id: ``key.key_id`` does not travel.
+        body = await self._http.call("POST", KEYS, json={
+            "principal": key.principal, "admin": key.admin, "secret_sha256": secret_hash})
+        return _wire.load(ApiKey, {k: v for k, v in body.items() if k != "token"})
 
     async def find_api_key(self, key_id: str) -> tuple[ApiKey, str] | None:
         raise PermissionDenied("API keys are checked by the server, not looked up by clients")

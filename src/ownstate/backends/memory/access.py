@@ -16,11 +16,12 @@ class AccessInMemory(MemoryBase):
     """Keys live in ``_data.api_keys`` under key_id as (record, secret hash); grants in
     ``_data.grants`` under (tenant, kind, store) as {principal: level}."""
 
-    async def create_api_key(self, key: ApiKey, secret_hash: str) -> None:
+    async def create_api_key(self, key: ApiKey, secret_hash: str) -> ApiKey:
         with self._data.lock:
             if key.key_id in self._data.api_keys:
                 raise AlreadyExists(f"an API key {key.key_id!r} exists", key_id=key.key_id)
             self._data.api_keys[key.key_id] = (key, secret_hash)
+        return key
 
     async def find_api_key(self, key_id: str) -> tuple[ApiKey, str] | None:
         with self._data.lock:

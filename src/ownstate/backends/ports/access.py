@@ -23,9 +23,11 @@ class AccessPort(ABC):
     # API keys --------------------------------------------------------------------------
 
     @abstractmethod
-    async def create_api_key(self, key: ApiKey, secret_hash: str) -> None:
-        """Store a new key with the SHA-256 hex digest of its secret. Raises AlreadyExists
-        when ``key.key_id`` is taken (in any tenant)."""
+    async def create_api_key(self, key: ApiKey, secret_hash: str) -> ApiKey:
+        """Store a new key with the SHA-256 hex digest of its secret; returns the key as
+        stored. A database stores ``key`` as it is and raises AlreadyExists when
+        ``key.key_id`` is taken (in any tenant); a remote server makes the key id itself
+        and returns the key with that id."""
 
     @abstractmethod
     async def find_api_key(self, key_id: str) -> tuple[ApiKey, str] | None:

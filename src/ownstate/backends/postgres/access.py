@@ -111,7 +111,7 @@ class AccessInPostgres(PostgresCore):
 
     # API keys --------------------------------------------------------------------------
 
-    async def create_api_key(self, key: ApiKey, secret_hash: str) -> None:
+    async def create_api_key(self, key: ApiKey, secret_hash: str) -> ApiKey:
         async def run(cur: Cursor) -> None:
             # ON CONFLICT sees the key ids of every tenant, whatever the policy shows
             await cur.execute(
@@ -123,6 +123,7 @@ class AccessInPostgres(PostgresCore):
                 raise AlreadyExists(f"an API key {key.key_id!r} exists", key_id=key.key_id)
 
         await self._write(key.tenant, run)
+        return key
 
     async def find_api_key(self, key_id: str) -> tuple[ApiKey, str] | None:
         async def run(cur: Cursor) -> tuple[ApiKey, str] | None:

@@ -128,7 +128,7 @@ class AccessInRedis(RedisCore):
 
     # API keys --------------------------------------------------------------------------
 
-    async def create_api_key(self, key: ApiKey, secret_hash: str) -> None:
+    async def create_api_key(self, key: ApiKey, secret_hash: str) -> ApiKey:
         index = self.tenant_key(key.tenant) + "api-keys"
         added = await self._command("ZADD", index, "NX", _micros(key.create_time), key.key_id,
                                     write=True)
@@ -140,6 +140,7 @@ class AccessInRedis(RedisCore):
             if int(added) and text(reply[1]) != key.tenant:
                 await self._command("ZREM", index, key.key_id, write=True)
             raise AlreadyExists(f"an API key {key.key_id!r} exists", key_id=key.key_id)
+        return key
 
     async def find_api_key(self, key_id: str) -> tuple[ApiKey, str] | None:
         fields = await self._command("HMGET", self.api_key_key(key_id) + "key", *_FIELDS,

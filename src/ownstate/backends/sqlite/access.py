@@ -60,7 +60,7 @@ class AccessInSqlite(SqliteCore):
 
     # API keys --------------------------------------------------------------------------
 
-    async def create_api_key(self, key: ApiKey, secret_hash: str) -> None:
+    async def create_api_key(self, key: ApiKey, secret_hash: str) -> ApiKey:
         revoked = format_time(key.revoked_at) if key.revoked_at is not None else None
 
         def run(conn: sqlite3.Connection) -> None:
@@ -74,6 +74,7 @@ class AccessInSqlite(SqliteCore):
                     raise AlreadyExists(f"an API key {key.key_id!r} exists", key_id=key.key_id)
 
         await self._run(run)
+        return key
 
     async def find_api_key(self, key_id: str) -> tuple[ApiKey, str] | None:
         def run(conn: sqlite3.Connection) -> tuple[ApiKey, str] | None:

@@ -9,14 +9,23 @@ from fastapi import APIRouter, Path
 
 from ..._wire import PROBLEM_MEDIA_TYPE
 from ...errors import InvalidInput, LimitExceeded, PermissionDenied, SessionNotFound, StoreNotFound
-from ...limits import STORE_NAME_RE, encode_json
+from ...limits import (
+    MAX_LOOKUP_CHARS,
+    SESSION_ID_RE,
+    STORE_NAME_RE,
+    anchored,
+    encode_json,
+    printable,
+)
 from ...model import JSON, Grant, Item
 from ..auth import Caller
 from ..permissions import SESSION_STORE, require
 from ..schemas import GrantOut, GrantsOut, Problem
 
 __all__ = [
+    "CHOSEN_ID_PATTERN",
     "ERRORS",
+    "LOOKUP_ID_PATTERN",
     "MAX_BIGINT",
     "STORE_PATTERN",
     "StorePath",
@@ -49,7 +58,14 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 
 #: The largest value a stored integer (seq, cursor, fencing token) may hold.
 MAX_BIGINT = 2**63 - 1
-STORE_PATTERN = f"^{STORE_NAME_RE.pattern}$"
+# Every pattern below is built from the library's own rules (ownstate.limits), so that
+# whatever the library accepts the server accepts too.
+STORE_PATTERN = anchored(STORE_NAME_RE)
+#: A session id or run id to create: the library's rule for chosen ids.
+CHOSEN_ID_PATTERN = anchored(SESSION_ID_RE)
+#: An id to look up: any text but control characters, as in the library, where an id no
+#: session, item or run can have is simply not found.
+LOOKUP_ID_PATTERN = printable(MAX_LOOKUP_CHARS)
 StorePath = Annotated[str, Path(pattern=STORE_PATTERN, description="The store's name.")]
 
 

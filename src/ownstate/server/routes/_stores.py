@@ -7,6 +7,7 @@ stays in each kind's module.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Protocol
@@ -14,9 +15,11 @@ from typing import Annotated, Any, Protocol
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field, create_model
 
+from ...api._paging import page_by_name
 from ...api.access import permission_level
 from ...api.aio import AsyncClient
-from ...errors import InvalidInput
+from ...errors import NotFound
+from ...limits import MAX_STORE_NAME_CHARS
 from ...model import Grant
 from ..app import CallerDep
 from ..auth import Caller
@@ -70,6 +73,26 @@ def _out(record: Any) -> StoreOut:
     return StoreOut(name=record.name, create_time=record.create_time)
 
 
+async def _readable(client: AsyncClient, spec: StoreKind, names: set[str], limit: int,
+                    after: str | None) -> list[Any]:
+    """Up to ``limit`` records of the stores ``names``, named after ``after``, by name
+    (code point order, as every backend lists them); a name whose store has gone since its
+    grant was read is passed over."""
+    pending = sorted(n for n in names if after is None or n > after)
+    found: list[Any] = []
+
+    async def record(name: str) -> Any:
+        try:
+            return await spec.get_record(client, name)
+        except NotFound:
+            return None
+
+    while pending and len(found) < limit:
+        batch, pending = pending[:limit - len(found)], pending[limit - len(found):]
+        found += [r for r in await asyncio.gather(*map(record, batch)) if r is not None]
+    return found
+
+
 def add_store_routes(router: APIRouter, spec: StoreKind) -> type[BaseModel]:
     """Add create, get, list, grant, revoke and list-permissions routes for ``spec`` to
     ``router``; returns the listing's response model."""
@@ -91,30 +114,36 @@ def add_store_routes(router: APIRouter, spec: StoreKind) -> type[BaseModel]:
         caller: CallerDep,
         page_size: Annotated[int | None, Query(ge=1, le=1000)] = None,
         page_token: Annotated[str | None, Query(max_length=2048)] = None,
-        after: Annotated[str | None, Query(max_length=55, description=(
+        after: Annotated[str | None, Query(max_length=MAX_STORE_NAME_CHARS, description=(
             "Keyset paging: stores named after this one (instead of page_token)."))] = None,
         limit: Annotated[int | None, Query(ge=1, le=1001, description=(
             "Keyset paging: at most this many stores, with no next_page_token."))] = None,
     ) -> BaseModel:
         client = caller.client
         visible = await visible_stores(caller, spec.kind)
+
+        async def fetch(size: int, start: str | None) -> list[Any]:
+            if visible is None:
+                return await spec.list_records(client, size, start)
+            return await _readable(client, spec, visible, size, start)
+
         if after is not None or limit is not None:
             keyset_mode(page_size, page_token)
             # Not held to the server's max_page_size (the query bounds it): a client
             # configured with larger pages than the server's still lists its stores.
-            size = limit or client.limits.default_page_size
-            if visible is None:
-                records = await spec.list_records(client, size, after)
-            else:
-                names = sorted(n for n in visible if after is None or n > after)[:size]
-                records = [await spec.get_record(client, n) for n in names]
+            records = await fetch(limit or client.limits.default_page_size, after)
             return listing(**{spec.list_field: [_out(r) for r in records]})
-        if visible is not None:
-            raise InvalidInput("page tokens list every store; use after/limit",
-                               field="page_token")
-        page = await spec.stores(client).list_page(page_size=page_size, page_token=page_token)
-        return listing(**{spec.list_field: [_out(p) for p in page.items],
-                          "next_page_token": page.next_page_token})
+        if visible is None:
+            page = await spec.stores(client).list_page(page_size=page_size,
+                                                       page_token=page_token)
+            return listing(**{spec.list_field: [_out(p) for p in page.items],
+                              "next_page_token": page.next_page_token})
+        # A principal's own listing: its tokens are refused by anyone else's.
+        records, token = await page_by_name(
+            client.limits, f"{spec.kind}s\x00{caller.tenant}\x00{caller.principal}",
+            page_size, page_token, fetch)
+        return listing(**{spec.list_field: [_out(r) for r in records],
+                          "next_page_token": token})
 
     async def handle(caller: Caller, store: str, level: str) -> _Handle:
         await require(caller, spec.kind, store, level)
@@ -142,7 +171,9 @@ def add_store_routes(router: APIRouter, spec: StoreKind) -> type[BaseModel]:
                          description=f"Create a {what} owned by the caller's principal.")
     router.add_api_route(base, list_stores, methods=["GET"], response_model=listing,
                          name=f"list_{name}s",
-                         description=f"The {what}s the caller may read, by name.")
+                         description=(f"The {what}s the caller may read (all of the "
+                                      "tenant's for an admin, else those it owns or "
+                                      "holds a grant on), by name, a page at a time."))
     router.add_api_route(one, get, methods=["GET"], response_model=StoreOut,
                          name=f"get_{name}", description=f"A {what} (READ).")
     router.add_api_route(f"{one}/permissions:grant", grant, methods=["POST"],

@@ -19,10 +19,11 @@ from pydantic import BaseModel
 from starlette.requests import ClientDisconnect
 
 from ...errors import AssetNotFound, InvalidInput, LimitExceeded, NotFound
+from ...limits import MAX_NAME_CHARS, MAX_SESSION_ID_CHARS, MAX_STORE_NAME_CHARS
 from ...model import AssetRef
 from ..app import CallerDep, problem_response
 from ..auth import Caller
-from ..permissions import SESSION_STORE, require
+from ..permissions import SESSION_STORE, require, unseen
 from ..schemas import Empty
 from ._common import api_router, require_admin
 
@@ -37,7 +38,7 @@ _CHUNK = 256 * 1024
 #: Labels travel in a header as escaped JSON: the most labels of the longest values fit.
 _MAX_METADATA_HEADER = 128 * 1024
 
-AssetId = Annotated[str, Path(min_length=1, max_length=256)]
+AssetId = Annotated[str, Path(min_length=1, max_length=MAX_NAME_CHARS)]
 
 
 class AssetOut(BaseModel):
@@ -73,10 +74,15 @@ async def _visible(caller: Caller, asset_id: str, level: str) -> AssetRef:
     """
     try:
         ref = await caller.client.assets.get_ref(asset_id)
-        if caller.admin:
-            return ref
-        if ref.store is None:
-            raise _unknown(asset_id)
+    except NotFound as exc:
+        await unseen(caller, SESSION_STORE)
+        raise _unknown(asset_id) from exc
+    if caller.admin:
+        return ref
+    if ref.store is None:
+        await unseen(caller, SESSION_STORE)
+        raise _unknown(asset_id)
+    try:
         await require(caller, SESSION_STORE, ref.store, level)
     except NotFound as exc:
         raise _unknown(asset_id) from exc
@@ -113,10 +119,10 @@ _UPLOAD_BODY: dict[str, Any] = {"requestBody": {
 async def put_asset(
     request: Request,
     caller: CallerDep,
-    store: Annotated[str | None, Query(max_length=55, description=(
+    store: Annotated[str | None, Query(max_length=MAX_STORE_NAME_CHARS, description=(
         "The session store of the owning session; with session_id, or neither for an "
         "asset of the tenant (admin)."))] = None,
-    session_id: Annotated[str | None, Query(max_length=128)] = None,
+    session_id: Annotated[str | None, Query(max_length=MAX_SESSION_ID_CHARS)] = None,
     sha256: Annotated[str | None, Query(pattern=r"^[0-9a-f]{64}$", description=(
         "The digest the client expects; a body with another digest is refused."))] = None,
     metadata: Annotated[str | None, Header(alias=METADATA_HEADER,

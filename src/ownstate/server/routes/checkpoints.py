@@ -23,7 +23,7 @@ from fastapi import Query, Request
 from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
 from ...errors import InvalidInput, LimitExceeded, NotFound, RunNotFound
-from ...limits import Limits
+from ...limits import MAX_NAME_CHARS, TYPE_TAG_RE, Limits, anchored, printable
 from ...model import CheckpointRecord, CheckpointScope, PendingWrite, RetentionPolicy
 from ..app import CallerDep
 from ..auth import Caller
@@ -51,9 +51,10 @@ M = TypeVar("M", bound=StrictModel)
 
 ActorId = Annotated[str, Query(min_length=1, max_length=4096, description=(
     "The run's actor: part of the scope, checked with the rest of it."))]
-Id = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(utf8_text)]
-Namespace = Annotated[str, Field(max_length=256), AfterValidator(utf8_text)]
-TypeTag = Annotated[str, Field(pattern=r"^[!-~]{1,64}$")]
+Id = Annotated[str, Field(pattern=printable(MAX_NAME_CHARS)), AfterValidator(utf8_text)]
+Namespace = Annotated[str, Field(pattern=printable(MAX_NAME_CHARS, least=0)),
+                      AfterValidator(utf8_text)]
+TypeTag = Annotated[str, Field(pattern=anchored(TYPE_TAG_RE))]
 
 
 def upload_bound(limits: Limits) -> int:

@@ -8,10 +8,9 @@ from typing import Annotated
 from fastapi import Path, Request
 from pydantic import BaseModel, Field
 
-from ..._ids import now
-from ...api.access import principal_name
+from ...api.access import new_key
 from ...backends import Capability
-from ...errors import InvalidInput
+from ...limits import KEY_ID_RE, PRINCIPAL_RE, anchored
 from ...model import ApiKey
 from ..app import CallerDep
 from ..schemas import GrantsOut, StrictModel
@@ -48,13 +47,11 @@ class ApiKeysOut(BaseModel):
 
 
 class CreateKey(StrictModel):
-    principal: str = Field(min_length=1, max_length=128,
-                           pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@:+-]*$")
+    principal: str = Field(pattern=anchored(PRINCIPAL_RE))
     admin: bool = False
-    key_id: str | None = Field(default=None, pattern=r"^[0-9a-f]{16}$", description=(
-        "With secret_sha256: register a key whose secret the caller made; only the "
-        "digest is sent."))
-    secret_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    secret_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$", description=(
+        "Register a key whose secret the caller made: only its digest is sent, and the "
+        "token is osk_{key_id}_{secret}. The server always makes the key id."))
 
 
 class CreatedKey(ApiKeyOut):
@@ -87,16 +84,12 @@ async def my_grants(caller: CallerDep) -> GrantsOut:
 
 @router.post("/api-keys", response_model=CreatedKey)
 async def create_api_key(body: CreateKey, caller: CallerDep) -> CreatedKey:
-    """A new key for a principal of the caller's tenant (admin)."""
+    """A new key for a principal of the caller's tenant (admin). The server makes the
+    key id; a body naming one is refused like any unknown field, whatever the id."""
     require_admin(caller, "manage API keys")
-    if (body.key_id is None) != (body.secret_sha256 is None):
-        raise InvalidInput("give key_id and secret_sha256 together, or neither",
-                           field="secret_sha256")
-    if body.key_id is not None and body.secret_sha256 is not None:
-        key = ApiKey(key_id=body.key_id, tenant=caller.tenant,
-                     principal=principal_name(body.principal), admin=body.admin,
-                     create_time=now())
-        await caller.client.backend.create_api_key(key, body.secret_sha256)
+    if body.secret_sha256 is not None:
+        key = await caller.client.backend.create_api_key(
+            new_key(caller.tenant, body.principal, body.admin), body.secret_sha256)
         return CreatedKey(**_out(key).model_dump())
     key, token = await caller.client.api_keys.create(body.principal, admin=body.admin)
     return CreatedKey(**_out(key).model_dump(), token=token)
@@ -111,7 +104,7 @@ async def list_api_keys(caller: CallerDep) -> ApiKeysOut:
 
 @router.post("/api-keys/{key_id}:revoke", response_model=ApiKeyOut)
 async def revoke_api_key(
-    key_id: Annotated[str, Path(pattern=r"^[0-9a-f]{16}$")], caller: CallerDep,
+    key_id: Annotated[str, Path(pattern=anchored(KEY_ID_RE))], caller: CallerDep,
     request: Request,
 ) -> ApiKeyOut:
     """Revoke a key of the caller's tenant (admin); requests carrying it are refused."""

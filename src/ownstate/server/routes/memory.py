@@ -23,6 +23,7 @@ from pydantic_core import to_json
 
 from ...api.memory import AsyncMemoryStore
 from ...errors import InvalidInput, ItemNotFound, NotFound
+from ...limits import MAX_NAME_CHARS, NAME_PATTERN
 from ...model import JSON, SOURCE_TYPES, Fact, Item
 from ..app import CallerDep
 from ..auth import Caller
@@ -42,10 +43,8 @@ MEMORY_STORES = StoreKind(
     get_record=lambda c, name: c.backend.get_memory_store(c.tenant, name))
 MemoryStoresOut = add_store_routes(router, MEMORY_STORES)
 
-#: A subject or key: non-blank printable text.
-NAME_PATTERN = r"^[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
-Name = Annotated[str, Field(min_length=1, max_length=256, pattern=NAME_PATTERN)]
-SourcePart = Annotated[str, Field(min_length=1, max_length=256)]
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS, pattern=NAME_PATTERN)]
+SourcePart = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
 SourceType = Annotated[str, Field(pattern="^(" + "|".join(SOURCE_TYPES) + ")$")]
 Confidence = Annotated[float, Field(ge=0, le=1)]
 
@@ -59,7 +58,8 @@ def _text_time(value: object) -> object:
 
 #: Request bodies are strict (no coercion), but a time can only arrive as text.
 Moment = Annotated[AwareDatetime, Strict(False), BeforeValidator(_text_time)]
-NameQuery = Annotated[str, Query(min_length=1, max_length=256, pattern=NAME_PATTERN)]
+NameQuery = Annotated[str, Query(min_length=1, max_length=MAX_NAME_CHARS,
+                                 pattern=NAME_PATTERN)]
 
 
 # bodies ---------------------------------------------------------------------------------

@@ -27,13 +27,15 @@ from pydantic import (
 from ... import _ids
 from ..._tokens import decode_token, encode_token
 from ...errors import InvalidInput
-from ...limits import SESSION_ID_RE
+from ...limits import FRAMEWORK_RE, MAX_NAME_CHARS, anchored, printable
 from ...model import Effect, Lease, Run
 from ..app import CallerDep
 from ..auth import Caller
 from ..permissions import SESSION_STORE, require, require_run, visible_stores
 from ..schemas import StrictModel
 from ._common import (
+    CHOSEN_ID_PATTERN,
+    LOOKUP_ID_PATTERN,
     MAX_BIGINT,
     STORE_PATTERN,
     StorePath,
@@ -54,7 +56,7 @@ _MAX_SCAN_ROUNDS = 16
 #: How far ``runs:outstanding`` widens its search for a non-admin caller (a multiple of
 #: the requested limit) before answering with what it found.
 _MAX_OUTSTANDING_WIDENING = 64
-_FRAMEWORK = r"^[a-z0-9_.-]{1,64}$"
+_FRAMEWORK = anchored(FRAMEWORK_RE)
 _STATUSES = Literal["running", "awaiting_human", "done", "failed", "cancelled"]
 
 
@@ -68,9 +70,9 @@ def _rfc3339(value: object) -> object:
     return value
 
 
-Text = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(utf8_text)]
+Text = Annotated[str, Field(pattern=printable(MAX_NAME_CHARS)), AfterValidator(utf8_text)]
 Framework = Annotated[str, Field(pattern=_FRAMEWORK)]
-RunId = Annotated[str, Field(pattern="^" + SESSION_ID_RE.pattern + "$")]
+RunId = Annotated[str, Field(pattern=CHOSEN_ID_PATTERN)]
 Ttl = Annotated[float, Field(strict=True, gt=0, le=86_400, allow_inf_nan=False,
                              description="Seconds the lease lasts (at most a day).")]
 FencingToken = Annotated[int, Field(strict=True, ge=0, le=MAX_BIGINT)]
@@ -252,7 +254,7 @@ def _cursor_position(position: Sequence[Any]) -> list[Any]:
 async def list_runs(
     caller: CallerDep,
     store: Annotated[str | None, Query(pattern=STORE_PATTERN)] = None,
-    session_id: Annotated[str | None, Query(min_length=1, max_length=256, description=(
+    session_id: Annotated[str | None, Query(pattern=LOOKUP_ID_PATTERN, description=(
         "Only this session's runs (needs store)."))] = None,
     status: Annotated[_STATUSES | None, Query()] = None,
     framework: Annotated[str | None, Query(pattern=_FRAMEWORK)] = None,

@@ -23,12 +23,14 @@ from ...api.aio import AsyncClient, AsyncSession, AsyncSessionStore
 from ...backends.ports.sessions import SessionOrder
 from ...errors import InvalidInput
 from ...formats.derive import infer_format
-from ...limits import FORMAT_RE
+from ...limits import FORMAT_RE, LABEL_KEY_RE, anchored
 from ...model import Item, SessionRecord
 from ..app import CallerDep
 from ..auth import Caller
 from ..schemas import ItemOut, StrictModel
 from ._common import (
+    CHOSEN_ID_PATTERN,
+    LOOKUP_ID_PATTERN,
     MAX_BIGINT,
     StorePath,
     api_router,
@@ -42,13 +44,9 @@ __all__ = ["router"]
 
 router = api_router("sessions")
 
-#: An id to look up: any text but control characters, as in the library, where an id no
-#: session or item can have is simply not found.
-_ID = r"^[^\x00-\x1f\x7f]{1,1024}$"
-#: A session id to create. Generated ids (``ses_...``) hold an underscore and chosen ones
-#: never do (``limits.SESSION_ID_RE``), so the two cannot collide.
-_CHOSEN_ID = r"^[A-Za-z0-9][A-Za-z0-9.:@-]{0,127}$"
-_FORMAT = f"^{FORMAT_RE.pattern}$"
+_ID = LOOKUP_ID_PATTERN
+_CHOSEN_ID = CHOSEN_ID_PATTERN
+_FORMAT = anchored(FORMAT_RE)
 _TIME_CURSOR_RE = re.compile(
     r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})")
 
@@ -195,7 +193,7 @@ def _order(order_by: str, choices: tuple[str, ...]) -> tuple[str, bool]:
 
 
 _CLAUSE_RE = re.compile(
-    r'\s*(actor_id|metadata\.([A-Za-z0-9_.:/-]{1,64}))\s*=\s*("(?:[^"\\\x00-\x1f]|\\.)*")\s*')
+    rf'\s*(actor_id|metadata\.({LABEL_KEY_RE.pattern}))\s*=\s*("(?:[^"\\\x00-\x1f]|\\.)*")\s*')
 _AND_RE = re.compile(r"AND\b", re.IGNORECASE)
 
 
