@@ -188,6 +188,20 @@ class Session:
         """
         return self._portal.call(self._impl.history(as_format))
 
+    def history_page(self, as_format: str = 'ownstate.message', *, page_size: int | None = None, page_token: str | None = None) -> Page[dict[str, JSON]]:
+        """One page of :meth:`history` and the token of the next, ``None`` on the last.
+
+        A page holds at most ``page_size`` entries (``Limits.default_page_size`` by
+        default) and stops before the entry that would take its compact JSON past
+        ``Limits.max_page_bytes``, but always holds at least one. Conversions read the
+        whole history (a message in one shape can be several items in another), so each
+        page is cut from the history as it stands when that page is read.
+
+        Raises as :meth:`history`, and :class:`~ownstate.errors.InvalidInput` (malformed
+        or foreign page token), :class:`~ownstate.errors.LimitExceeded` (``page_size``).
+        """
+        return self._portal.call(self._impl.history_page(as_format, page_size=page_size, page_token=page_token))
+
     def get_item(self, item_id: str) -> Item:
         """One item by id. Raises :class:`~ownstate.errors.ItemNotFound`,
         :class:`~ownstate.errors.SessionNotFound`.
