@@ -13,6 +13,7 @@ import hashlib
 import pickle
 import threading
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -23,9 +24,10 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.types import Command, interrupt
 
 import ownstate
+from ownstate import _ids
 from ownstate.adapters.langgraph import OwnstateSaver, rebuild
 from ownstate.adapters.langgraph.saver import TYPE_TAG
-from ownstate.errors import Conflict, InvalidInput, LeaseHeld
+from ownstate.errors import Conflict, InvalidInput, LeaseHeld, StaleLease
 from ownstate.testing import Target
 
 
@@ -261,6 +263,54 @@ def test_two_replicas_resuming_one_interrupt_only_one_wins(
     assert outcome["first"]["messages"][-1].content == "approved: first"
     (run,) = client.runs.list(framework="langgraph")
     assert run.status == "done"
+
+
+def test_a_replica_that_lost_its_run_cannot_overwrite_its_checkpoints(
+        make_saver: Callable[..., OwnstateSaver], client: ownstate.Client,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    gate, busy = threading.Event(), threading.Event()
+
+    def chatbot(state: MessagesState) -> dict[str, Any]:
+        last = state["messages"][-1]
+        if last.content == "slow":
+            busy.set()
+            gate.wait(10)
+        return {"messages": [AIMessage(f"re: {last.content}", id=f"ai-{last.id}")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("chatbot", chatbot)
+    builder.add_edge(START, "chatbot")
+    graph = builder.compile(checkpointer=make_saver(lease_ttl=30))
+    graph.invoke({"messages": [human("first")]}, config())  # the thread's first run: done
+    holder = client.runs.get(_holder(client)).checkpoint_scope()
+    first = len(client.checkpoints.list(holder))
+    outcome: dict[str, Any] = {}
+
+    def invoke() -> None:
+        try:
+            graph.invoke({"messages": [human("slow")]}, config())
+        except StaleLease as exc:
+            outcome["refused"] = exc
+
+    worker = threading.Thread(target=invoke)
+    worker.start()
+    assert busy.wait(10)
+    for _ in range(500):  # until its run and input checkpoint are stored (LangGraph
+        running = client.runs.outstanding(status="running")  # stores in the background)
+        if running and len(client.checkpoints.list(holder)) > first:
+            break
+        threading.Event().wait(0.01)
+    (run,) = running
+    later = _ids.now() + timedelta(seconds=31)  # the worker stalls past its lease
+    monkeypatch.setattr(_ids, "now", lambda: later)
+    lease = client.runs.resume(run.run_id, owner="replica-2")
+    stored = client.checkpoints.list(holder)
+    gate.set()
+    worker.join(10)
+    assert outcome["refused"].details == {"run_id": run.run_id, "fencing_token": 1,
+                                          "current": lease.fencing_token}
+    assert client.checkpoints.list(holder) == stored
+    assert client.runs.get(run.run_id).lease_owner == "replica-2"
 
 
 def test_a_thread_busy_in_another_framework_is_refused(

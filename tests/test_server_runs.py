@@ -503,7 +503,8 @@ def test_checkpoint_payloads_are_bounded(small_tenant: Tenant) -> None:
             response = http.post(f"{base}:put_writes", params=actor, content=malformed)
             _problem(response, 400, response.json()["code"])
         for params in ({"metadata": "[1]"}, {"metadata": "{"}, {"metadata": '{"k": NaN}'},
-                       {"limit": -1}, {"before": ""}):
+                       {"page_size": 0}, {"page_bytes": 0}, {"page_token": "x"},
+                       {"before": ""}):
             response = http.get(base, params=actor | params)
             assert response.status_code == 400, (params, response.text)
         for policy in ({"keep_last": 0}, {"max_age_seconds": 1e300}, {"keep_last": "1"},

@@ -150,7 +150,8 @@ def test_a_turn_in_the_databricks_shape(admin: httpx.Client) -> None:
     history = admin.get(f"{SESSIONS}/case-456-b/history",
                         params={"as_format": "openai.responses"})
     assert history.json() == {"as_format": "openai.responses",
-                              "items": [{"role": "user", "content": "I need help"}]}
+                              "items": [{"role": "user", "content": "I need help"}],
+                              "next_page_token": None}
     popped = admin.post(f"{SESSIONS}/case-456/items:pop")
     assert popped.json()["session_item"]["data"] == {"note": 1}
     assert admin.post(f"{SESSIONS}/case-456/items:clear").json() == {"items_cleared": 1}

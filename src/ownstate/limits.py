@@ -86,6 +86,7 @@ class Limits:
     max_idempotency_key_chars: int = 256
     max_checkpoint_bytes: int = 64 * 1024 * 1024
     max_asset_bytes: int = 64 * 1024 * 1024
+    max_page_bytes: int = 16 * 1024 * 1024
 
     def __post_init__(self) -> None:
         for name in self.__dataclass_fields__:

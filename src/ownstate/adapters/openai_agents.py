@@ -910,7 +910,8 @@ class OwnstateSession:
         await self._client.checkpoints.put(
             scope, f"{_CHECKPOINT_PREFIX}{revision}", type_tag=_TYPE_TAG, payload=parked.payload,
             metadata={"framework": FRAMEWORK, "revision": revision,
-                      "awaiting": parked.awaiting, "requested_by": parked.requested_by})
+                      "awaiting": parked.awaiting, "requested_by": parked.requested_by},
+            fencing_token=token)
         return await self._client.runs.mark_awaiting(run_id, parked.awaiting,
                                                     requested_by=parked.requested_by,
                                                     fencing_token=token)

@@ -290,6 +290,44 @@ class AsyncSession:
             if token is None:
                 return convert(items, as_format)
 
+    async def history_page(
+        self,
+        as_format: str = "ownstate.message",
+        *,
+        page_size: int | None = None,
+        page_token: str | None = None,
+    ) -> Page[dict[str, JSON]]:
+        """One page of :meth:`history` and the token of the next, ``None`` on the last.
+
+        A page holds at most ``page_size`` entries (``Limits.default_page_size`` by
+        default) and stops before the entry that would take its compact JSON past
+        ``Limits.max_page_bytes``, but always holds at least one. Conversions read the
+        whole history (a message in one shape can be several items in another), so each
+        page is cut from the history as it stands when that page is read.
+
+        Raises as :meth:`history`, and :class:`~ownstate.errors.InvalidInput` (malformed
+        or foreign page token), :class:`~ownstate.errors.LimitExceeded` (``page_size``).
+        """
+        s = self._scope
+        check_format(as_format)
+        size = s.limits.page_size(page_size)
+        scope = f"history\x00{s.tenant}\x00{self.store}\x00{self.session_id}\x00{as_format}"
+        start = 0
+        if page_token is not None:
+            (start,) = _position(decode_token(page_token, scope), 1)
+            if isinstance(start, bool) or not isinstance(start, int) or start < 0:
+                raise InvalidInput("page_token is malformed", field="page_token")
+        entries = (await self.history(as_format))[start:]
+        taken = used = 0
+        for entry in entries[:size]:
+            length = _validate.utf8_size(_validate.encode_json(entry, field="history"),
+                                         field="history")
+            if taken and used + length > s.limits.max_page_bytes:
+                break
+            taken, used = taken + 1, used + length
+        more = len(entries) > taken
+        return Page(entries[:taken], encode_token(scope, [start + taken]) if more else None)
+
     async def get_item(self, item_id: str) -> Item:
         """One item by id. Raises :class:`~ownstate.errors.ItemNotFound`,
         :class:`~ownstate.errors.SessionNotFound`."""

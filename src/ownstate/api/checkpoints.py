@@ -8,19 +8,22 @@ from collections.abc import Mapping, Sequence
 
 from .. import _ids
 from .. import limits as _validate
-from ..backends.ports.checkpoints import NewCheckpoint
+from .._tokens import decode_token, encode_token
+from ..backends.ports.checkpoints import Fence, NewCheckpoint, listing_scope
 from ..errors import InvalidInput, LimitExceeded
 from ..limits import CONTROL_RE, MAX_NAME_CHARS, TYPE_TAG_RE, Limits, encode_json
 from ..model import (
     JSON,
     CheckpointRecord,
     CheckpointScope,
+    Page,
     PendingWrite,
     RetentionPolicy,
     RetentionReport,
     RunUsage,
 )
 from ._scope import Scope
+from .runs import check_fencing_token as _token
 
 __all__ = ["AsyncCheckpoints"]
 
@@ -155,6 +158,20 @@ def _filter(value: object) -> dict[str, JSON]:
     return dict(value)
 
 
+def _fence(scope: CheckpointScope, fencing_token: object,
+           fencing_run_id: object) -> Fence | None:
+    """The lease a write is made under: ``fencing_token`` of ``fencing_run_id`` (the
+    scope's run unless named), or ``None`` for an unfenced write."""
+    token = _token(fencing_token)
+    if token is None:
+        if fencing_run_id is not None:
+            raise InvalidInput("fencing_run_id needs a fencing_token", field="fencing_run_id")
+        return None
+    run_id = (scope.run_id if fencing_run_id is None
+              else _text(fencing_run_id, "fencing_run_id"))
+    return Fence(run_id, token)
+
+
 def _policy(value: object) -> RetentionPolicy:
     if not isinstance(value, RetentionPolicy):
         raise InvalidInput("policy must be a RetentionPolicy", field="policy")
@@ -171,6 +188,15 @@ def _policy(value: object) -> RetentionPolicy:
     return value
 
 
+def _listing(scope: object, limits: Limits, namespace: object, metadata: object,
+             before: object) -> tuple[CheckpointScope, str | None, dict[str, JSON], str | None]:
+    """The checked scope and filters of a listing."""
+    run = _scope(scope, limits)
+    ns = _text(namespace, "namespace", empty=True) if namespace is not None else None
+    mark = _text(before, "before") if before is not None else None
+    return run, ns, _filter(metadata), mark
+
+
 class AsyncCheckpoints:
     """Framework checkpoints: ``client.checkpoints``.
 
@@ -181,6 +207,14 @@ class AsyncCheckpoints:
     the same message. Payloads are opaque bytes with a type tag, stored and returned
     unchanged and never decoded. Checkpoints are disposable: deleting any of them leaves
     sessions, items, runs and memory untouched.
+
+    The framework's writes (:meth:`put`, :meth:`put_writes`, :meth:`delete`) are fenced
+    like every other run write: given the ``fencing_token`` of the lease the writer holds
+    (on the scope's run, or on ``fencing_run_id``, another run of the same session), a
+    write is refused with :class:`~ownstate.errors.StaleLease` once another worker has
+    claimed that run and with :class:`~ownstate.errors.RunClosed` once it has ended,
+    checked in the same transaction as the write, and nothing changes. A write without a
+    token is not fenced (for operators and single writers) and works on ended runs too.
     """
 
     def __init__(self, scope: Scope) -> None:
@@ -196,6 +230,8 @@ class AsyncCheckpoints:
         namespace: str = "",
         parent_checkpoint_id: str | None = None,
         metadata: Mapping[str, JSON] | None = None,
+        fencing_token: int | None = None,
+        fencing_run_id: str | None = None,
     ) -> CheckpointRecord:
         """Store a checkpoint of the run; returns it as stored.
 
@@ -205,10 +241,14 @@ class AsyncCheckpoints:
         payload and metadata and keeps its place in the order, its ``create_time`` and its
         pending writes.
 
+        ``fencing_token`` (and ``fencing_run_id``, by default the scope's run) fence the
+        write: see the class docstring.
+
         Raises :class:`~ownstate.errors.InvalidInput` (bad id, tag, payload type or
         metadata), :class:`~ownstate.errors.LimitExceeded` (payload over
         ``Limits.max_checkpoint_bytes``, metadata over ``Limits.max_item_bytes``),
-        :class:`~ownstate.errors.RunNotFound`.
+        :class:`~ownstate.errors.RunNotFound`, :class:`~ownstate.errors.StaleLease`,
+        :class:`~ownstate.errors.RunClosed`.
         """
         s = self._scope
         run = _scope(scope, s.limits)
@@ -221,7 +261,8 @@ class AsyncCheckpoints:
             payload=_payload(payload, s.limits.max_checkpoint_bytes),
             metadata_json=_metadata_json(metadata, s.limits),
         )
-        return await s.backend.put_checkpoint(s.tenant, run, checkpoint, _ids.now())
+        fence = _fence(run, fencing_token, fencing_run_id)
+        return await s.backend.put_checkpoint(s.tenant, run, checkpoint, fence, _ids.now())
 
     async def put_writes(
         self,
@@ -230,23 +271,29 @@ class AsyncCheckpoints:
         writes: Sequence[PendingWrite],
         *,
         namespace: str = "",
+        fencing_token: int | None = None,
+        fencing_run_id: str | None = None,
     ) -> None:
         """Store pending writes against a stored checkpoint, all or none. A write with the
         same (``task_id``, ``index``) as a stored one replaces it in place; writes are
         returned in the order first stored.
 
+        ``fencing_token`` (and ``fencing_run_id``, by default the scope's run) fence the
+        write: see the class docstring.
+
         Raises :class:`~ownstate.errors.InvalidInput`,
         :class:`~ownstate.errors.LimitExceeded` (more than ``Limits.max_batch_items``
         writes, or payloads together over ``Limits.max_checkpoint_bytes``),
-        :class:`~ownstate.errors.RunNotFound`,
-        :class:`~ownstate.errors.CheckpointNotFound`.
+        :class:`~ownstate.errors.RunNotFound`, :class:`~ownstate.errors.StaleLease`,
+        :class:`~ownstate.errors.RunClosed`, :class:`~ownstate.errors.CheckpointNotFound`.
         """
         s = self._scope
         run = _scope(scope, s.limits)
         cid = _text(checkpoint_id, "checkpoint_id")
         ns = _text(namespace, "namespace", empty=True)
         checked = _writes(writes, s.limits)
-        await s.backend.put_writes(s.tenant, run, ns, cid, checked, _ids.now())
+        fence = _fence(run, fencing_token, fencing_run_id)
+        await s.backend.put_writes(s.tenant, run, ns, cid, checked, fence, _ids.now())
 
     async def get(
         self, scope: CheckpointScope, checkpoint_id: str | None = None, *, namespace: str = ""
@@ -268,6 +315,8 @@ class AsyncCheckpoints:
         checkpoint_ids: Sequence[str],
         *,
         namespace: str | None = None,
+        fencing_token: int | None = None,
+        fencing_run_id: str | None = None,
     ) -> int:
         """Delete the named checkpoints of the run, with their pending writes, in one
         atomic step; returns how many were deleted.
@@ -278,15 +327,20 @@ class AsyncCheckpoints:
         ``create_time``; a checkpoint stored later under a deleted id is a new one, the
         newest of the run.
 
+        ``fencing_token`` (and ``fencing_run_id``, by default the scope's run) fence the
+        write: see the class docstring.
+
         Raises :class:`~ownstate.errors.InvalidInput` (a malformed scope, id or namespace),
         :class:`~ownstate.errors.LimitExceeded` (more than ``Limits.max_batch_items``
-        ids), :class:`~ownstate.errors.RunNotFound`.
+        ids), :class:`~ownstate.errors.RunNotFound`, :class:`~ownstate.errors.StaleLease`,
+        :class:`~ownstate.errors.RunClosed`.
         """
         s = self._scope
         run = _scope(scope, s.limits)
         ids = _checkpoint_ids(checkpoint_ids, s.limits)
         ns = _text(namespace, "namespace", empty=True) if namespace is not None else None
-        return await s.backend.delete_checkpoints(s.tenant, run, ns, ids)
+        fence = _fence(run, fencing_token, fencing_run_id)
+        return await s.backend.delete_checkpoints(s.tenant, run, ns, ids, fence)
 
     async def delete_run(self, scope: CheckpointScope) -> int:
         """Delete every checkpoint and pending write of the run; returns how many
@@ -366,11 +420,55 @@ class AsyncCheckpoints:
         :class:`~ownstate.errors.CheckpointNotFound` (``before`` is unknown).
         """
         s = self._scope
-        run = _scope(scope, s.limits)
-        ns = _text(namespace, "namespace", empty=True) if namespace is not None else None
-        wanted = _filter(metadata)
-        mark = _text(before, "before") if before is not None else None
+        run, ns, wanted, mark = _listing(scope, s.limits, namespace, metadata, before)
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
                                   or limit < 0):
             raise InvalidInput("limit must be a non-negative integer or None", field="limit")
         return await s.backend.list_checkpoints(s.tenant, run, ns, wanted, mark, limit)
+
+    async def list_page(
+        self,
+        scope: CheckpointScope,
+        *,
+        namespace: str | None = None,
+        metadata: Mapping[str, JSON] | None = None,
+        before: str | None = None,
+        page_size: int | None = None,
+        page_token: str | None = None,
+        page_bytes: int | None = None,
+    ) -> Page[CheckpointRecord]:
+        """One page of :meth:`list` (same filters, same order) and the token of the next,
+        ``None`` on the last page. A page holds at most ``page_size`` checkpoints
+        (``Limits.default_page_size`` by default) and stops early before the one that
+        would take its payload bytes (checkpoints and pending writes) past ``page_bytes``
+        (by default and at most ``Limits.max_page_bytes``), but always holds at least
+        one. A token belongs to one listing (scope and filters) and neither repeats nor
+        skips a checkpoint while others are stored or deleted.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (also a token of another listing),
+        :class:`~ownstate.errors.LimitExceeded` (``page_size``, ``page_bytes``),
+        :class:`~ownstate.errors.RunNotFound`,
+        :class:`~ownstate.errors.CheckpointNotFound` (``before`` is unknown).
+        """
+        s = self._scope
+        run, ns, wanted, mark = _listing(scope, s.limits, namespace, metadata, before)
+        size = s.limits.page_size(page_size)
+        most = s.limits.max_page_bytes
+        if page_bytes is None:
+            page_bytes = most
+        elif isinstance(page_bytes, bool) or not isinstance(page_bytes, int) or page_bytes < 1:
+            raise InvalidInput("page_bytes must be a positive integer", field="page_bytes")
+        elif page_bytes > most:
+            raise LimitExceeded(f"page_bytes must be at most {most}", field="page_bytes",
+                                limit=most, actual=page_bytes)
+        listing = listing_scope(run, ns, wanted, mark)
+        after = None
+        if page_token is not None:
+            position = decode_token(page_token, listing)
+            if (len(position) != 1 or isinstance(position[0], bool)
+                    or not isinstance(position[0], int)):
+                raise InvalidInput("page_token is malformed", field="page_token")
+            after = position[0]
+        records, cursor = await s.backend.page_checkpoints(
+            s.tenant, run, ns, wanted, mark, after, size, page_bytes)
+        return Page(records, encode_token(listing, [cursor]) if cursor is not None else None)

@@ -64,7 +64,7 @@ def _ttl(value: object) -> float:
     return float(value)
 
 
-def _token(value: object, *, required: bool = False) -> int | None:
+def check_fencing_token(value: object, *, required: bool = False) -> int | None:
     if value is None and not required:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -172,7 +172,7 @@ class AsyncRuns:
         by = requested_by if requested_by is not None else awaiting.get("requested_by")
         if by is not None:
             by = _text(by, "requested_by")
-        token = _token(fencing_token)
+        token = check_fencing_token(fencing_token)
         moment = _ids.now()
         described = {**awaiting, "requested_at": _ids.format_time(moment), "requested_by": by}
         return await s.backend.mark_awaiting(s.tenant, rid, self._encode(described, "awaiting"),
@@ -202,7 +202,7 @@ class AsyncRuns:
         :class:`~ownstate.errors.RunNotFound`, :class:`~ownstate.errors.InvalidInput`.
         """
         s = self._scope
-        token = _token(fencing_token, required=True)
+        token = check_fencing_token(fencing_token, required=True)
         assert token is not None
         return await s.backend.heartbeat(s.tenant, _run_id(run_id), token, _ttl(ttl),
                                          _ids.now())
@@ -233,7 +233,7 @@ class AsyncRuns:
         if step_count is not None and (isinstance(step_count, bool)
                                        or not isinstance(step_count, int) or step_count < 0):
             raise InvalidInput("step_count must be an integer >= 0", field="step_count")
-        token = _token(fencing_token)
+        token = check_fencing_token(fencing_token)
         cost = float(usd_cost) if usd_cost is not None else None
         return await s.backend.close_run(s.tenant, rid, final, cost, step_count, token,
                                          _ids.now())
@@ -299,7 +299,7 @@ class AsyncRuns:
         s = self._scope
         rid = _run_id(run_id)
         call = _text(tool_call_id, "tool_call_id")
-        token = _token(fencing_token)
+        token = check_fencing_token(fencing_token)
         text = self._encode(result, "result")
         return await s.backend.record_effect(s.tenant, rid, call, text, token, _ids.now())
 

@@ -188,6 +188,20 @@ class Session:
         """
         return self._portal.call(self._impl.history(as_format))
 
+    def history_page(self, as_format: str = 'ownstate.message', *, page_size: int | None = None, page_token: str | None = None) -> Page[dict[str, JSON]]:
+        """One page of :meth:`history` and the token of the next, ``None`` on the last.
+
+        A page holds at most ``page_size`` entries (``Limits.default_page_size`` by
+        default) and stops before the entry that would take its compact JSON past
+        ``Limits.max_page_bytes``, but always holds at least one. Conversions read the
+        whole history (a message in one shape can be several items in another), so each
+        page is cut from the history as it stands when that page is read.
+
+        Raises as :meth:`history`, and :class:`~ownstate.errors.InvalidInput` (malformed
+        or foreign page token), :class:`~ownstate.errors.LimitExceeded` (``page_size``).
+        """
+        return self._portal.call(self._impl.history_page(as_format, page_size=page_size, page_token=page_token))
+
     def get_item(self, item_id: str) -> Item:
         """One item by id. Raises :class:`~ownstate.errors.ItemNotFound`,
         :class:`~ownstate.errors.SessionNotFound`.
@@ -718,13 +732,21 @@ class Checkpoints:
     the same message. Payloads are opaque bytes with a type tag, stored and returned
     unchanged and never decoded. Checkpoints are disposable: deleting any of them leaves
     sessions, items, runs and memory untouched.
+
+    The framework's writes (:meth:`put`, :meth:`put_writes`, :meth:`delete`) are fenced
+    like every other run write: given the ``fencing_token`` of the lease the writer holds
+    (on the scope's run, or on ``fencing_run_id``, another run of the same session), a
+    write is refused with :class:`~ownstate.errors.StaleLease` once another worker has
+    claimed that run and with :class:`~ownstate.errors.RunClosed` once it has ended,
+    checked in the same transaction as the write, and nothing changes. A write without a
+    token is not fenced (for operators and single writers) and works on ended runs too.
     """
 
     def __init__(self, portal: Portal, impl: checkpoints.AsyncCheckpoints) -> None:
         self._portal = portal
         self._impl = impl
 
-    def put(self, scope: CheckpointScope, checkpoint_id: str, *, type_tag: str, payload: bytes, namespace: str = '', parent_checkpoint_id: str | None = None, metadata: Mapping[str, JSON] | None = None) -> CheckpointRecord:
+    def put(self, scope: CheckpointScope, checkpoint_id: str, *, type_tag: str, payload: bytes, namespace: str = '', parent_checkpoint_id: str | None = None, metadata: Mapping[str, JSON] | None = None, fencing_token: int | None = None, fencing_run_id: str | None = None) -> CheckpointRecord:
         """Store a checkpoint of the run; returns it as stored.
 
         ``payload`` is bytes (a ``bytearray`` or ``memoryview`` is copied) tagged with
@@ -733,25 +755,32 @@ class Checkpoints:
         payload and metadata and keeps its place in the order, its ``create_time`` and its
         pending writes.
 
+        ``fencing_token`` (and ``fencing_run_id``, by default the scope's run) fence the
+        write: see the class docstring.
+
         Raises :class:`~ownstate.errors.InvalidInput` (bad id, tag, payload type or
         metadata), :class:`~ownstate.errors.LimitExceeded` (payload over
         ``Limits.max_checkpoint_bytes``, metadata over ``Limits.max_item_bytes``),
-        :class:`~ownstate.errors.RunNotFound`.
+        :class:`~ownstate.errors.RunNotFound`, :class:`~ownstate.errors.StaleLease`,
+        :class:`~ownstate.errors.RunClosed`.
         """
-        return self._portal.call(self._impl.put(scope, checkpoint_id, type_tag=type_tag, payload=payload, namespace=namespace, parent_checkpoint_id=parent_checkpoint_id, metadata=metadata))
+        return self._portal.call(self._impl.put(scope, checkpoint_id, type_tag=type_tag, payload=payload, namespace=namespace, parent_checkpoint_id=parent_checkpoint_id, metadata=metadata, fencing_token=fencing_token, fencing_run_id=fencing_run_id))
 
-    def put_writes(self, scope: CheckpointScope, checkpoint_id: str, writes: Sequence[PendingWrite], *, namespace: str = '') -> None:
+    def put_writes(self, scope: CheckpointScope, checkpoint_id: str, writes: Sequence[PendingWrite], *, namespace: str = '', fencing_token: int | None = None, fencing_run_id: str | None = None) -> None:
         """Store pending writes against a stored checkpoint, all or none. A write with the
         same (``task_id``, ``index``) as a stored one replaces it in place; writes are
         returned in the order first stored.
 
+        ``fencing_token`` (and ``fencing_run_id``, by default the scope's run) fence the
+        write: see the class docstring.
+
         Raises :class:`~ownstate.errors.InvalidInput`,
         :class:`~ownstate.errors.LimitExceeded` (more than ``Limits.max_batch_items``
         writes, or payloads together over ``Limits.max_checkpoint_bytes``),
-        :class:`~ownstate.errors.RunNotFound`,
-        :class:`~ownstate.errors.CheckpointNotFound`.
+        :class:`~ownstate.errors.RunNotFound`, :class:`~ownstate.errors.StaleLease`,
+        :class:`~ownstate.errors.RunClosed`, :class:`~ownstate.errors.CheckpointNotFound`.
         """
-        return self._portal.call(self._impl.put_writes(scope, checkpoint_id, writes, namespace=namespace))
+        return self._portal.call(self._impl.put_writes(scope, checkpoint_id, writes, namespace=namespace, fencing_token=fencing_token, fencing_run_id=fencing_run_id))
 
     def get(self, scope: CheckpointScope, checkpoint_id: str | None = None, *, namespace: str = '') -> CheckpointRecord | None:
         """The checkpoint with this id, or the newest in ``namespace`` when no id is given,
@@ -761,7 +790,7 @@ class Checkpoints:
         """
         return self._portal.call(self._impl.get(scope, checkpoint_id, namespace=namespace))
 
-    def delete(self, scope: CheckpointScope, checkpoint_ids: Sequence[str], *, namespace: str | None = None) -> int:
+    def delete(self, scope: CheckpointScope, checkpoint_ids: Sequence[str], *, namespace: str | None = None, fencing_token: int | None = None, fencing_run_id: str | None = None) -> int:
         """Delete the named checkpoints of the run, with their pending writes, in one
         atomic step; returns how many were deleted.
 
@@ -771,11 +800,15 @@ class Checkpoints:
         ``create_time``; a checkpoint stored later under a deleted id is a new one, the
         newest of the run.
 
+        ``fencing_token`` (and ``fencing_run_id``, by default the scope's run) fence the
+        write: see the class docstring.
+
         Raises :class:`~ownstate.errors.InvalidInput` (a malformed scope, id or namespace),
         :class:`~ownstate.errors.LimitExceeded` (more than ``Limits.max_batch_items``
-        ids), :class:`~ownstate.errors.RunNotFound`.
+        ids), :class:`~ownstate.errors.RunNotFound`, :class:`~ownstate.errors.StaleLease`,
+        :class:`~ownstate.errors.RunClosed`.
         """
-        return self._portal.call(self._impl.delete(scope, checkpoint_ids, namespace=namespace))
+        return self._portal.call(self._impl.delete(scope, checkpoint_ids, namespace=namespace, fencing_token=fencing_token, fencing_run_id=fencing_run_id))
 
     def delete_run(self, scope: CheckpointScope) -> int:
         """Delete every checkpoint and pending write of the run; returns how many
@@ -835,6 +868,22 @@ class Checkpoints:
         :class:`~ownstate.errors.CheckpointNotFound` (``before`` is unknown).
         """
         return self._portal.call(self._impl.list(scope, namespace=namespace, metadata=metadata, before=before, limit=limit))
+
+    def list_page(self, scope: CheckpointScope, *, namespace: str | None = None, metadata: Mapping[str, JSON] | None = None, before: str | None = None, page_size: int | None = None, page_token: str | None = None, page_bytes: int | None = None) -> Page[CheckpointRecord]:
+        """One page of :meth:`list` (same filters, same order) and the token of the next,
+        ``None`` on the last page. A page holds at most ``page_size`` checkpoints
+        (``Limits.default_page_size`` by default) and stops early before the one that
+        would take its payload bytes (checkpoints and pending writes) past ``page_bytes``
+        (by default and at most ``Limits.max_page_bytes``), but always holds at least
+        one. A token belongs to one listing (scope and filters) and neither repeats nor
+        skips a checkpoint while others are stored or deleted.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (also a token of another listing),
+        :class:`~ownstate.errors.LimitExceeded` (``page_size``, ``page_bytes``),
+        :class:`~ownstate.errors.RunNotFound`,
+        :class:`~ownstate.errors.CheckpointNotFound` (``before`` is unknown).
+        """
+        return self._portal.call(self._impl.list_page(scope, namespace=namespace, metadata=metadata, before=before, page_size=page_size, page_token=page_token, page_bytes=page_bytes))
 
 
 class Assets:

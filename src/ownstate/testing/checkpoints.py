@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 import ownstate
-from ownstate import _ids
 from ownstate.errors import (
     CheckpointNotFound,
     InvalidInput,
@@ -37,41 +35,9 @@ from ownstate.model import (
 )
 
 from .fixtures import *
-from .fixtures import run_async, snapshot
+from .fixtures import FrozenTime, run_async, snapshot
 
 Client = ownstate.Client
-
-class FrozenTime:
-    """A clock that stands still until advanced."""
-
-    def __init__(self) -> None:
-        self.moment = datetime(2030, 1, 1, tzinfo=UTC)
-
-    def now(self) -> datetime:
-        return self.moment
-
-    def advance(self, seconds: float) -> None:
-        self.moment += timedelta(seconds=seconds)
-
-
-@pytest.fixture
-def frozen_time(monkeypatch: pytest.MonkeyPatch) -> FrozenTime:
-    """Controls the time ownstate's public API sees."""
-    made = FrozenTime()
-    monkeypatch.setattr(_ids, "now", made.now)
-    return made
-
-
-@pytest.fixture
-def checkpoint_run(client: Client, session: ownstate.Session) -> Run:
-    """A running run in the ``session`` fixture."""
-    return client.runs.open_run(session, "langgraph", "thread-1")
-
-
-@pytest.fixture
-def checkpoint_scope(checkpoint_run: Run) -> CheckpointScope:
-    return checkpoint_run.checkpoint_scope()
-
 
 def _put(client: Client, scope: CheckpointScope, checkpoint_id: str, payload: bytes = b"p",
          **kwargs: Any) -> CheckpointRecord:

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine, Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import pytest
 
 import ownstate
+from ownstate import _ids
+from ownstate.model import CheckpointScope, Run
 
 from .targets import Target
 
-__all__ = ["client", "make_client", "other_tenant", "run_async", "session", "snapshot", "store"]
+__all__ = ["FrozenTime", "checkpoint_run", "checkpoint_scope", "client", "frozen_time",
+           "make_client", "other_tenant", "run_async", "session", "snapshot", "store"]
 
 T = TypeVar("T")
 
@@ -76,3 +80,35 @@ def snapshot(client: ownstate.Client) -> dict[str, Any]:
             )
         state[st.name] = sessions
     return state
+
+
+class FrozenTime:
+    """A clock that stands still until advanced."""
+
+    def __init__(self) -> None:
+        self.moment = datetime(2030, 1, 1, tzinfo=UTC)
+
+    def now(self) -> datetime:
+        return self.moment
+
+    def advance(self, seconds: float) -> None:
+        self.moment += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def frozen_time(monkeypatch: pytest.MonkeyPatch) -> FrozenTime:
+    """Controls the time ownstate's public API sees."""
+    made = FrozenTime()
+    monkeypatch.setattr(_ids, "now", made.now)
+    return made
+
+
+@pytest.fixture
+def checkpoint_run(client: ownstate.Client, session: ownstate.Session) -> Run:
+    """A running run in the ``session`` fixture."""
+    return client.runs.open_run(session, "langgraph", "thread-1")
+
+
+@pytest.fixture
+def checkpoint_scope(checkpoint_run: Run) -> CheckpointScope:
+    return checkpoint_run.checkpoint_scope()

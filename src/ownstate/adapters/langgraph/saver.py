@@ -242,6 +242,7 @@ class _Thread:
     active: str | None = None  # the invocation run this process last saw active
     token: int | None = None  # the fencing token of this process's lease on it
     renew_at: float = 0.0  # when to extend that lease (time.monotonic())
+    ended: tuple[str, int] | None = None  # the run this process closed last, and its token
     first_step: int | None = None  # the LangGraph step that run began at
     resumed_from: str | None = None  # the checkpoint this saver last resumed the run from
     # run id -> the claim of its lease in progress (or made) by this saver
@@ -459,6 +460,30 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
         thread.token = token
         thread.renew_at = time.monotonic() + self._lease_ttl / 2
 
+    async def _fenced(self, thread: _Thread, write: Callable[..., Awaitable[Any]]) -> None:
+        """``write(**fence)`` under this saver's lease (see :meth:`_fence`). LangGraph
+        stores a step's writes in the background, so they may arrive after this saver
+        closed the run with the next checkpoint: a run it closed itself with that very
+        token was not taken over, and its late writes are stored unfenced."""
+        fence = self._fence(thread)
+        try:
+            await write(**fence)
+        except RunClosed:
+            if not fence or thread.ended != (fence["fencing_run_id"], fence["fencing_token"]):
+                raise
+            await write()
+
+    @staticmethod
+    def _fence(thread: _Thread) -> dict[str, Any]:
+        """The lease this saver drives the thread's run with, for its checkpoint writes
+        (kept on the thread's first run, fenced by the invocation's): a replica that lost
+        the run is refused (StaleLease, RunClosed) instead of overwriting its successor's
+        checkpoints. Nothing while no run is driven here (a resume's writes come before
+        its claim; pruning and copying are housekeeping)."""
+        if thread.active is None or thread.token is None:
+            return {}
+        return {"fencing_token": thread.token, "fencing_run_id": thread.active}
+
     async def _open(self, thread: _Thread, run_id: str | None) -> None:
         runs = self.client.runs
         for _ in range(3):
@@ -534,6 +559,8 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
 
     async def _close(self, thread: _Thread, status: str, **extra: Any) -> None:
         run_id, token = self._release(thread)
+        if run_id is not None and token is not None:
+            thread.ended = (run_id, token)
         if run_id is not None:
             await self._finish(run_id, status, token, **extra)
 
@@ -645,9 +672,10 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
         except (TypeError, ValueError) as exc:
             raise InvalidInput(f"checkpoint metadata is not JSON: {exc}",
                                field="metadata") from exc
-        await self.client.checkpoints.put(
+        await self._fenced(thread, lambda **fence: self.client.checkpoints.put(
             thread.scope, checkpoint["id"], type_tag=TYPE_TAG, payload=payload,
-            namespace=namespace, parent_checkpoint_id=parent_id, metadata=metadata_json)
+            namespace=namespace, parent_checkpoint_id=parent_id, metadata=metadata_json,
+            **fence))
         if namespace == "" and stored_metadata.get("source") == "loop" and _finished(
                 checkpoint):
             step = stored_metadata.get("step")
@@ -705,8 +733,8 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
                     type_tag, data = type_tag + _ZLIB, packed
             pending.append(PendingWrite(task_id, WRITES_IDX_MAP.get(channel, index), channel,
                                         type_tag, data, task_path))
-        await self.client.checkpoints.put_writes(thread.scope, checkpoint_id, pending,
-                                                 namespace=namespace)
+        await self._fenced(thread, lambda **fence: self.client.checkpoints.put_writes(
+            thread.scope, checkpoint_id, pending, namespace=namespace, **fence))
         if namespace == "":
             await self._after_writes(thread, writes, config)
 

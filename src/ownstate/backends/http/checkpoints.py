@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from ... import _wire
+from ..._tokens import decode_token, encode_token
 from ...limits import SESSION_ID_RE
 from ...model import (
     JSON,
@@ -18,13 +19,15 @@ from ...model import (
     RetentionReport,
     RunUsage,
 )
-from ..ports.checkpoints import NewCheckpoint
+from ..ports.checkpoints import Fence, NewCheckpoint, listing_scope
 from ._base import API, HttpBase, json_object, segment, session_path
 from .runs import missing_run
 
 __all__ = ["CheckpointsOverHttp"]
 
 _UPLOAD = {"content-type": "application/octet-stream"}
+#: Below this many, a listing asks the server for exactly what it still needs.
+_SMALL_PAGE = 100
 
 
 def _run_base(scope: CheckpointScope) -> str:
@@ -40,15 +43,23 @@ def _envelope(fields: Mapping[str, Any], raw: Mapping[str, str] | None = None) -
     return (json_object(fields, raw or {}) + "\n").encode()
 
 
+def _fence(fence: Fence | None) -> dict[str, Any]:
+    if fence is None:
+        return {}
+    return {"fencing_token": fence.fencing_token, "fencing_run_id": fence.run_id}
+
+
 class CheckpointsOverHttp(HttpBase):
     """The checkpoints port as calls to the server's routes."""
 
     async def put_checkpoint(self, tenant: str, scope: CheckpointScope,
-                             checkpoint: NewCheckpoint, now: datetime) -> CheckpointRecord:
+                             checkpoint: NewCheckpoint, fence: Fence | None,
+                             now: datetime) -> CheckpointRecord:
         head = _envelope({"checkpoint_id": checkpoint.checkpoint_id,
                           "type_tag": checkpoint.type_tag,
                           "namespace": checkpoint.namespace,
-                          "parent_checkpoint_id": checkpoint.parent_checkpoint_id},
+                          "parent_checkpoint_id": checkpoint.parent_checkpoint_id,
+                          **_fence(fence)},
                          {"metadata": checkpoint.metadata_json})
         body = await self._http.call(
             "POST", f"{_run_base(scope)}/checkpoints:put", params={"actor_id": scope.actor_id},
@@ -57,8 +68,9 @@ class CheckpointsOverHttp(HttpBase):
 
     async def put_writes(self, tenant: str, scope: CheckpointScope, namespace: str,
                          checkpoint_id: str, writes: Sequence[PendingWrite],
-                         now: datetime) -> None:
+                         fence: Fence | None, now: datetime) -> None:
         head = _envelope({"checkpoint_id": checkpoint_id, "namespace": namespace,
+                          **_fence(fence),
                           "writes": [{"task_id": w.task_id, "index": w.index,
                                       "channel": w.channel, "type_tag": w.type_tag,
                                       "task_path": w.task_path, "size": len(w.payload)}
@@ -76,22 +88,54 @@ class CheckpointsOverHttp(HttpBase):
         found = body.get("checkpoint")
         return _wire.load(CheckpointRecord, found) if found is not None else None
 
-    async def list_checkpoints(self, tenant: str, scope: CheckpointScope,
-                               namespace: str | None, metadata: Mapping[str, JSON],
-                               before: str | None, limit: int | None) -> list[CheckpointRecord]:
+    async def _page(self, scope: CheckpointScope, namespace: str | None,
+                    metadata: Mapping[str, JSON], before: str | None, page_size: int | None,
+                    page_token: str | None, page_bytes: int | None = None
+                    ) -> tuple[list[CheckpointRecord], str | None]:
+        """One page of the server's listing, bounded in bytes by the server too."""
         wanted = (json.dumps(dict(metadata), ensure_ascii=False, separators=(",", ":"))
                   if metadata else None)
         body = await self._http.call("GET", f"{_run_base(scope)}/checkpoints", params={
             "actor_id": scope.actor_id, "namespace": namespace, "metadata": wanted,
-            "before": before, "limit": limit})
-        return [_wire.load(CheckpointRecord, r) for r in body["checkpoints"]]
+            "before": before, "page_size": page_size, "page_token": page_token,
+            "page_bytes": page_bytes})
+        return ([_wire.load(CheckpointRecord, r) for r in body["checkpoints"]],
+                body.get("next_page_token"))
+
+    async def list_checkpoints(self, tenant: str, scope: CheckpointScope,
+                               namespace: str | None, metadata: Mapping[str, JSON],
+                               before: str | None, limit: int | None) -> list[CheckpointRecord]:
+        # every page of the server's listing in turn (of the server's default size, or
+        # what is left of the limit), until the limit is reached
+        found: list[CheckpointRecord] = []
+        token = None
+        while True:
+            left = None if limit is None else limit - len(found)
+            wanted = max(1, left) if left is not None and left < _SMALL_PAGE else None
+            page, token = await self._page(scope, namespace, metadata, before, wanted, token)
+            found.extend(page)
+            if token is None or (limit is not None and len(found) >= limit):
+                return found if limit is None else found[:limit]
+
+    async def page_checkpoints(self, tenant: str, scope: CheckpointScope,
+                               namespace: str | None, metadata: Mapping[str, JSON],
+                               before: str | None, after: int | None, limit: int,
+                               max_bytes: int) -> tuple[list[CheckpointRecord], int | None]:
+        # the server's page tokens hold the same positions as the library's own
+        listing = listing_scope(scope, namespace, metadata, before)
+        token = encode_token(listing, [after]) if after is not None else None
+        page, following = await self._page(scope, namespace, metadata, before, limit, token,
+                                           max_bytes)
+        return page, decode_token(following, listing)[0] if following is not None else None
 
     async def delete_checkpoints(self, tenant: str, scope: CheckpointScope,
-                                 namespace: str | None, checkpoint_ids: Sequence[str]) -> int:
+                                 namespace: str | None, checkpoint_ids: Sequence[str],
+                                 fence: Fence | None) -> int:
         body = await self._http.call(
             "POST", f"{_run_base(scope)}/checkpoints:delete",
             params={"actor_id": scope.actor_id},
-            json={"checkpoint_ids": list(checkpoint_ids), "namespace": namespace})
+            json={"checkpoint_ids": list(checkpoint_ids), "namespace": namespace,
+                  **_fence(fence)})
         return int(body["deleted"])
 
     async def delete_run_checkpoints(self, tenant: str, scope: CheckpointScope) -> int:

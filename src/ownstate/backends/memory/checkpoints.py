@@ -20,7 +20,7 @@ from ...model import (
     Run,
     RunUsage,
 )
-from ..ports.checkpoints import NewCheckpoint
+from ..ports.checkpoints import Fence, NewCheckpoint, fence_refusal, page_cut
 from ._data import MemoryBase
 
 __all__ = ["CheckpointsInMemory"]
@@ -91,6 +91,25 @@ class CheckpointsInMemory(MemoryBase):
             self._data.checkpoints[(tenant, scope.run_id)] = held
         return cast(_RunCheckpoints, held)
 
+    async def _fenced(self, tenant: str, scope: CheckpointScope,
+                      fence: Fence | None) -> _RunCheckpoints:
+        """:meth:`_scoped`, once the fence (if any) is a run of the scope's session that
+        holds the fence's token and is active; called under the data lock, so the check
+        and the write that follows are one atomic step."""
+        held = await self._scoped(tenant, scope)
+        if fence is not None:
+            try:
+                run = await cast(_RunLookup, self).get_run(tenant, fence.run_id)
+            except RunNotFound:
+                raise not_in_scope(fence.run_id) from None
+            if (run.store, run.session_id, run.actor_id) != (held.store, held.session_id,
+                                                             held.actor_id):
+                raise not_in_scope(fence.run_id)
+            refusal = fence_refusal(fence, run.status, run.fencing_token)
+            if refusal is not None:
+                raise refusal
+        return held
+
     def _held(self, tenant: str) -> list[tuple[str, _RunCheckpoints]]:
         return [(run_id, held) for (t, run_id), held in self._data.checkpoints.items()
                 if t == tenant]
@@ -102,9 +121,10 @@ class CheckpointsInMemory(MemoryBase):
     # writes ----------------------------------------------------------------------------
 
     async def put_checkpoint(self, tenant: str, scope: CheckpointScope,
-                             checkpoint: NewCheckpoint, now: datetime) -> CheckpointRecord:
+                             checkpoint: NewCheckpoint, fence: Fence | None,
+                             now: datetime) -> CheckpointRecord:
         with self._data.lock:
-            held = await self._scoped(tenant, scope)
+            held = await self._fenced(tenant, scope, fence)
             key = (checkpoint.namespace, checkpoint.checkpoint_id)
             existing = held.entries.get(key)
             record = CheckpointRecord(
@@ -124,9 +144,9 @@ class CheckpointsInMemory(MemoryBase):
 
     async def put_writes(self, tenant: str, scope: CheckpointScope, namespace: str,
                          checkpoint_id: str, writes: Sequence[PendingWrite],
-                         now: datetime) -> None:
+                         fence: Fence | None, now: datetime) -> None:
         with self._data.lock:
-            held = await self._scoped(tenant, scope)
+            held = await self._fenced(tenant, scope, fence)
             stored = held.entries.get((namespace, checkpoint_id))
             if stored is None:
                 raise CheckpointNotFound(
@@ -150,9 +170,10 @@ class CheckpointsInMemory(MemoryBase):
                 return None
             return max(in_namespace, key=lambda s: s.ordinal).with_writes()
 
-    async def list_checkpoints(self, tenant: str, scope: CheckpointScope,
-                               namespace: str | None, metadata: Mapping[str, JSON],
-                               before: str | None, limit: int | None) -> list[CheckpointRecord]:
+    async def _listed(self, tenant: str, scope: CheckpointScope, namespace: str | None,
+                      metadata: Mapping[str, JSON], before: str | None,
+                      after: int | None) -> list[_StoredCheckpoint]:
+        """The checkpoints a listing holds, newest first (called under the data lock)."""
         wanted = {key: canonical_json(value) for key, value in metadata.items()}
 
         def matches(stored: _StoredCheckpoint) -> bool:
@@ -162,30 +183,48 @@ class CheckpointsInMemory(MemoryBase):
             return all(key in held and canonical_json(held[key]) == text
                        for key, text in wanted.items())
 
+        held = await self._scoped(tenant, scope)
+        chosen = [s for (ns, _), s in held.entries.items()
+                  if namespace is None or ns == namespace]
+        if before is not None:
+            marks = [s.ordinal for s in chosen if s.record.checkpoint_id == before]
+            if not marks:
+                raise CheckpointNotFound(
+                    f"no checkpoint {before!r} in run {scope.run_id!r}",
+                    run_id=scope.run_id, checkpoint_id=before)
+            chosen = [s for s in chosen if s.ordinal < max(marks)]
+        chosen = [s for s in chosen if matches(s) and (after is None or s.ordinal < after)]
+        chosen.sort(key=lambda s: s.ordinal, reverse=True)
+        return chosen
+
+    async def list_checkpoints(self, tenant: str, scope: CheckpointScope,
+                               namespace: str | None, metadata: Mapping[str, JSON],
+                               before: str | None, limit: int | None) -> list[CheckpointRecord]:
         with self._data.lock:
-            held = await self._scoped(tenant, scope)
-            chosen = [s for (ns, _), s in held.entries.items()
-                      if namespace is None or ns == namespace]
-            if before is not None:
-                marks = [s.ordinal for s in chosen if s.record.checkpoint_id == before]
-                if not marks:
-                    raise CheckpointNotFound(
-                        f"no checkpoint {before!r} in run {scope.run_id!r}",
-                        run_id=scope.run_id, checkpoint_id=before)
-                chosen = [s for s in chosen if s.ordinal < max(marks)]
-            chosen = [s for s in chosen if matches(s)]
-            chosen.sort(key=lambda s: s.ordinal, reverse=True)
+            chosen = await self._listed(tenant, scope, namespace, metadata, before, None)
             if limit is not None:
                 chosen = chosen[:limit]
             return [s.with_writes() for s in chosen]
 
+    async def page_checkpoints(self, tenant: str, scope: CheckpointScope,
+                               namespace: str | None, metadata: Mapping[str, JSON],
+                               before: str | None, after: int | None, limit: int,
+                               max_bytes: int) -> tuple[list[CheckpointRecord], int | None]:
+        with self._data.lock:
+            chosen = await self._listed(tenant, scope, namespace, metadata, before, after)
+            taken, more = page_cut([s.stored_bytes() for s in chosen[:limit + 1]], limit,
+                                   max_bytes)
+            page = chosen[:taken]
+            return [s.with_writes() for s in page], page[-1].ordinal if more else None
+
     # deletes and copies ----------------------------------------------------------------
 
     async def delete_checkpoints(self, tenant: str, scope: CheckpointScope,
-                                 namespace: str | None, checkpoint_ids: Sequence[str]) -> int:
+                                 namespace: str | None, checkpoint_ids: Sequence[str],
+                                 fence: Fence | None) -> int:
         wanted = set(checkpoint_ids)
         with self._data.lock:
-            held = await self._scoped(tenant, scope)
+            held = await self._fenced(tenant, scope, fence)
             doomed = [key for key in held.entries
                       if key[1] in wanted and (namespace is None or key[0] == namespace)]
             for key in doomed:

@@ -10,16 +10,32 @@ storing the same (namespace, checkpoint_id) again keeps that place. Pending writ
 to a stored checkpoint and go with it. ``stored bytes`` counts payload bytes of
 checkpoints and their pending writes. Checkpoints are disposable: deleting them never
 touches sessions, items, runs or facts.
+
+Fencing. The framework's writes (``put_checkpoint``, ``put_writes``, ``delete_checkpoints``)
+take an optional :class:`Fence`: the lease the writer holds, named by a run of the scope's
+session (usually the scope's run itself) and that run's fencing token. Inside the same
+transaction (or script) as the write, and before anything else is checked or changed, the
+fence run must exist in the scope (else RunNotFound naming it), hold exactly that token
+(else StaleLease) and be active (else RunClosed). A write without a fence is not fenced
+and works on an ended run too (housekeeping, single writers), as the other unfenced run
+writes do.
+
+Paging. ``page_checkpoints`` returns a listing a page at a time, from a position (an
+opaque, increasing ordinal of when each checkpoint was first stored), stopping early at a
+byte bound.
 """
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from ...errors import Conflict, RunClosed, StaleLease
 from ...model import (
+    ACTIVE_RUN_STATUSES,
     JSON,
     CheckpointRecord,
     CheckpointScope,
@@ -29,7 +45,7 @@ from ...model import (
     RunUsage,
 )
 
-__all__ = ["CheckpointPort", "NewCheckpoint"]
+__all__ = ["CheckpointPort", "Fence", "NewCheckpoint", "fence_refusal", "listing_scope", "page_cut"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,22 +60,71 @@ class NewCheckpoint:
     metadata_json: str
 
 
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """The lease a write is made under: a run of the scope's session and its token."""
+
+    run_id: str
+    fencing_token: int
+
+
+def fence_refusal(fence: Fence, status: str, current: int) -> Conflict | None:
+    """Why a write under ``fence`` is refused, given its run's ``status`` and current
+    fencing token as read in the write's own transaction; ``None`` when it may go on. The
+    token comes first, as for every run write: a stale writer always learns it is stale."""
+    if fence.fencing_token != current:
+        return StaleLease(
+            f"run {fence.run_id!r} is held with fencing token {current}, "
+            f"not {fence.fencing_token}",
+            run_id=fence.run_id, fencing_token=fence.fencing_token, current=current)
+    if status not in ACTIVE_RUN_STATUSES:
+        return RunClosed(f"run {fence.run_id!r} has ended ({status})", run_id=fence.run_id,
+                         status=status)
+    return None
+
+
+def listing_scope(scope: CheckpointScope, namespace: str | None,
+                  metadata: Mapping[str, JSON], before: str | None) -> str:
+    """What a checkpoint page token belongs to: the run's scope and the filters. The
+    tenant is left out (the query applies it), so a remote client and its server agree on
+    every token."""
+    return json.dumps(["checkpoints", scope.actor_id, scope.store, scope.session_id,
+                       scope.run_id, namespace, dict(metadata), before], sort_keys=True,
+                      ensure_ascii=False, separators=(",", ":"))
+
+
+def page_cut(sizes: Sequence[int], limit: int, max_bytes: int) -> tuple[int, bool]:
+    """How many of the entries whose stored bytes are ``sizes`` (newest first, up to
+    ``limit + 1`` of them) one page holds, and whether more follow: at most ``limit``,
+    and no more than fit in ``max_bytes`` together, but always at least one."""
+    taken = total = 0
+    for size in sizes[:limit]:
+        if taken and total + size > max_bytes:
+            return taken, True
+        taken += 1
+        total += size
+    return taken, len(sizes) > taken
+
+
 class CheckpointPort(ABC):
     """Storage for checkpoints and their pending writes."""
 
     @abstractmethod
     async def put_checkpoint(self, tenant: str, scope: CheckpointScope,
-                             checkpoint: NewCheckpoint, now: datetime) -> CheckpointRecord:
+                             checkpoint: NewCheckpoint, fence: Fence | None,
+                             now: datetime) -> CheckpointRecord:
         """Store a checkpoint; putting the same (namespace, checkpoint_id) again replaces
         parent, type tag, payload and metadata, and keeps its place in the order, its
-        ``create_time`` and its pending writes. Raises RunNotFound."""
+        ``create_time`` and its pending writes. Raises RunNotFound, and for ``fence``
+        StaleLease, RunClosed."""
 
     @abstractmethod
     async def put_writes(self, tenant: str, scope: CheckpointScope, namespace: str,
                          checkpoint_id: str, writes: Sequence[PendingWrite],
-                         now: datetime) -> None:
+                         fence: Fence | None, now: datetime) -> None:
         """Store pending writes for a stored checkpoint, all or none; a (task_id, index)
-        already stored is replaced in place. Raises RunNotFound, CheckpointNotFound."""
+        already stored is replaced in place. Raises RunNotFound, StaleLease, RunClosed
+        (``fence``), CheckpointNotFound."""
 
     @abstractmethod
     async def get_checkpoint(self, tenant: str, scope: CheckpointScope, namespace: str,
@@ -80,8 +145,21 @@ class CheckpointPort(ABC):
         CheckpointNotFound (``before`` unknown)."""
 
     @abstractmethod
+    async def page_checkpoints(self, tenant: str, scope: CheckpointScope,
+                               namespace: str | None, metadata: Mapping[str, JSON],
+                               before: str | None, after: int | None, limit: int,
+                               max_bytes: int) -> tuple[list[CheckpointRecord], int | None]:
+        """One page of :meth:`list_checkpoints` (same filters, same order) and the
+        position to continue from, ``None`` on the last page. ``after`` is a position a
+        previous page returned: only checkpoints stored before it. A page holds at most
+        ``limit`` checkpoints and stops before the one that would take its stored bytes
+        past ``max_bytes`` (see :func:`page_cut`), but always holds at least one.
+        Raises RunNotFound, CheckpointNotFound (``before`` unknown)."""
+
+    @abstractmethod
     async def delete_checkpoints(self, tenant: str, scope: CheckpointScope,
-                                 namespace: str | None, checkpoint_ids: Sequence[str]) -> int:
+                                 namespace: str | None, checkpoint_ids: Sequence[str],
+                                 fence: Fence | None) -> int:
         """Delete, in one transaction (one atomic step), the checkpoints of the run whose
         id is in ``checkpoint_ids`` (distinct, validated ids), in ``namespace`` or, when
         it is ``None``, in every namespace, with their pending writes; returns how many
@@ -89,7 +167,7 @@ class CheckpointPort(ABC):
         still checks the scope. The others keep their place in the order and their
         ``create_time``; a checkpoint stored later under a deleted (namespace, id) is new
         and takes the newest place. Stored bytes (usage) drop by what went.
-        Raises RunNotFound."""
+        Raises RunNotFound, and for ``fence`` StaleLease, RunClosed."""
 
     @abstractmethod
     async def delete_run_checkpoints(self, tenant: str, scope: CheckpointScope) -> int:

@@ -7,7 +7,10 @@ key-sorted), so a filter compares the stored text of a key's value, and ``1``, `
 and ``true`` stay different values.
 
 A put is one ``INSERT ... SELECT ... ON CONFLICT DO UPDATE`` whose ``SELECT`` checks the
-whole scope; a retention pass is one statement.
+whole scope; a retention pass is one statement. A fenced write first reads its fence run
+``FOR SHARE`` in the same transaction: a claim or a close (an ``UPDATE`` of that row)
+waits until the write has committed, and a write that waited reads the row as the claim
+left it.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from ...model import (
     RetentionReport,
     RunUsage,
 )
-from ..ports.checkpoints import NewCheckpoint
+from ..ports.checkpoints import Fence, NewCheckpoint, fence_refusal, page_cut
 from ._core import Cursor, PostgresCore
 
 __all__ = ["SCHEMA", "TENANT_TABLES", "CheckpointsInPostgres"]
@@ -119,6 +122,26 @@ class CheckpointsInPostgres(PostgresCore):
             raise _not_in_scope(scope.run_id)
         return int(row[0])
 
+    @classmethod
+    async def _check_fence(cls, cur: Cursor, tenant: str, scope: CheckpointScope,
+                           fence: Fence | None) -> None:
+        """Pass when there is no fence, or its run lies in the scope's session, holds its
+        token and is active; the run row stays locked against claims until commit."""
+        if fence is None:
+            return
+        if fence.run_id != scope.run_id:
+            await cls._rid(cur, tenant, scope)
+        await cur.execute(
+            "SELECT status, fencing_token FROM runs WHERE tenant = %s AND run_id = %s "
+            "AND store = %s AND session_id = %s AND actor_id = %s FOR SHARE",
+            (tenant, fence.run_id, scope.store, scope.session_id, scope.actor_id))
+        row = await cur.fetchone()
+        if row is None:
+            raise _not_in_scope(fence.run_id)
+        refusal = fence_refusal(fence, row[0], int(row[1]))
+        if refusal is not None:
+            raise refusal
+
     @staticmethod
     async def _records(cur: Cursor, rows: list[Any], run_id: str) -> list[CheckpointRecord]:
         """Checkpoint records of ``rows`` (selected as ``_COLUMNS``), with pending writes."""
@@ -142,10 +165,12 @@ class CheckpointsInPostgres(PostgresCore):
     # writes ----------------------------------------------------------------------------
 
     async def put_checkpoint(self, tenant: str, scope: CheckpointScope,
-                             checkpoint: NewCheckpoint, now: datetime) -> CheckpointRecord:
+                             checkpoint: NewCheckpoint, fence: Fence | None,
+                             now: datetime) -> CheckpointRecord:
         c = checkpoint
 
         async def run(cur: Cursor) -> CheckpointRecord:
+            await self._check_fence(cur, tenant, scope, fence)
             # A replaced checkpoint keeps its cid (its place), create_time and writes.
             await cur.execute(
                 "INSERT INTO checkpoints (rid, tenant, namespace, checkpoint_id, "
@@ -181,8 +206,9 @@ class CheckpointsInPostgres(PostgresCore):
 
     async def put_writes(self, tenant: str, scope: CheckpointScope, namespace: str,
                          checkpoint_id: str, writes: Sequence[PendingWrite],
-                         now: datetime) -> None:
+                         fence: Fence | None, now: datetime) -> None:
         async def run(cur: Cursor) -> None:
+            await self._check_fence(cur, tenant, scope, fence)
             await cur.execute(
                 f"SELECT cid FROM checkpoints WHERE rid = {_SCOPED_RUN} AND namespace = %s "
                 "AND checkpoint_id = %s AND tenant = %s FOR KEY SHARE",
@@ -230,49 +256,80 @@ class CheckpointsInPostgres(PostgresCore):
         # one snapshot for the checkpoint and its pending writes
         return await self._read(tenant, run, snapshot=True)
 
+    @classmethod
+    async def _listing(cls, cur: Cursor, tenant: str, scope: CheckpointScope,
+                       namespace: str | None, metadata: Mapping[str, JSON],
+                       before: str | None) -> tuple[list[str], list[Any]]:
+        """The conditions (over checkpoints ``c``) and their parameters of a listing."""
+        rid = await cls._rid(cur, tenant, scope)
+        conditions, values = ["c.rid = %s", "c.tenant = %s"], [rid, tenant]
+        if namespace is not None:
+            conditions.append("c.namespace = %s")
+            values.append(namespace)
+        for key, value in metadata.items():
+            conditions.append("(c.metadata -> %s)::text = %s")
+            values.extend((key, _canonical(value)))
+        if before is not None:
+            mark_sql = "SELECT max(cid) FROM checkpoints WHERE rid = %s AND checkpoint_id = %s"
+            marks: list[Any] = [rid, before]
+            if namespace is not None:
+                mark_sql += " AND namespace = %s"
+                marks.append(namespace)
+            await cur.execute(mark_sql, marks)
+            found = await cur.fetchone()
+            mark = found[0] if found else None
+            if mark is None:
+                raise CheckpointNotFound(
+                    f"no checkpoint {before!r} in run {scope.run_id!r}",
+                    run_id=scope.run_id, checkpoint_id=before)
+            conditions.append("c.cid < %s")
+            values.append(mark)
+        return conditions, values
+
     async def list_checkpoints(self, tenant: str, scope: CheckpointScope,
                                namespace: str | None, metadata: Mapping[str, JSON],
                                before: str | None, limit: int | None) -> list[CheckpointRecord]:
-        where = ["c.rid = %s", "c.tenant = %s"]
-        params: list[Any] = [tenant]
-        if namespace is not None:
-            where.append("c.namespace = %s")
-            params.append(namespace)
-        for key, value in metadata.items():
-            where.append("(c.metadata -> %s)::text = %s")
-            params.extend((key, _canonical(value)))
-        mark_sql = "SELECT max(cid) FROM checkpoints WHERE rid = %s AND checkpoint_id = %s"
-        if namespace is not None:
-            mark_sql += " AND namespace = %s"
-
         async def run(cur: Cursor) -> list[CheckpointRecord]:
-            rid = await self._rid(cur, tenant, scope)
-            conditions, values = list(where), [rid, *params]
-            if before is not None:
-                marks: list[Any] = [rid, before]
-                if namespace is not None:
-                    marks.append(namespace)
-                await cur.execute(mark_sql, marks)
-                found = await cur.fetchone()
-                mark = found[0] if found else None
-                if mark is None:
-                    raise CheckpointNotFound(
-                        f"no checkpoint {before!r} in run {scope.run_id!r}",
-                        run_id=scope.run_id, checkpoint_id=before)
-                conditions.append("c.cid < %s")
-                values.append(mark)
-            query = (f"SELECT {_COLUMNS} FROM checkpoints c WHERE {' AND '.join(conditions)} "
-                     "ORDER BY c.cid DESC LIMIT %s")
-            values.append(limit)
-            await cur.execute(query, values)
+            conditions, values = await self._listing(cur, tenant, scope, namespace, metadata,
+                                                     before)
+            await cur.execute(
+                f"SELECT {_COLUMNS} FROM checkpoints c WHERE {' AND '.join(conditions)} "
+                "ORDER BY c.cid DESC LIMIT %s", [*values, limit])
             return await self._records(cur, await cur.fetchall(), scope.run_id)
+
+        return await self._read(tenant, run, snapshot=True)
+
+    async def page_checkpoints(self, tenant: str, scope: CheckpointScope,
+                               namespace: str | None, metadata: Mapping[str, JSON],
+                               before: str | None, after: int | None, limit: int,
+                               max_bytes: int) -> tuple[list[CheckpointRecord], int | None]:
+        async def run(cur: Cursor) -> tuple[list[CheckpointRecord], int | None]:
+            conditions, values = await self._listing(cur, tenant, scope, namespace, metadata,
+                                                     before)
+            if after is not None:
+                conditions.append("c.cid < %s")
+                values.append(after)
+            # the sizes first, then only the payloads that fit the page
+            await cur.execute(
+                "SELECT c.cid, c.size + coalesce((SELECT sum(w.size) FROM "
+                "checkpoint_writes w WHERE w.cid = c.cid), 0) FROM checkpoints c "
+                f"WHERE {' AND '.join(conditions)} ORDER BY c.cid DESC LIMIT %s",
+                [*values, limit + 1])
+            sizes = await cur.fetchall()
+            taken, more = page_cut([int(r[1]) for r in sizes], limit, max_bytes)
+            chosen = [int(r[0]) for r in sizes[:taken]]
+            await cur.execute(f"SELECT {_COLUMNS} FROM checkpoints c WHERE c.cid = ANY(%s) "
+                              "ORDER BY c.cid DESC", (chosen,))
+            records = await self._records(cur, await cur.fetchall(), scope.run_id)
+            return records, chosen[-1] if more else None
 
         return await self._read(tenant, run, snapshot=True)
 
     # deletes and copies ----------------------------------------------------------------
 
     async def delete_checkpoints(self, tenant: str, scope: CheckpointScope,
-                                 namespace: str | None, checkpoint_ids: Sequence[str]) -> int:
+                                 namespace: str | None, checkpoint_ids: Sequence[str],
+                                 fence: Fence | None) -> int:
         # one statement, the scope in its predicate; pending writes go by cascade
         query = (f"DELETE FROM checkpoints WHERE rid = {_SCOPED_RUN} AND tenant = %s "
                  "AND checkpoint_id = ANY(%s::text[])")
@@ -282,6 +339,7 @@ class CheckpointsInPostgres(PostgresCore):
             params.append(namespace)
 
         async def run(cur: Cursor) -> int:
+            await self._check_fence(cur, tenant, scope, fence)
             await cur.execute(query, params)
             deleted = int(cur.rowcount)
             if deleted == 0:

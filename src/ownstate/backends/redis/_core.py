@@ -144,6 +144,19 @@ _SCOPED = _RUN + """
 if redis.call('HGET', rkey, 'actor') ~= ARGV[4] then return {'@norun'} end
 """
 
+#: For fenced checkpoint writes: the scoped prelude, then ``ARGV[5..6]`` are the fence (a
+#: run of the same session, of the same actor, and its fencing token; '' for none), checked
+#: token first, then status, before the script changes anything.
+_FENCED = _SCOPED + """
+if ARGV[5] ~= '' then
+  local fkey = base .. 'r:' .. ARGV[5]
+  local f = redis.call('HMGET', fkey, 'sid', 'actor', 'st', 'tok')
+  if f[1] ~= sid or f[2] ~= ARGV[4] then return {'@nofence'} end
+  if tonumber(ARGV[6]) ~= tonumber(f[4]) then return {'@stale', f[4]} end
+  if f[3] ~= 'running' and f[3] ~= 'awaiting_human' then return {'@closed', f[3]} end
+end
+"""
+
 #: Deleting sessions of a tree: ``collect`` lists a session and its descendants, ``drop``
 #: deletes them (with their runs, checkpoints and asset references) and reports what went
 #: so the caller can clear the indexes in other slots.
@@ -236,8 +249,10 @@ _SCRIPTS: dict[str, str] = {}
 def lua(name: str, body: str, *, on: str = "slot") -> str:
     """Register a script under ``name``; ``on`` is ``slot`` (any slot), ``tree`` (a
     session in its tree: ``ARGV[1..2]``), ``run`` (a run of that session: ``ARGV[1..3]``)
-    or ``scoped`` (that run, of the actor ``ARGV[4]``). Returns the name."""
-    prelude = {"slot": _BASE, "tree": _TREE, "run": _RUN, "scoped": _SCOPED}[on]
+    ``scoped`` (that run, of the actor ``ARGV[4]``) or ``fenced`` (scoped, and the fence
+    of ``ARGV[5..6]`` holds). Returns the name."""
+    prelude = {"slot": _BASE, "tree": _TREE, "run": _RUN, "scoped": _SCOPED,
+               "fenced": _FENCED}[on]
     if name in _SCRIPTS:
         raise RuntimeError(f"script {name!r} is registered twice")
     _SCRIPTS[name] = prelude + body

@@ -33,7 +33,7 @@ from ...model import (
     RetentionReport,
     RunUsage,
 )
-from ..ports.checkpoints import NewCheckpoint
+from ..ports.checkpoints import Fence, NewCheckpoint, fence_refusal, page_cut
 from ._core import CHECKPOINT_KINDS, Reply, lua, pack, text, unpack
 from .runs import RunsInRedis, micros
 
@@ -70,12 +70,12 @@ local function stored(m)
 end
 """
 
-# ARGV[5..10]: ttl ('' for none), member, packed checkpoint, payload bytes, time, its
-# microseconds. Replies the create time and the pending writes.
+# ARGV[5..6]: the fence; ARGV[7..12]: ttl ('' for none), member, packed checkpoint,
+# payload bytes, time, its microseconds. Replies the create time and the pending writes.
 lua("cp_put", _KEYS + """
-local m = ARGV[6]
+local m = ARGV[8]
 local old = redis.call('HGET', cz, m)
-local pbytes = tonumber(ARGV[8])
+local pbytes = tonumber(ARGV[10])
 local created
 if old then
   local us, pb, wb, ct = string.match(old, '^(%d+) (%d+) (%d+) (.*)$')
@@ -84,18 +84,18 @@ if old then
   created = ct
 else
   redis.call('ZADD', c, redis.call('HINCRBY', cm, 'seq', 1), m)
-  redis.call('HSET', cz, m, ARGV[10] .. ' ' .. pbytes .. ' 0 ' .. ARGV[9])
+  redis.call('HSET', cz, m, ARGV[12] .. ' ' .. pbytes .. ' 0 ' .. ARGV[11])
   redis.call('HINCRBY', cm, 'bytes', pbytes)
-  created = ARGV[9]
+  created = ARGV[11]
 end
-redis.call('HSET', cd, m, ARGV[7])
-touch(ARGV[5])
+redis.call('HSET', cd, m, ARGV[9])
+touch(ARGV[7])
 return {'ok', created, redis.call('HGET', cw, m) or ''}
-""", on="scoped")
+""", on="fenced")
 
-# ARGV[5..]: ttl, member, then each write packed.
+# ARGV[5..6]: the fence; ARGV[7..]: ttl, member, then each write packed.
 lua("cp_put_writes", _KEYS + """
-local m = ARGV[6]
+local m = ARGV[8]
 local sizes = redis.call('HGET', cz, m)
 if not sizes then return {'@nocp'} end
 local list, index = {}, {}
@@ -108,7 +108,7 @@ while pos <= #cur do
   index[w.key] = #list
 end
 local delta = 0
-for i = 7, #ARGV do
+for i = 9, #ARGV do
   local w = write_entry(ARGV[i], 1)
   local at = index[w.key]
   if at then
@@ -126,9 +126,9 @@ if #out > 0 then redis.call('HSET', cw, m, table.concat(out)) end
 local us, pb, wb, ct = string.match(sizes, '^(%d+) (%d+) (%d+) (.*)$')
 redis.call('HSET', cz, m, us .. ' ' .. pb .. ' ' .. (tonumber(wb) + delta) .. ' ' .. ct)
 redis.call('HINCRBY', cm, 'bytes', delta)
-touch(ARGV[5])
+touch(ARGV[7])
 return {'ok'}
-""", on="scoped")
+""", on="fenced")
 
 # ARGV[5..7]: namespace, checkpoint id, '1' for the newest in the namespace.
 lua("cp_get", _KEYS + """
@@ -187,18 +187,63 @@ end
 return out
 """, on="scoped")
 
-# ARGV[5..6]: namespace, '1' when a namespace is given; ARGV[7..]: the checkpoint ids.
+# ARGV[5..10]: namespace, '1' when a namespace is given, before ('' for none), a position
+# to go on from ('' for the start), most entries, most bytes. Replies whether more
+# follow, then position, member and stored fields of each entry, newest first: as many as
+# fit in the bytes (at least one), so a page never loads more than it may return.
+lua("cp_page", _KEYS + """
+local function wanted(m)
+  return ARGV[6] ~= '1' or string.sub(m, 1, string.find(m, '\\0', 1, true) - 1) == ARGV[5]
+end
+local top = '+inf'
+if ARGV[8] ~= '' then top = '(' .. ARGV[8] end
+if ARGV[7] ~= '' then
+  local mark
+  local members = redis.call('ZREVRANGE', c, 0, -1, 'WITHSCORES')
+  for i = 1, #members, 2 do
+    local m = members[i]
+    if wanted(m) and string.sub(m, string.find(m, '\\0', 1, true) + 1) == ARGV[7] then
+      mark = tonumber(members[i + 1])
+      break
+    end
+  end
+  if not mark then return {'@nocp'} end
+  if ARGV[8] == '' or mark < tonumber(ARGV[8]) then top = '(' .. mark end
+end
+local most, room = tonumber(ARGV[9]), tonumber(ARGV[10])
+local out = {'ok', '0'}
+local n, used = 0, 0
+local members = redis.call('ZREVRANGEBYSCORE', c, top, '-inf', 'WITHSCORES')
+for i = 1, #members, 2 do
+  local m = members[i]
+  if wanted(m) then
+    local _, pb, wb = string.match(redis.call('HGET', cz, m), '^(%d+) (%d+) (%d+)')
+    local size = tonumber(pb) + tonumber(wb)
+    if n >= most or (n > 0 and used + size > room) then
+      out[2] = '1'
+      break
+    end
+    n, used = n + 1, used + size
+    out[#out + 1] = members[i + 1]
+    for _, x in ipairs(stored(m)) do out[#out + 1] = x end
+  end
+end
+return out
+""", on="scoped")
+
+# ARGV[5..6]: the fence; ARGV[7..8]: namespace, '1' when a namespace is given; ARGV[9..]:
+# the checkpoint ids.
 # Keeps every index of the run consistent: the order (c), data (cd), sizes (cz), writes
 # (cw) and the run's stored bytes (cm). The ordinal counter in cm only grows, so a
 # checkpoint stored again under a deleted id takes the newest place. Deleting stores
 # nothing, so the expiry is left as the last write set it.
 lua("cp_delete", _KEYS + """
 local doomed = {}
-if ARGV[6] == '1' then
-  for i = 7, #ARGV do doomed[#doomed + 1] = ARGV[5] .. '\\0' .. ARGV[i] end
-elseif #ARGV >= 7 then
+if ARGV[8] == '1' then
+  for i = 9, #ARGV do doomed[#doomed + 1] = ARGV[7] .. '\\0' .. ARGV[i] end
+elseif #ARGV >= 9 then
   local wanted = {}
-  for i = 7, #ARGV do wanted[ARGV[i]] = true end
+  for i = 9, #ARGV do wanted[ARGV[i]] = true end
   for _, m in ipairs(redis.call('ZRANGE', c, 0, -1)) do
     if wanted[string.sub(m, string.find(m, '\\0', 1, true) + 1)] then
       doomed[#doomed + 1] = m
@@ -220,7 +265,7 @@ for _, m in ipairs(doomed) do
 end
 if freed > 0 then redis.call('HINCRBY', cm, 'bytes', -freed) end
 return {'ok', deleted}
-""", on="scoped")
+""", on="fenced")
 
 lua("cp_delete_run", _KEYS + """
 local n = redis.call('ZCARD', c)
@@ -357,16 +402,33 @@ class CheckpointsInRedis(RunsInRedis):
             raise _not_in_scope(scope.run_id)
         return reply
 
+    async def _fenced(self, tenant: str, scope: CheckpointScope, name: str,
+                      fence: Fence | None, args: Sequence[Any]) -> Reply:
+        """Run a fenced write script (see ``fenced`` in ``_core.lua``): the fence is
+        checked in the script that writes, before it changes anything."""
+        reply = await self._scoped(tenant, scope, name, [
+            fence.run_id if fence is not None else "",
+            fence.fencing_token if fence is not None else "", *args])
+        if fence is not None and reply[0] in (b"@nofence", b"@stale", b"@closed"):
+            if reply[0] == b"@nofence":
+                raise _not_in_scope(fence.run_id)
+            refusal = (fence_refusal(fence, "running", int(reply[1])) if reply[0] == b"@stale"
+                       else fence_refusal(fence, text(reply[1]), fence.fencing_token))
+            assert refusal is not None
+            raise refusal
+        return reply
+
     # writes ----------------------------------------------------------------------------
 
     async def put_checkpoint(self, tenant: str, scope: CheckpointScope,
-                             checkpoint: NewCheckpoint, now: datetime) -> CheckpointRecord:
+                             checkpoint: NewCheckpoint, fence: Fence | None,
+                             now: datetime) -> CheckpointRecord:
         member = f"{checkpoint.namespace}\x00{checkpoint.checkpoint_id}"
         packed = pack([(checkpoint.parent_checkpoint_id or "").encode(),
                        checkpoint.type_tag.encode(), checkpoint.metadata_json.encode(),
                        checkpoint.payload])
-        reply = await self._scoped(
-            tenant, scope, "cp_put",
+        reply = await self._fenced(
+            tenant, scope, "cp_put", fence,
             [self._ttl(), member, packed, len(checkpoint.payload), format_time(now),
              micros(now)])
         return CheckpointRecord(
@@ -379,9 +441,9 @@ class CheckpointsInRedis(RunsInRedis):
 
     async def put_writes(self, tenant: str, scope: CheckpointScope, namespace: str,
                          checkpoint_id: str, writes: Sequence[PendingWrite],
-                         now: datetime) -> None:
-        reply = await self._scoped(
-            tenant, scope, "cp_put_writes",
+                         fence: Fence | None, now: datetime) -> None:
+        reply = await self._fenced(
+            tenant, scope, "cp_put_writes", fence,
             [self._ttl(), f"{namespace}\x00{checkpoint_id}", *map(_pack_write, writes)])
         if reply[0] == b"@nocp":
             raise CheckpointNotFound(
@@ -421,12 +483,44 @@ class CheckpointsInRedis(RunsInRedis):
                 found = found[:limit]
         return found
 
+    async def page_checkpoints(self, tenant: str, scope: CheckpointScope,
+                               namespace: str | None, metadata: Mapping[str, JSON],
+                               before: str | None, after: int | None, limit: int,
+                               max_bytes: int) -> tuple[list[CheckpointRecord], int | None]:
+        # The script cuts by size; a metadata filter is applied here, so it reads on
+        # (a bounded batch a call) until the page is full or nothing is left.
+        wanted = {key: _canonical(value) for key, value in metadata.items()}
+        found: list[tuple[int, int, CheckpointRecord]] = []  # position, bytes, record
+        cursor = after
+        while True:
+            reply = await self._scoped(
+                tenant, scope, "cp_page",
+                [namespace or "", "1" if namespace is not None else "0", before or "",
+                 "" if cursor is None else cursor, limit + 1, max_bytes], write=False)
+            if reply[0] == b"@nocp":
+                raise CheckpointNotFound(f"no checkpoint {before!r} in run {scope.run_id!r}",
+                                         run_id=scope.run_id, checkpoint_id=before)
+            for i in range(2, len(reply), 5):
+                cursor = int(reply[i])
+                record = _record(scope.run_id, *reply[i + 1:i + 5])
+                if all(k in record.metadata and _canonical(record.metadata[k]) == v
+                       for k, v in wanted.items()):
+                    size = len(record.payload) + sum(len(w.payload)
+                                                     for w in record.pending_writes)
+                    found.append((cursor, size, record))
+            taken, _ = page_cut([f[1] for f in found], limit, max_bytes)
+            if reply[1] != b"1" or taken < len(found):
+                break
+        taken, more = page_cut([f[1] for f in found], limit, max_bytes)
+        return [f[2] for f in found[:taken]], found[taken - 1][0] if more else None
+
     # deletes and copies ----------------------------------------------------------------
 
     async def delete_checkpoints(self, tenant: str, scope: CheckpointScope,
-                                 namespace: str | None, checkpoint_ids: Sequence[str]) -> int:
-        reply = await self._scoped(
-            tenant, scope, "cp_delete",
+                                 namespace: str | None, checkpoint_ids: Sequence[str],
+                                 fence: Fence | None) -> int:
+        reply = await self._fenced(
+            tenant, scope, "cp_delete", fence,
             [namespace or "", "1" if namespace is not None else "0", *checkpoint_ids])
         return int(reply[1])
 

@@ -20,7 +20,7 @@ from ...model import (
     RetentionReport,
     RunUsage,
 )
-from ..ports.checkpoints import NewCheckpoint
+from ..ports.checkpoints import Fence, NewCheckpoint, fence_refusal, page_cut
 from ._core import SqliteCore, write
 
 __all__ = ["SCHEMA", "CheckpointsInSqlite"]
@@ -120,6 +120,25 @@ class CheckpointsInSqlite(SqliteCore):
             raise _not_in_scope(scope.run_id)
         return int(row[0])
 
+    @classmethod
+    def _check_fence(cls, conn: sqlite3.Connection, tenant: str, scope: CheckpointScope,
+                     fence: Fence | None) -> None:
+        """Pass when there is no fence, or its run lies in the scope's session, holds its
+        token and is active; read inside the write's own transaction."""
+        if fence is None:
+            return
+        if fence.run_id != scope.run_id:
+            cls._rid(conn, tenant, scope)
+        row = conn.execute(
+            "SELECT status, fencing_token FROM runs WHERE tenant = ? AND run_id = ? "
+            "AND store = ? AND session_id = ? AND actor_id = ?",
+            (tenant, fence.run_id, scope.store, scope.session_id, scope.actor_id)).fetchone()
+        if row is None:
+            raise _not_in_scope(fence.run_id)
+        refusal = fence_refusal(fence, row[0], int(row[1]))
+        if refusal is not None:
+            raise refusal
+
     @staticmethod
     def _records(conn: sqlite3.Connection, rows: list[Any], run_id: str) -> list[CheckpointRecord]:
         """Checkpoint records of ``rows`` (selected as ``_COLUMNS``), with pending writes."""
@@ -147,7 +166,8 @@ class CheckpointsInSqlite(SqliteCore):
     # writes ----------------------------------------------------------------------------
 
     async def put_checkpoint(self, tenant: str, scope: CheckpointScope,
-                             checkpoint: NewCheckpoint, now: datetime) -> CheckpointRecord:
+                             checkpoint: NewCheckpoint, fence: Fence | None,
+                             now: datetime) -> CheckpointRecord:
         c = checkpoint
         stamp = format_time(now)
         # the common case, a new checkpoint, is one statement that also checks the scope
@@ -164,6 +184,7 @@ class CheckpointsInSqlite(SqliteCore):
             created = now
             pending: tuple[PendingWrite, ...] = ()
             with write(conn):
+                self._check_fence(conn, tenant, scope, fence)
                 if conn.execute(insert, values).rowcount == 0:
                     rid = self._rid(conn, tenant, scope)
                     # a replaced checkpoint keeps its place, create_time and pending writes
@@ -188,9 +209,10 @@ class CheckpointsInSqlite(SqliteCore):
 
     async def put_writes(self, tenant: str, scope: CheckpointScope, namespace: str,
                          checkpoint_id: str, writes: Sequence[PendingWrite],
-                         now: datetime) -> None:
+                         fence: Fence | None, now: datetime) -> None:
         def run(conn: sqlite3.Connection) -> None:
             with write(conn):
+                self._check_fence(conn, tenant, scope, fence)
                 row = conn.execute(
                     f"SELECT cid FROM checkpoints WHERE rid = {_SCOPED_RUN} AND namespace = ? "
                     "AND checkpoint_id = ? AND tenant = ?",
@@ -234,48 +256,85 @@ class CheckpointsInSqlite(SqliteCore):
 
         return await self._run(run)
 
+    @classmethod
+    def _listing(cls, conn: sqlite3.Connection, tenant: str, scope: CheckpointScope,
+                 namespace: str | None, metadata: Mapping[str, JSON],
+                 before: str | None) -> tuple[list[str], list[Any]]:
+        """The conditions (over checkpoints ``c``) and their parameters of a listing."""
+        rid = cls._rid(conn, tenant, scope)
+        conditions, values = ["c.rid = ?", "c.tenant = ?"], [rid, tenant]
+        if namespace is not None:
+            conditions.append("c.namespace = ?")
+            values.append(namespace)
+        for key, value in metadata.items():
+            condition, wanted = _metadata_condition(key, value)
+            conditions.append(
+                f"EXISTS (SELECT 1 FROM json_each(c.metadata) e WHERE {condition})")
+            values.extend(wanted)
+        if before is not None:
+            mark_sql = "SELECT max(cid) FROM checkpoints WHERE rid = ? AND checkpoint_id = ?"
+            marks: list[Any] = [rid, before]
+            if namespace is not None:
+                mark_sql += " AND namespace = ?"
+                marks.append(namespace)
+            (mark,) = conn.execute(mark_sql, marks).fetchone()
+            if mark is None:
+                raise CheckpointNotFound(
+                    f"no checkpoint {before!r} in run {scope.run_id!r}",
+                    run_id=scope.run_id, checkpoint_id=before)
+            conditions.append("c.cid < ?")
+            values.append(mark)
+        return conditions, values
+
     async def list_checkpoints(self, tenant: str, scope: CheckpointScope,
                                namespace: str | None, metadata: Mapping[str, JSON],
                                before: str | None, limit: int | None) -> list[CheckpointRecord]:
-        where = ["c.rid = ?", "c.tenant = ?"]
-        params: list[Any] = [tenant]
-        if namespace is not None:
-            where.append("c.namespace = ?")
-            params.append(namespace)
-        for key, value in metadata.items():
-            condition, values = _metadata_condition(key, value)
-            where.append(f"EXISTS (SELECT 1 FROM json_each(c.metadata) e WHERE {condition})")
-            params.extend(values)
-        mark_sql = "SELECT max(cid) FROM checkpoints WHERE rid = ? AND checkpoint_id = ?"
-        if namespace is not None:
-            mark_sql += " AND namespace = ?"
-
         def run(conn: sqlite3.Connection) -> list[CheckpointRecord]:
-            rid = self._rid(conn, tenant, scope)
-            conditions, values = list(where), [rid, *params]
-            if before is not None:
-                marks: list[Any] = [rid, before]
-                if namespace is not None:
-                    marks.append(namespace)
-                (mark,) = conn.execute(mark_sql, marks).fetchone()
-                if mark is None:
-                    raise CheckpointNotFound(
-                        f"no checkpoint {before!r} in run {scope.run_id!r}",
-                        run_id=scope.run_id, checkpoint_id=before)
-                conditions.append("c.cid < ?")
-                values.append(mark)
+            conditions, values = self._listing(conn, tenant, scope, namespace, metadata,
+                                               before)
             sql = (f"SELECT {_COLUMNS} FROM checkpoints c WHERE {' AND '.join(conditions)} "
                    "ORDER BY c.cid DESC LIMIT ?")
-            values.append(-1 if limit is None else limit)
-            rows = conn.execute(sql, values).fetchall()
+            rows = conn.execute(sql, [*values, -1 if limit is None else limit]).fetchall()
             return self._records(conn, rows, scope.run_id)
+
+        return await self._run(run)
+
+    async def page_checkpoints(self, tenant: str, scope: CheckpointScope,
+                               namespace: str | None, metadata: Mapping[str, JSON],
+                               before: str | None, after: int | None, limit: int,
+                               max_bytes: int) -> tuple[list[CheckpointRecord], int | None]:
+        def run(conn: sqlite3.Connection) -> tuple[list[CheckpointRecord], int | None]:
+            # one read transaction: the sizes, then only the payloads that fit the page
+            conn.execute("BEGIN")
+            try:
+                conditions, values = self._listing(conn, tenant, scope, namespace,
+                                                   metadata, before)
+                if after is not None:
+                    conditions.append("c.cid < ?")
+                    values.append(after)
+                sizes = conn.execute(
+                    "SELECT c.cid, c.size + coalesce((SELECT sum(w.size) FROM "
+                    "checkpoint_writes w WHERE w.cid = c.cid), 0) FROM checkpoints c "
+                    f"WHERE {' AND '.join(conditions)} ORDER BY c.cid DESC LIMIT ?",
+                    [*values, limit + 1]).fetchall()
+                taken, more = page_cut([r[1] for r in sizes], limit, max_bytes)
+                chosen = [r[0] for r in sizes[:taken]]
+                rows = conn.execute(
+                    f"SELECT {_COLUMNS} FROM checkpoints c WHERE c.cid IN "
+                    "(SELECT value FROM json_each(?)) ORDER BY c.cid DESC",
+                    (json.dumps(chosen),)).fetchall()
+                records = self._records(conn, rows, scope.run_id)
+            finally:
+                conn.execute("COMMIT")
+            return records, chosen[-1] if more else None
 
         return await self._run(run)
 
     # deletes and copies ----------------------------------------------------------------
 
     async def delete_checkpoints(self, tenant: str, scope: CheckpointScope,
-                                 namespace: str | None, checkpoint_ids: Sequence[str]) -> int:
+                                 namespace: str | None, checkpoint_ids: Sequence[str],
+                                 fence: Fence | None) -> int:
         # one statement, the scope in its predicate; pending writes go by cascade
         sql = (f"DELETE FROM checkpoints WHERE rid = {_SCOPED_RUN} AND tenant = ? "
                "AND checkpoint_id IN (SELECT value FROM json_each(?))")
@@ -286,6 +345,7 @@ class CheckpointsInSqlite(SqliteCore):
 
         def run(conn: sqlite3.Connection) -> int:
             with write(conn):
+                self._check_fence(conn, tenant, scope, fence)
                 deleted = int(conn.execute(sql, params).rowcount)
                 if deleted == 0:
                     self._rid(conn, tenant, scope)  # out of scope is RunNotFound, not 0

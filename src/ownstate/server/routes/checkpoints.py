@@ -91,6 +91,7 @@ class CheckpointLookup(BaseModel):
 
 class CheckpointsOut(BaseModel):
     checkpoints: list[CheckpointOut]
+    next_page_token: str | None = None
 
 
 class DeletedOut(BaseModel):
@@ -116,7 +117,23 @@ class UsagesOut(BaseModel):
     usage: list[UsageOut]
 
 
-class PutEnvelope(StrictModel):
+FencingToken = Annotated[int | None, Field(strict=True, ge=0, le=MAX_BIGINT, description=(
+    "The fencing token of the lease the writer holds: the write is refused (409 "
+    "stale_lease, or run_closed once the run has ended) unless it is current. Without "
+    "one the write is not fenced."))]
+FencingRun = Annotated[str | None, Field(min_length=1, max_length=256, description=(
+    "The run of this session whose lease fencing_token belongs to; this run when absent."
+)), AfterValidator(lambda v: v if v is None else utf8_text(v))]
+
+
+class Fenced(StrictModel):
+    """The fence a write may carry."""
+
+    fencing_token: FencingToken = None
+    fencing_run_id: FencingRun = None
+
+
+class PutEnvelope(Fenced):
     """The first line of a ``checkpoints:put`` body."""
 
     checkpoint_id: Id
@@ -136,7 +153,7 @@ class WriteHeader(StrictModel):
         "How many of the payload bytes after the envelope are this write's."))]
 
 
-class WritesEnvelope(StrictModel):
+class WritesEnvelope(Fenced):
     """The first line of a ``checkpoints:put_writes`` body; the writes' payloads follow,
     one after another, in this order."""
 
@@ -145,7 +162,7 @@ class WritesEnvelope(StrictModel):
     writes: list[WriteHeader]
 
 
-class DeleteCheckpoints(StrictModel):
+class DeleteCheckpoints(Fenced):
     checkpoint_ids: list[Annotated[str, Field(max_length=256), AfterValidator(utf8_text)]]
     namespace: Namespace | None = Field(default=None, description=(
         "Only in this namespace; every namespace when absent."))
@@ -251,7 +268,8 @@ async def put_checkpoint(store: StorePath, session_id: str, run_id: str,
     record = await caller.client.checkpoints.put(
         scope, envelope.checkpoint_id, type_tag=envelope.type_tag, payload=bytes(payload),
         namespace=envelope.namespace, parent_checkpoint_id=envelope.parent_checkpoint_id,
-        metadata=envelope.metadata)
+        metadata=envelope.metadata, fencing_token=envelope.fencing_token,
+        fencing_run_id=envelope.fencing_run_id)
     return _out(record)
 
 
@@ -284,8 +302,9 @@ async def put_writes(store: StorePath, session_id: str, run_id: str, actor_id: A
             type_tag=header.type_tag, payload=bytes(rest[start:start + header.size]),
             task_path=header.task_path))
         start += header.size
-    await caller.client.checkpoints.put_writes(scope, envelope.checkpoint_id, writes,
-                                               namespace=envelope.namespace)
+    await caller.client.checkpoints.put_writes(
+        scope, envelope.checkpoint_id, writes, namespace=envelope.namespace,
+        fencing_token=envelope.fencing_token, fencing_run_id=envelope.fencing_run_id)
     return Empty()
 
 
@@ -313,9 +332,17 @@ async def list_checkpoints(
         "JSON value."))] = None,
     before: Annotated[str | None, Query(min_length=1, max_length=256, description=(
         "Only checkpoints stored before this one."))] = None,
-    limit: Annotated[int | None, Query(ge=0, le=MAX_BIGINT)] = None,
+    page_size: Annotated[int | None, Query(ge=1, le=1000)] = None,
+    page_token: Annotated[str | None, Query(max_length=2048)] = None,
+    page_bytes: Annotated[int | None, Query(ge=1, le=MAX_BIGINT, description=(
+        "At most this many payload bytes a page (the server's bound when larger)."))
+    ] = None,
 ) -> CheckpointsOut:
-    """The run's checkpoints, newest first, with their pending writes (READ)."""
+    """One page of the run's checkpoints, newest first, with their pending writes (READ).
+
+    A page holds at most ``page_size`` checkpoints and stops before the one that would
+    take its payload bytes past ``page_bytes`` or the server's ``Limits.max_page_bytes``,
+    but always holds one; ``next_page_token`` asks for the next."""
     scope = CheckpointScope(actor_id, store, session_id, run_id)
     await _authorize(caller, scope, "READ")
     wanted: Mapping[str, Any] | None = None
@@ -328,10 +355,12 @@ async def list_checkpoints(
             raise InvalidInput("metadata must be a JSON object", field="metadata")
         json_utf8(parsed, "metadata")
         wanted = parsed
-    records = await caller.client.checkpoints.list(scope, namespace=namespace,
-                                                   metadata=wanted, before=before,
-                                                   limit=limit)
-    return CheckpointsOut(checkpoints=[_out(r) for r in records])
+    page = await caller.client.checkpoints.list_page(
+        scope, namespace=namespace, metadata=wanted, before=before, page_size=page_size,
+        page_token=page_token,
+        page_bytes=min(page_bytes or MAX_BIGINT, caller.client.limits.max_page_bytes))
+    return CheckpointsOut(checkpoints=[_out(r) for r in page.items],
+                          next_page_token=page.next_page_token)
 
 
 @router.post(RUN + "/checkpoints:delete", response_model=DeletedOut)
@@ -342,8 +371,9 @@ async def delete_checkpoints(store: StorePath, session_id: str, run_id: str,
     step; ids not stored are ignored (WRITE)."""
     scope = CheckpointScope(actor_id, store, session_id, run_id)
     await _authorize(caller, scope, "WRITE")
-    count = await caller.client.checkpoints.delete(scope, body.checkpoint_ids,
-                                                   namespace=body.namespace)
+    count = await caller.client.checkpoints.delete(
+        scope, body.checkpoint_ids, namespace=body.namespace,
+        fencing_token=body.fencing_token, fencing_run_id=body.fencing_run_id)
     return DeletedOut(deleted=count)
 
 

@@ -145,6 +145,7 @@ class DeletedSessionsOut(BaseModel):
 class HistoryOut(BaseModel):
     as_format: str
     items: list[dict[str, Any]]
+    next_page_token: str | None = None
 
 
 def _session_out(record: SessionRecord) -> SessionOut:
@@ -453,7 +454,13 @@ async def get_history(
     as_format: Annotated[str, Query(pattern=_FORMAT, description=(
         "openai.responses, langchain, adk.event, claude.transcript or ownstate.message "
         "(neutral messages)."))] = "ownstate.message",
+    page_size: Annotated[int | None, Query(ge=1, le=1000)] = None,
+    page_token: Annotated[str | None, Query(max_length=2048)] = None,
 ) -> HistoryOut:
-    """The whole history, oldest first, converted to one framework's shape (READ)."""
+    """One page of the history, oldest first, converted to one framework's shape (READ).
+    A page stops before the entry that would take it past ``Limits.max_page_bytes`` of
+    JSON (always holding one); ``next_page_token`` asks for the next."""
     session = await _session(caller, store, session_id, "READ")
-    return HistoryOut(as_format=as_format, items=await session.history(as_format))
+    page = await session.history_page(as_format, page_size=page_size, page_token=page_token)
+    return HistoryOut(as_format=as_format, items=page.items,
+                      next_page_token=page.next_page_token)
