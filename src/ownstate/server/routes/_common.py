@@ -11,6 +11,7 @@ from ..._wire import PROBLEM_MEDIA_TYPE
 from ...errors import InvalidInput, LimitExceeded, PermissionDenied, SessionNotFound, StoreNotFound
 from ...limits import STORE_NAME_RE, encode_json
 from ...model import JSON, Grant, Item
+from ..app import BoundedRoute
 from ..auth import Caller
 from ..permissions import SESSION_STORE, require
 from ..schemas import GrantOut, GrantsOut, Problem
@@ -54,8 +55,10 @@ StorePath = Annotated[str, Path(pattern=STORE_PATTERN, description="The store's 
 
 
 def api_router(tag: str) -> APIRouter:
-    """A router for one kind of state, under the API's prefix, documenting :data:`ERRORS`."""
-    return APIRouter(prefix="/api/2.0/agents", tags=[tag], responses=ERRORS)
+    """A router for one kind of state, under the API's prefix, documenting :data:`ERRORS`,
+    whose routes hold request bodies to their own bounds (see ``app.BoundedRoute``)."""
+    return APIRouter(prefix="/api/2.0/agents", tags=[tag], responses=ERRORS,
+                     route_class=BoundedRoute)
 
 
 def grants_out(grants: list[Grant]) -> GrantsOut:
