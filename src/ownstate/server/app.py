@@ -40,6 +40,8 @@ class ServerSettings:
     - ``max_body_bytes``: the largest JSON request body (default: the largest batch plus
       1 MiB of envelope); uploads are held to their routes' own bounds instead (assets to
       ``limits.max_asset_bytes``, checkpoints to ``routes.checkpoints.upload_bound``)
+    - ``max_headers``: the most header fields a request may carry (``431`` beyond); their
+      total size is bounded by the HTTP server (``serving.HttpBounds``)
     - ``key_cache_seconds``: how long a checked key is remembered (0: check every request);
       a key revoked on another replica is refused by this one within this time
     - ``migrate``: bring the schema up to date at start (else only verify it)
@@ -51,6 +53,7 @@ class ServerSettings:
 
     limits: Limits = field(default_factory=Limits)
     max_body_bytes: int | None = None
+    max_headers: int = 100
     key_cache_seconds: float = 2.0
     migrate: bool = True
     metrics_token: str | None = None
@@ -101,8 +104,9 @@ def upload_body(bound: Callable[[Limits], int]) -> Callable[[E], E]:
 
 
 class BoundedRoute(APIRoute):
-    """A route that holds its request body to the bound the route declares, before
-    authentication and before a byte of the body is read.
+    """A route that holds its request body to the bound the route declares, and its
+    header fields to ``max_headers``, before authentication and before a byte of the body
+    is read.
 
     The bound is the route's own (its upload bound, else the JSON body bound), so no path
     can borrow another route's. A ``Content-Length`` above it is refused unread; a body
@@ -117,9 +121,16 @@ class BoundedRoute(APIRoute):
             await super().handle(scope, receive, send)
             return
         settings: ServerSettings = scope["app"].state.settings
+        headers = scope["headers"]
+        if len(headers) > settings.max_headers:
+            await _refuse(scope, receive, send, LimitExceeded(
+                f"the request has {len(headers)} header fields; the limit is "
+                f"{settings.max_headers}", field="request_headers",
+                limit=settings.max_headers, actual=len(headers)))
+            return
         upload = _UPLOAD_BOUNDS.get(self.endpoint)
         bound = upload(settings.limits) if upload is not None else settings.body_limit
-        for name, value in scope["headers"]:
+        for name, value in headers:
             if name == b"content-length":
                 declared = int(value) if value.isdigit() else -1
                 if not 0 <= declared <= bound:

@@ -44,6 +44,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (404, "No such thing in the key's tenant, or one the principal may not see."),
         (409, "The request clashes with what is stored."),
         (413, "The request body is larger than the server accepts."),
+        (431, "The request carries more header fields than the server accepts."),
         (503, "The database could not be reached."),
     )
 }
