@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from test_server_security import _free_port, _wait_ready
 
 import ownstate
 
@@ -33,12 +34,6 @@ class Served:
         return socket.create_connection(self.address, timeout=PATIENCE)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     url = f"sqlite:///{tmp_path_factory.mktemp('serve') / 'state.db'}"
@@ -52,18 +47,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(base + WHOAMI,
-                             headers={"authorization": f"Bearer {token}"}).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                stderr = process.stderr.read().decode() if process.stderr else ""
-                raise AssertionError(f"the server did not start: {stderr}")
-            time.sleep(0.05)
+        _wait_ready(process, base, token)
         yield Served(base, token)
     finally:
         process.terminate()
