@@ -447,14 +447,15 @@ def test_provenance_through_the_library_with_a_writer_key(tenant: Tenant) -> Non
 
 def test_values_and_odd_ids_travel_faithfully(tenant: Tenant) -> None:
     token = tenant.server.mint_key(tenant=tenant.name, principal="root", admin=True)
-    from ownstate.limits import MAX_JSON_DEPTH
+    from ownstate.limits import MAX_INT64, MAX_JSON_DEPTH, MIN_INT64
 
     deep: Any = "bottom"
     for _ in range(MAX_JSON_DEPTH):  # as deep as may be stored
         deep = [deep]
     with ownstate.connect(tenant.server.url, token=token) as client:
         memory = client.memory_stores.get("mem")
-        values: list[Any] = [deep, 10**40, -1.25, "caf\u00e9 \U0001f600", {"a": [None, True]}]
+        values: list[Any] = [deep, MAX_INT64, MIN_INT64, -1.25, "caf\u00e9 \U0001f600",
+                             {"a": [None, True]}]
         for n, value in enumerate(values):
             fact = memory.remember("user:2", f"k{n}", value)
             assert fact.value == value

@@ -14,6 +14,7 @@ import zlib
 from typing import Any
 
 from .errors import InvalidInput
+from .limits import decode_json
 
 __all__ = ["decode_token", "encode_token"]
 
@@ -33,8 +34,10 @@ def decode_token(token: str, scope: str) -> list[Any]:
         checksum, body = raw[:4], raw[4:]
         if zlib.crc32(body).to_bytes(4, "big") != checksum:
             raise ValueError("checksum mismatch")
-        token_scope, position = json.loads(body)
-    except (ValueError, TypeError) as exc:
+        # Held to the rules of stored JSON: a forged position may not reach a datastore
+        # with an integer no column holds, nor nest deeper than any input may.
+        token_scope, position = decode_json(body, field="page_token")
+    except (ValueError, TypeError, InvalidInput) as exc:
         raise InvalidInput("page_token is malformed", field="page_token") from exc
     if token_scope != scope or not isinstance(position, list):
         raise InvalidInput("page_token belongs to another listing", field="page_token")

@@ -36,7 +36,8 @@ _STATUS: dict[type[errors.OwnstateError], int] = {
     errors.SchemaVersion: 503,
 }
 _TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-           409: "Conflict", 413: "Content Too Large", 500: "Internal Server Error",
+           409: "Conflict", 413: "Content Too Large",
+           431: "Request Header Fields Too Large", 500: "Internal Server Error",
            503: "Service Unavailable"}
 
 
@@ -53,9 +54,11 @@ _BY_CODE = _error_classes()
 
 def status_for(error: errors.OwnstateError) -> int:
     """The HTTP status that carries ``error``."""
-    if error.details.get("field") == "request_body" and isinstance(error,
-                                                                  errors.LimitExceeded):
-        return 413
+    if isinstance(error, errors.LimitExceeded):
+        # The bounds of the request itself, not of what it asks to store.
+        wire = {"request_body": 413, "request_headers": 431}.get(str(error.details.get("field")))
+        if wire is not None:
+            return wire
     for cls in type(error).__mro__:
         if cls in _STATUS:
             return _STATUS[cls]
@@ -122,7 +125,7 @@ def error_from_problem(status: int, body: object) -> errors.OwnstateError:
         return errors.NotFound(message)
     if status == 409:
         return errors.Conflict(message)
-    if status in (400, 405, 413, 422):
+    if status in (400, 405, 413, 422, 431):
         return errors.InvalidInput(message)
     return errors.BackendUnavailable(f"the server answered {status}: {message}")
 

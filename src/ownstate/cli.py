@@ -481,10 +481,22 @@ def demo(options: _Options) -> None:
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               default="info", show_default=True,
               help="Access log lines (logger ownstate.access) are at info.")
+@click.option("--max-header-bytes", type=click.IntRange(min=1024), default=256 * 1024,
+              show_default=True, help="The largest request head (request line and headers); "
+                                      "a larger one gets 400 and the connection is closed.")
+@click.option("--max-headers", type=click.IntRange(min=1), default=100, show_default=True,
+              help="The most header fields a request may carry (431 beyond).")
+@click.option("--request-timeout", type=click.FloatRange(min=0, min_open=True), default=60.0,
+              show_default=True, help="Seconds a client has to send a whole request, head "
+                                      "and body (and a new connection to begin one); a "
+                                      "client that misses it is disconnected.")
+@click.option("--keep-alive-timeout", type=click.IntRange(min=1), default=5,
+              show_default=True, help="Seconds an idle connection is kept between requests.")
 @pass_options
 def serve(options: _Options, host: str, port: int, no_migrate: bool,
           bootstrap: bool, key_cache: float, metrics_token: str | None,
-          allow_rls_bypass: bool, log_level: str) -> None:
+          allow_rls_bypass: bool, log_level: str, max_header_bytes: int, max_headers: int,
+          request_timeout: float, keep_alive_timeout: int) -> None:
     """Serve the HTTP API (docs at /docs, schema at /openapi.json, metrics at /metrics).
 
     Every request needs an API key (``ownstate keys create``). Several replicas may serve
@@ -496,6 +508,7 @@ def serve(options: _Options, host: str, port: int, no_migrate: bool,
         import uvicorn
 
     from ownstate.server import create_app
+    from ownstate.server.serving import HttpBounds, uvicorn_config
     url = options.url
     shown = resolve_url(url)
     with ownstate.connect(url, tenant=options.tenant, migrate=not no_migrate) as client:
@@ -510,10 +523,13 @@ def serve(options: _Options, host: str, port: int, no_migrate: bool,
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = create_app(url, migrate=not no_migrate, key_cache_seconds=key_cache,
-                     metrics_token=metrics_token)
+                     metrics_token=metrics_token, max_headers=max_headers)
+    bounds = HttpBounds(max_header_bytes=max_header_bytes, request_timeout=request_timeout,
+                        keep_alive_timeout=keep_alive_timeout)
     # ownstate's own access log replaces uvicorn's: it names the caller, never the query.
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False,
-                log_config=None)
+    config = uvicorn_config(app, host=host, port=port, bounds=bounds, log_level=log_level,
+                            access_log=False, log_config=None)
+    uvicorn.Server(config).run()
 
 
 def _refuse_unisolated(client: ownstate.Client, host: str, *, allowed: bool) -> None:

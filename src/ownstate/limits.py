@@ -257,16 +257,21 @@ _encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",",
 #: How deeply a stored JSON value may nest (objects and arrays): deep enough for any
 #: message a model or framework makes, shallow enough for every JSON library to read back.
 MAX_JSON_DEPTH = 128
+#: The range of an integer in stored JSON and of every stored counter: what a signed 64-bit
+#: column holds, and so what every datastore (and most JSON libraries) read back exactly.
+MIN_INT64, MAX_INT64 = -(2**63), 2**63 - 1
 
 
 def _shape_problem(value: object) -> str | None:
     """What keeps ``value`` from being stored as it is: an object key that is not a string
-    (JSON would rewrite it), or nesting deeper than :data:`MAX_JSON_DEPTH`; else None.
+    (JSON would rewrite it), nesting deeper than :data:`MAX_JSON_DEPTH`, or an integer
+    outside the signed 64-bit range; else None.
 
     Only called once ``value`` has been encoded, so it holds no cycle.
     """
     if not isinstance(value, _CONTAINERS):
-        return None
+        in_range = not isinstance(value, int) or MIN_INT64 <= value <= MAX_INT64
+        return None if in_range else _INT_PROBLEM
     stack: list[tuple[dict[Any, Any] | list[Any] | tuple[Any, ...], int]] = [(value, 1)]
     push, pop = stack.append, stack.pop
     while stack:
@@ -282,14 +287,20 @@ def _shape_problem(value: object) -> str | None:
         for child in children:
             if isinstance(child, _CONTAINERS):
                 push((child, depth + 1))
+            elif isinstance(child, int) and not MIN_INT64 <= child <= MAX_INT64:
+                return _INT_PROBLEM
     return None
+
+
+_INT_PROBLEM = "holds an integer outside the signed 64-bit range"
 
 
 def encode_json(value: object, *, field: str, index: int | None = None) -> str:
     """Compact JSON text of ``value``; :class:`InvalidInput` if JSON cannot represent it.
 
     Object keys must be strings: JSON would silently turn ``{1: "a"}`` into ``{"1": "a"}``,
-    and what is stored must read back exactly as given.
+    and what is stored must read back exactly as given. Nesting is bounded by
+    :data:`MAX_JSON_DEPTH` and integers by the signed 64-bit range.
     """
     try:
         text = _encode(value)
@@ -302,6 +313,40 @@ def encode_json(value: object, *, field: str, index: int | None = None) -> str:
         where = f" (item {index})" if index is not None else ""
         raise InvalidInput(f"{field}{where} {problem}", field=field, index=index)
     return text
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def decode_json(text: str | bytes, *, field: str) -> Any:
+    """The value JSON ``text`` spells, held to the rules :func:`encode_json` holds stored
+    JSON to (depth, integer range; no NaN or Infinity), so that JSON from a query
+    parameter, a header or a token is bounded exactly as JSON in a body is.
+
+    Raises :class:`InvalidInput` naming ``field``.
+    """
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except RecursionError as exc:
+        raise InvalidInput(f"{field} nests deeper than {MAX_JSON_DEPTH} levels",
+                           field=field) from exc
+    except ValueError as exc:
+        raise InvalidInput(f"{field} is not valid JSON", field=field) from exc
+    problem = _shape_problem(value)
+    if problem is not None:
+        raise InvalidInput(f"{field} {problem}", field=field)
+    return value
+
+
+def int64(value: object, *, field: str, minimum: int = MIN_INT64) -> int:
+    """``value`` when it is an integer from ``minimum`` to :data:`MAX_INT64` (what every
+    datastore's counters hold). Raises :class:`InvalidInput` naming ``field``."""
+    if isinstance(value, bool) or not isinstance(value, int) \
+            or not minimum <= value <= MAX_INT64:
+        raise InvalidInput(f"{field} must be an integer from {minimum} to {MAX_INT64}",
+                           field=field)
+    return value
 
 
 def store_name(name: str) -> str:

@@ -231,10 +231,7 @@ class AsyncSession:
         if after_seq is not None:
             if page_token is not None:
                 raise InvalidInput("give page_token or after_seq, not both", field="after_seq")
-            if (not isinstance(after_seq, int) or isinstance(after_seq, bool)
-                    or after_seq < 0):
-                raise InvalidInput("after_seq must be an integer >= 0", field="after_seq")
-            after = after_seq
+            after = _validate.int64(after_seq, field="after_seq", minimum=0)
         if page_token is not None:
             (after,) = _position(decode_token(page_token, scope), 1)
             if not isinstance(after, int):

@@ -67,9 +67,7 @@ def _ttl(value: object) -> float:
 def check_fencing_token(value: object, *, required: bool = False) -> int | None:
     if value is None and not required:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidInput("fencing_token must be a non-negative integer", field="fencing_token")
-    return value
+    return _validate.int64(value, field="fencing_token", minimum=0)
 
 
 def _status(value: object, allowed: tuple[str, ...]) -> str:
@@ -230,9 +228,8 @@ class AsyncRuns:
         final = _status(status, CLOSED_RUN_STATUSES)
         if usd_cost is not None and (not _validate.finite_number(usd_cost) or usd_cost < 0):
             raise InvalidInput("usd_cost must be a finite number >= 0", field="usd_cost")
-        if step_count is not None and (isinstance(step_count, bool)
-                                       or not isinstance(step_count, int) or step_count < 0):
-            raise InvalidInput("step_count must be an integer >= 0", field="step_count")
+        if step_count is not None:
+            _validate.int64(step_count, field="step_count", minimum=0)
         token = check_fencing_token(fencing_token)
         cost = float(usd_cost) if usd_cost is not None else None
         return await s.backend.close_run(s.tenant, rid, final, cost, step_count, token,

@@ -6,7 +6,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from .. import _wire
 from .._extras import requires
@@ -20,18 +20,15 @@ with requires("server", "the HTTP server"):
     from fastapi import Depends, FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
+    from fastapi.routing import APIRoute
     from starlette.exceptions import HTTPException as StarletteHTTPException
     from starlette.routing import Match
+    from starlette.types import Receive, Send
 
-__all__ = ["CallerDep", "ServerSettings", "create_app", "get_caller", "problem_response"]
+__all__ = ["BoundedRoute", "CallerDep", "ServerSettings", "create_app", "get_caller",
+           "problem_response", "upload_body"]
 
 log = logging.getLogger("ownstate.server")
-
-#: Paths whose bodies are streamed and bounded by their own limit (assets, checkpoint
-#: uploads: see routes/checkpoints.py ``upload_bound``), not by the JSON body limit.
-STREAMED_PREFIXES = ("/api/2.0/agents/assets",)
-STREAMED_SUFFIXES = ("/checkpoints:put", "/checkpoints:put_writes")
-
 
 @dataclass(frozen=True, slots=True)
 class ServerSettings:
@@ -39,7 +36,10 @@ class ServerSettings:
 
     - ``limits``: the bounds every request is held to (docs/limits.md)
     - ``max_body_bytes``: the largest JSON request body (default: the largest batch plus
-      1 MiB of envelope); asset uploads are bounded by ``limits.max_asset_bytes`` instead
+      1 MiB of envelope); uploads are held to their routes' own bounds instead (assets to
+      ``limits.max_asset_bytes``, checkpoints to ``routes.checkpoints.upload_bound``)
+    - ``max_headers``: the most header fields a request may carry (``431`` beyond); their
+      total size is bounded by the HTTP server (``serving.HttpBounds``)
     - ``key_cache_seconds``: how long a checked key is remembered (0: check every request);
       a key revoked on another replica is refused by this one within this time
     - ``migrate``: bring the schema up to date at start (else only verify it)
@@ -51,6 +51,7 @@ class ServerSettings:
 
     limits: Limits = field(default_factory=Limits)
     max_body_bytes: int | None = None
+    max_headers: int = 100
     key_cache_seconds: float = 2.0
     migrate: bool = True
     metrics_token: str | None = None
@@ -84,49 +85,104 @@ def _validation_error(exc: RequestValidationError) -> InvalidInput:
     return InvalidInput(f"{field}: {message}", field=field)
 
 
-class BodyLimit:
-    """Refuses request bodies above the limit, by Content-Length before reading and by
-    counting while reading, so an oversized request costs the server no memory."""
+#: Routes whose bodies are raw uploads, with the bound each is held to (see
+#: :func:`upload_body`); every other route's body is JSON, held to the JSON body bound.
+_UPLOAD_BOUNDS: dict[Callable[..., Any], Callable[[Limits], int]] = {}
 
-    def __init__(self, app: Any, limit: int) -> None:
-        self.app = app
-        self.limit = limit
+E = TypeVar("E", bound=Callable[..., Any])
 
-    async def __call__(self, scope: MutableMapping[str, Any],
-                       receive: Callable[[], Awaitable[MutableMapping[str, Any]]],
-                       send: Callable[[MutableMapping[str, Any]], Awaitable[None]]) -> None:
-        path = scope["path"] if scope["type"] == "http" else ""
-        if not path or path.startswith(STREAMED_PREFIXES) or path.endswith(STREAMED_SUFFIXES):
-            await self.app(scope, receive, send)
+
+def upload_body(bound: Callable[[Limits], int]) -> Callable[[E], E]:
+    """Declare a route's body a raw upload held to ``bound(limits)`` bytes, instead of
+    the JSON body bound (place it under the route decorator)."""
+    def declare(endpoint: E) -> E:
+        _UPLOAD_BOUNDS[endpoint] = bound
+        return endpoint
+    return declare
+
+
+class BoundedRoute(APIRoute):
+    """A route that holds its request body to the bound the route declares, and its
+    header fields to ``max_headers``, before authentication and before a byte of the body
+    is read.
+
+    The bound is the route's own (its upload bound, else the JSON body bound), so no path
+    can borrow another route's. A ``Content-Length`` above it is refused unread; a body
+    without one (chunked) is counted as it arrives, and reading stops at the first byte
+    past the bound. Either way the answer is ``413`` with ``connection: close``, so the
+    rest of the body is never read.
+    """
+
+    async def handle(self, scope: MutableMapping[str, Any], receive: Receive,
+                     send: Send) -> None:
+        if scope["type"] != "http":
+            await super().handle(scope, receive, send)
             return
-        for name, value in scope.get("headers", ()):
+        settings: ServerSettings = scope["app"].state.settings
+        headers = scope["headers"]
+        if len(headers) > settings.max_headers:
+            await _refuse(scope, receive, send, LimitExceeded(
+                f"the request has {len(headers)} header fields; the limit is "
+                f"{settings.max_headers}", field="request_headers",
+                limit=settings.max_headers, actual=len(headers)))
+            return
+        upload = _UPLOAD_BOUNDS.get(self.endpoint)
+        bound = upload(settings.limits) if upload is not None else settings.body_limit
+        for name, value in headers:
             if name == b"content-length":
-                try:
-                    declared = int(value)
-                except ValueError:
-                    declared = -1
-                if declared < 0 or declared > self.limit:
-                    await self._refuse(scope, receive, send, declared)
+                declared = int(value) if value.isdigit() else -1
+                if not 0 <= declared <= bound:
+                    await _refuse(scope, receive, send, _too_large(bound, declared)
+                                  if declared >= 0 else InvalidInput(
+                                      "Content-Length is malformed", field="request_body"))
                     return
-        seen = 0
+        await _BodyCount(bound, scope, receive, send).run(super().handle)
 
-        async def counted() -> MutableMapping[str, Any]:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise _too_large(self.limit, seen)
-            return message
 
-        await self.app(scope, counted, send)
+class _BodyCount:
+    """Counts a body as the app reads it; past the bound, answers 413 itself, tells the
+    app the client went away, and drops whatever the app answers after that."""
 
-    async def _refuse(self, scope: MutableMapping[str, Any], receive: Any, send: Any,
-                      declared: int) -> None:
-        error: OwnstateError = (_too_large(self.limit, declared) if declared >= 0 else
-                                InvalidInput("Content-Length is malformed",
-                                             field="request_body"))
-        await problem_response(error, {"connection": "close"})(scope, receive, send)
+    def __init__(self, bound: int, scope: MutableMapping[str, Any], receive: Receive,
+                 send: Send) -> None:
+        self.bound, self.scope, self._receive, self._send = bound, scope, receive, send
+        self.seen = 0
+        self.started = self.refused = False
+
+    async def run(self, app: Callable[[Any, Receive, Send], Awaitable[None]]) -> None:
+        try:
+            await app(self.scope, self.receive, self.send)
+        except Exception:
+            if not self.refused:
+                raise
+            # The app failed over the body it was refused; the 413 has been sent.
+
+    async def receive(self) -> MutableMapping[str, Any]:
+        if self.refused:
+            return {"type": "http.disconnect"}
+        message = await self._receive()
+        if message["type"] == "http.request":
+            self.seen += len(message.get("body", b""))
+            if self.seen > self.bound:
+                if self.started:
+                    raise _too_large(self.bound, self.seen)
+                self.refused = True
+                await _refuse(self.scope, self._receive, self._send,
+                              _too_large(self.bound, self.seen))
+                return {"type": "http.disconnect"}
+        return message
+
+    async def send(self, message: MutableMapping[str, Any]) -> None:
+        if self.refused:
+            return
+        if message["type"] == "http.response.start":
+            self.started = True
+        await self._send(message)
+
+
+async def _refuse(scope: MutableMapping[str, Any], receive: Receive, send: Send,
+                  error: OwnstateError) -> None:
+    await problem_response(error, {"connection": "close"})(scope, receive, send)
 
 
 def _too_large(limit: int, actual: int) -> LimitExceeded:
@@ -197,6 +253,7 @@ def create_app(url: str | None = None, *, backend: Backend | None = None,
         docs_url="/docs",
         redoc_url=None,
     )
+    app.router.route_class = BoundedRoute
     app.state.backend = served
     app.state.settings = config
     app.state.keys = KeyCheck(served, config.limits, config.key_cache_seconds)
@@ -237,6 +294,5 @@ def create_app(url: str | None = None, *, backend: Backend | None = None,
 
     for router in routes.ROUTERS:
         app.include_router(router)
-    app.add_middleware(BodyLimit, limit=config.body_limit)
     telemetry.install(app, metrics_token=config.metrics_token)
     return app

@@ -7,6 +7,7 @@ Star-import this module in a test file that provides a ``target`` fixture.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -323,6 +324,59 @@ def test_text_no_datastore_can_hold_is_refused_everywhere(client: Client,
     assert snapshot(client) == before
     assert memory.recall("user:1") == []
     assert client.runs.get(run.run_id).status == "running"
+    assert client.checkpoints.get(scope) is None
+
+
+def test_integers_beyond_64_bits_are_refused_everywhere(client: Client,
+                                                       session: ownstate.Session) -> None:
+    """An integer that no signed 64-bit column holds is bad input wherever JSON is stored
+    (items, derived token counts, fact values, what a run awaits, effects, checkpoint
+    metadata and its filter), as a counter, and as a forged page-token position: every
+    backend refuses it alike, and the bounds themselves read back exactly."""
+    import base64
+
+    from ownstate._tokens import encode_token
+    from ownstate.limits import MAX_INT64, MIN_INT64
+    from ownstate.model import CheckpointScope
+
+    (edge,) = session.append_items([{"n": MAX_INT64, "m": MIN_INT64,
+                                     "usage": {"input_tokens": MAX_INT64}}])
+    assert session.get_item(edge.item_id).data["n"] == MAX_INT64
+    session.append_items(_messages("a", "b"))
+    memory = client.memory_stores.create("wide-ints")
+    run = client.runs.open_run(session, framework="test")
+    scope = CheckpointScope(session.actor_id, session.store, session.session_id, run.run_id)
+    token = session.list_items_page(page_size=1).next_page_token
+    assert token is not None
+    listing = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))[4:])[0]
+
+    def refusals(wide: int) -> list[Callable[[], object]]:
+        return [
+            lambda: session.append_items([{"n": wide}]),
+            lambda: session.append_items([{"role": "assistant", "content": "x",
+                                           "usage": {"input_tokens": wide}}]),
+            lambda: memory.remember("user:1", "k", wide),
+            lambda: memory.remember("user:1", "k", {"list": [1, wide]}),
+            lambda: client.runs.mark_awaiting(run.run_id, {"kind": "approval", "n": wide}),
+            lambda: client.runs.record_effect(run.run_id, "tc-1", {"n": wide}),
+            lambda: client.checkpoints.put(scope, "c1", type_tag="json", payload=b"x",
+                                           metadata={"step": wide}),
+            lambda: client.checkpoints.list(scope, metadata={"step": wide}),
+            lambda: client.runs.close_run(run.run_id, "done", step_count=wide),
+            lambda: session.list_items_page(after_seq=wide),
+            lambda: session.list_items_page(page_size=1,
+                                            page_token=encode_token(listing, [wide])),
+        ]
+
+    before = snapshot(client)
+    for wide in (MAX_INT64 + 1, MIN_INT64 - 1, 10**30):
+        for refuse in refusals(wide):
+            with pytest.raises(InvalidInput):
+                refuse()
+    assert snapshot(client) == before
+    assert memory.recall("user:1") == []
+    assert client.runs.get(run.run_id).status == "running"
+    assert client.runs.get_effect(run.run_id, "tc-1") is None
     assert client.checkpoints.get(scope) is None
 
 

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ownstate
+
+if TYPE_CHECKING:
+    from ..server.serving import HttpBounds
 
 __all__ = ["LiveServer", "problem"]
 
@@ -22,20 +25,24 @@ __all__ = ["LiveServer", "problem"]
 class LiveServer:
     """An ownstate server over ``backend_url``, listening on 127.0.0.1 until :meth:`stop`.
 
-    ``settings`` go to :func:`ownstate.server.create_app`. Raises RuntimeError when the
+    ``settings`` go to :func:`ownstate.server.create_app`; ``bounds`` are those of
+    ``ownstate serve`` (:class:`~ownstate.server.serving.HttpBounds`, its defaults when
+    None). Raises RuntimeError when the
     server does not start within ``start_timeout`` seconds.
     """
 
     def __init__(self, backend_url: str, *, start_timeout: float = 20.0,
-                 **settings: Any) -> None:
+                 bounds: HttpBounds | None = None, **settings: Any) -> None:
         import uvicorn
 
         from ..server import create_app
+        from ..server.serving import uvicorn_config
 
         self.backend_url = backend_url
         self.app = create_app(backend_url, **settings)
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning",
-                                lifespan="on", access_log=False)
+        # The configuration ``ownstate serve`` runs with, so tests see what production does.
+        config = uvicorn_config(self.app, host="127.0.0.1", port=0, bounds=bounds,
+                                log_level="warning", lifespan="on", access_log=False)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="ownstate-test-server",
                                         daemon=True)

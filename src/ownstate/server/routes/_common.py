@@ -18,6 +18,7 @@ from ...limits import (
     printable,
 )
 from ...model import JSON, Grant, Item
+from ..app import BoundedRoute
 from ..auth import Caller
 from ..permissions import SESSION_STORE, require
 from ..schemas import GrantOut, GrantsOut, Problem
@@ -52,6 +53,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (404, "No such thing in the key's tenant, or one the principal may not see."),
         (409, "The request clashes with what is stored."),
         (413, "The request body is larger than the server accepts."),
+        (431, "The request carries more header fields than the server accepts."),
         (503, "The database could not be reached."),
     )
 }
@@ -70,8 +72,10 @@ StorePath = Annotated[str, Path(pattern=STORE_PATTERN, description="The store's 
 
 
 def api_router(tag: str) -> APIRouter:
-    """A router for one kind of state, under the API's prefix, documenting :data:`ERRORS`."""
-    return APIRouter(prefix="/api/2.0/agents", tags=[tag], responses=ERRORS)
+    """A router for one kind of state, under the API's prefix, documenting :data:`ERRORS`,
+    whose routes hold request bodies to their own bounds (see ``app.BoundedRoute``)."""
+    return APIRouter(prefix="/api/2.0/agents", tags=[tag], responses=ERRORS,
+                     route_class=BoundedRoute)
 
 
 def grants_out(grants: list[Grant]) -> GrantsOut:

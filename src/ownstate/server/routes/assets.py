@@ -8,7 +8,6 @@ caller that may not see an asset gets exactly the not-found an unknown id gets.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Annotated, Any
@@ -18,10 +17,16 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 from starlette.requests import ClientDisconnect
 
-from ...errors import AssetNotFound, InvalidInput, LimitExceeded, NotFound
-from ...limits import MAX_NAME_CHARS, MAX_SESSION_ID_CHARS, MAX_STORE_NAME_CHARS
+from ...errors import AssetNotFound, InvalidInput, NotFound
+from ...limits import (
+    MAX_NAME_CHARS,
+    MAX_SESSION_ID_CHARS,
+    MAX_STORE_NAME_CHARS,
+    Limits,
+    decode_json,
+)
 from ...model import AssetRef
-from ..app import CallerDep, problem_response
+from ..app import CallerDep, upload_body
 from ..auth import Caller
 from ..permissions import SESSION_STORE, require, unseen
 from ..schemas import Empty
@@ -92,20 +97,11 @@ async def _visible(caller: Caller, asset_id: str, level: str) -> AssetRef:
 def _labels(header: str | None) -> dict[str, Any] | None:
     if header is None:
         return None
-    try:
-        labels = json.loads(header)
-    except ValueError as exc:
-        raise InvalidInput(f"{METADATA_HEADER} must be a JSON object of strings",
-                           field="metadata") from exc
+    labels = decode_json(header, field="metadata")
     if not isinstance(labels, dict):
         raise InvalidInput(f"{METADATA_HEADER} must be a JSON object of strings",
                            field="metadata")
     return labels
-
-
-def _too_large(limit: int, seen: int) -> LimitExceeded:
-    return LimitExceeded(f"the asset is {seen} bytes or more; the limit is {limit}",
-                         field="request_body", limit=limit, actual=seen)
 
 
 _UPLOAD_BODY: dict[str, Any] = {"requestBody": {
@@ -115,7 +111,12 @@ _UPLOAD_BODY: dict[str, Any] = {"requestBody": {
 }}
 
 
+def _asset_bound(limits: Limits) -> int:
+    return limits.max_asset_bytes
+
+
 @router.post("/assets", response_model=AssetOut, openapi_extra=_UPLOAD_BODY)
+@upload_body(_asset_bound)
 async def put_asset(
     request: Request,
     caller: CallerDep,
@@ -132,16 +133,7 @@ async def put_asset(
     """Store the request body as an asset of a session (WRITE on its store) or of the
     tenant (admin); the same bytes put into the same owner again give the first
     reference. Bodies above the server's asset limit are refused with 413."""
-    limit = caller.client.limits.max_asset_bytes
-    content_length = request.headers.get("content-length")
     content_type = request.headers.get("content-type")
-    if content_length is not None:
-        try:
-            declared = int(content_length)
-        except ValueError as exc:
-            raise InvalidInput("Content-Length is malformed", field="request_body") from exc
-        if declared > limit:
-            return problem_response(_too_large(limit, declared), {"connection": "close"})
     if (store is None) != (session_id is None):
         raise InvalidInput("give store and session_id together, or neither",
                            field="session_id")
@@ -156,12 +148,8 @@ async def put_asset(
         owner = await caller.client.session_stores.session(store, session_id)
     digest = hashlib.sha256() if sha256 is not None else None
     chunks: list[bytes] = []
-    seen = 0
     try:
         async for chunk in request.stream():
-            seen += len(chunk)
-            if seen > limit:
-                return problem_response(_too_large(limit, seen), {"connection": "close"})
             if digest is not None:
                 digest.update(chunk)
             chunks.append(chunk)

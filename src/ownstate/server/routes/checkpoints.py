@@ -14,7 +14,6 @@ are. Reads return payloads as base64 text in JSON.
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
@@ -23,9 +22,9 @@ from fastapi import Query, Request
 from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
 from ...errors import InvalidInput, LimitExceeded, NotFound, RunNotFound
-from ...limits import MAX_NAME_CHARS, TYPE_TAG_RE, Limits, anchored, printable
+from ...limits import MAX_NAME_CHARS, TYPE_TAG_RE, Limits, anchored, decode_json, printable
 from ...model import CheckpointRecord, CheckpointScope, PendingWrite, RetentionPolicy
-from ..app import CallerDep
+from ..app import CallerDep, upload_body
 from ..auth import Caller
 from ..permissions import require_run
 from ..schemas import Empty, StrictModel
@@ -212,25 +211,7 @@ async def _authorize(caller: Caller, scope: CheckpointScope, level: str) -> None
         raise RunNotFound(f"no run {scope.run_id!r}", run_id=scope.run_id) from exc
 
 
-async def _read_upload(request: Request, bound: int) -> bytearray:
-    """The request body, refused as soon as it is known to exceed ``bound`` bytes."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > bound:
-        raise _too_large(bound, int(declared))
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > bound:
-            raise _too_large(bound, len(body))
-    return body
-
-
-def _too_large(bound: int, actual: int) -> LimitExceeded:
-    return LimitExceeded(f"the request body is {actual} bytes; the limit is {bound}",
-                         field="request_body", limit=bound, actual=actual)
-
-
-def _split_upload(body: bytearray) -> tuple[bytes, memoryview]:
+def _split_upload(body: bytes) -> tuple[bytes, memoryview]:
     end = body.find(b"\n")
     if end < 0:
         raise InvalidInput("the body must start with one line of JSON (the envelope) "
@@ -253,6 +234,7 @@ _UPLOAD_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {
 
 @router.post(RUN + "/checkpoints:put", response_model=CheckpointOut,
              openapi_extra=_UPLOAD_BODY)
+@upload_body(upload_bound)
 async def put_checkpoint(store: StorePath, session_id: str, run_id: str,
                          actor_id: ActorId, request: Request,
                          caller: CallerDep) -> CheckpointOut:
@@ -261,8 +243,7 @@ async def put_checkpoint(store: StorePath, session_id: str, run_id: str,
     feed, then the payload bytes; storing an id again replaces it in place."""
     scope = CheckpointScope(actor_id, store, session_id, run_id)
     await _authorize(caller, scope, "WRITE")
-    limits = caller.client.limits
-    line, payload = _split_upload(await _read_upload(request, upload_bound(limits)))
+    line, payload = _split_upload(await request.body())
     envelope = _envelope(PutEnvelope, line)
     json_utf8(envelope.metadata, "metadata")
     record = await caller.client.checkpoints.put(
@@ -275,6 +256,7 @@ async def put_checkpoint(store: StorePath, session_id: str, run_id: str,
 
 @router.post(RUN + "/checkpoints:put_writes", response_model=Empty,
              openapi_extra=_UPLOAD_BODY)
+@upload_body(upload_bound)
 async def put_writes(store: StorePath, session_id: str, run_id: str, actor_id: ActorId,
                      request: Request, caller: CallerDep) -> Empty:
     """Store pending writes against a stored checkpoint, all or none (WRITE). The body is
@@ -284,7 +266,7 @@ async def put_writes(store: StorePath, session_id: str, run_id: str, actor_id: A
     scope = CheckpointScope(actor_id, store, session_id, run_id)
     await _authorize(caller, scope, "WRITE")
     limits = caller.client.limits
-    line, rest = _split_upload(await _read_upload(request, upload_bound(limits)))
+    line, rest = _split_upload(await request.body())
     envelope = _envelope(WritesEnvelope, line)
     if len(envelope.writes) > limits.max_batch_items:
         raise LimitExceeded(f"at most {limits.max_batch_items} writes per call",
@@ -347,10 +329,7 @@ async def list_checkpoints(
     await _authorize(caller, scope, "READ")
     wanted: Mapping[str, Any] | None = None
     if metadata is not None:
-        try:
-            parsed = json.loads(metadata)
-        except ValueError as exc:
-            raise InvalidInput("metadata must be a JSON object", field="metadata") from exc
+        parsed = decode_json(metadata, field="metadata")
         if not isinstance(parsed, dict):
             raise InvalidInput("metadata must be a JSON object", field="metadata")
         json_utf8(parsed, "metadata")

@@ -23,7 +23,7 @@ from ...api.aio import AsyncClient, AsyncSession, AsyncSessionStore
 from ...backends.ports.sessions import SessionOrder
 from ...errors import InvalidInput
 from ...formats.derive import infer_format
-from ...limits import FORMAT_RE, LABEL_KEY_RE, anchored
+from ...limits import FORMAT_RE, LABEL_KEY_RE, anchored, decode_json
 from ...model import Item, SessionRecord
 from ..app import CallerDep
 from ..auth import Caller
@@ -234,8 +234,8 @@ def _filter(text: str | None) -> tuple[str | None, dict[str, str] | None]:
 def _cursor(text: str, order: str) -> list[Any]:
     """A keyset cursor from its JSON text, checked to be of the shape the storage made."""
     try:
-        cursor = json.loads(text)
-    except ValueError:
+        cursor = decode_json(text, field="after")
+    except InvalidInput:
         cursor = None
     size = 1 if order == "create_time" else 2
     if not isinstance(cursor, list) or len(cursor) != size:
