@@ -95,7 +95,8 @@ def test_entries_round_trip_exactly(store: OwnstateSessionStore) -> None:
     given = [
         {"type": "user", "uuid": "a", "z": 1, "a": 2, "message": {"role": "user",
          "content": [{"type": "text", "text": "héllo ☃ \u0000 \"q\" \\ 🐍"}]}},
-        {"type": "assistant", "big": 2**70, "neg": -0.0, "f": 1.0000000000000002,
+        {"type": "assistant", "big": 2**63 - 1, "small": -(2**63), "neg": -0.0,
+         "f": 1.0000000000000002,
          "tiny": 5e-324, "nested": [[], {}, [None, True, False]], "": "empty key"},
         {"type": "tag", "tag": ""},
         {"type": "x", "timestamp": "2025-01-01T00:00:00.000Z", "isSidechain": False},
@@ -107,6 +108,14 @@ def test_entries_round_trip_exactly(store: OwnstateSessionStore) -> None:
     assert json.dumps(loaded) == text  # same key order, same numbers
     loaded[0]["mutated"] = True  # what load returns is the caller's own
     assert run(store.load(KEY)) == json.loads(text)
+
+
+def test_an_integer_beyond_64_bits_is_refused_and_nothing_is_stored(
+        store: OwnstateSessionStore) -> None:
+    run(store.append(KEY, [entry(1)]))
+    with pytest.raises(InvalidInput):
+        run(store.append(KEY, [entry(2), {"type": "assistant", "big": 2**70}]))
+    assert run(store.load(KEY)) == [entry(1)]
 
 
 def test_mapping_to_ownstate_sessions(client: ownstate.Client,
