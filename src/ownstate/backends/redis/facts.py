@@ -19,6 +19,7 @@ as a source item of ``None``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from datetime import datetime
@@ -36,7 +37,8 @@ from ...errors import (
 )
 from ...model import Fact, FactExplanation, Item, MemoryStoreRecord
 from ..ports.facts import NewFact, fact_words
-from ._core import Reply, lua, text
+from ._core import CLAIM_GRACE_MS, Reply, lua, text
+from ._grants import drop_store_grants, start_store_grants
 from .sessions import SessionsInRedis
 
 __all__ = ["FactsInRedis"]
@@ -55,13 +57,43 @@ redis.call('ZREM', base .. 'mstores', ARGV[1])
 return {'ok'}
 """)
 
+# ARGV: create time, nonce, grace (ms). Claims the name, as store_create does for a
+# session store (see _grants.py), and the rest of the create goes as there too.
 lua("mstore_create", """
-if redis.call('HGET', base .. 'mstore', 'state') then return {'@exists'} end
-redis.call('HSET', base .. 'mstore', 'state', 'live', 'ct', ARGV[1])
+local t = redis.call('TIME')
+local now_ms = t[1] * 1000 + math.floor(t[2] / 1000)
+local f = redis.call('HMGET', base .. 'mstore', 'state', 'since')
+if f[1] == 'live' then return {'@exists'} end
+if f[1] == 'creating' then
+  if now_ms - tonumber(f[2]) < tonumber(ARGV[3]) then return {'@exists'} end
+elseif f[1] then
+  return {'@deleting'}
+end
+redis.call('HSET', base .. 'mstore', 'state', 'creating', 'ct', ARGV[1], 'gen', ARGV[2],
+           'since', now_ms)
 return {'ok'}
 """)
 
-lua("mstore_drop", _LIVE + """
+lua("mstore_open", """
+local f = redis.call('HMGET', base .. 'mstore', 'state', 'gen')
+if f[1] ~= 'creating' or f[2] ~= ARGV[1] then return {'@lost'} end
+redis.call('HSET', base .. 'mstore', 'state', 'live')
+redis.call('HDEL', base .. 'mstore', 'since')
+return {'ok'}
+""")
+
+lua("mstore_unclaim", """
+local f = redis.call('HMGET', base .. 'mstore', 'state', 'gen')
+if f[1] == 'creating' and f[2] == ARGV[1] then redis.call('DEL', base .. 'mstore') end
+return {'ok'}
+""")
+
+# Deletes the facts and closes the store (``deleting``: readers see none); replies how
+# many facts went and the store's nonce. ``mstore_finish`` then removes the record, once
+# the grants are gone; a store left closed is finished by the next delete or create.
+lua("mstore_drop", """
+local f = redis.call('HMGET', base .. 'mstore', 'state', 'gen')
+if f[1] ~= 'live' and f[1] ~= 'deleting' then return {'@nostore'} end
 local n = redis.call('HLEN', base .. 'f')
 for _, subject in ipairs(redis.call('SMEMBERS', base .. 'subjects')) do
   for _, key in ipairs(redis.call('SMEMBERS', base .. 'sk:' .. subject)) do
@@ -72,9 +104,17 @@ end
 for _, word in ipairs(redis.call('SMEMBERS', base .. 'words')) do
   redis.call('DEL', base .. 'w:' .. word)
 end
-redis.call('DEL', base .. 'f', base .. 'chv', base .. 'cur', base .. 'mstore',
-           base .. 'subjects', base .. 'words')
-return {'ok', n}
+redis.call('DEL', base .. 'f', base .. 'chv', base .. 'cur', base .. 'subjects',
+           base .. 'words')
+redis.call('HSET', base .. 'mstore', 'state', 'deleting')
+return {'ok', n, f[2] or ''}
+""")
+
+lua("mstore_finish", """
+if redis.call('HGET', base .. 'mstore', 'state') == 'deleting' then
+  redis.call('DEL', base .. 'mstore')
+end
+return {'ok'}
 """)
 
 # ARGV: chains (subject NUL key). Replies each chain's version and its last fact.
@@ -242,13 +282,34 @@ def _close(ops: list[str], fact: dict[str, Any], closed_at: datetime, valid_to: 
 class FactsInRedis(SessionsInRedis):
     # memory stores ---------------------------------------------------------------------
 
-    async def create_memory_store(self, tenant: str, name: str,
-                                  now: datetime) -> MemoryStoreRecord:
-        await self._eval("mstores_add", [self.tenant_key(tenant)], [name])
-        reply = await self._eval("mstore_create", [self.memory_key(tenant, name)],
-                                 [format_time(now)])
-        if reply[0] != b"ok":
-            raise AlreadyExists(f"memory store {name!r} already exists", store=name)
+    async def create_memory_store(self, tenant: str, name: str, now: datetime,
+                                  owner: str | None = None) -> MemoryStoreRecord:
+        # In three steps, ordered and undone as _grants.py describes.
+        key = self.memory_key(tenant, name)
+        nonce = self.nonce()
+        for _ in range(10):
+            reply = await self._eval("mstore_create", [key],
+                                     [format_time(now), nonce, CLAIM_GRACE_MS])
+            if reply[0] == b"ok":
+                break
+            if reply[0] == b"@exists":
+                raise AlreadyExists(f"memory store {name!r} already exists", store=name)
+            # an earlier delete of this name stopped half-way: finish it first
+            with contextlib.suppress(StoreNotFound):
+                await self.delete_memory_store(tenant, name)
+        else:
+            raise BackendUnavailable(f"memory store {name!r} kept changing; retry")
+        try:
+            await start_store_grants(self, tenant, "memory_store", name, owner, "mstores",
+                                     nonce)
+            reply = await self._eval("mstore_open", [key], [nonce])
+        except BaseException:
+            with contextlib.suppress(BackendUnavailable):
+                await self._eval("mstore_unclaim", [key], [nonce])
+            raise
+        if reply[0] != b"ok":  # stopped longer than the grace, and taken over
+            raise BackendUnavailable(f"memory store {name!r} was claimed by another "
+                                     "create; retry")
         # a delete of the same name running at the same time may have unlisted it
         await self._eval("mstores_add", [self.tenant_key(tenant)], [name])
         return MemoryStoreRecord(tenant=tenant, name=name, create_time=now)
@@ -271,6 +332,8 @@ class FactsInRedis(SessionsInRedis):
 
     async def delete_memory_store(self, tenant: str, name: str) -> int:
         reply = await self._memory(tenant, name, "mstore_drop", [])
+        await drop_store_grants(self, tenant, "memory_store", name, text(reply[2]))
+        await self._eval("mstore_finish", [self.memory_key(tenant, name)], [])
         await self._eval("mstores_remove", [self.tenant_key(tenant)], [name])
         (state,) = await self._memory_states(tenant, [name])
         if state[0] is not None:  # made again meanwhile: keep it listed

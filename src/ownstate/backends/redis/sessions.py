@@ -53,6 +53,7 @@ from ._core import (
     lua,
     text,
 )
+from ._grants import drop_store_grants, start_store_grants
 
 __all__ = ["SessionsInRedis"]
 
@@ -64,28 +65,48 @@ _RETURN_RECORD = _GET + "return {'ok', f[1], f[2], f[3], f[4], f[5], f[6]}\n"
 
 # -- stores ----------------------------------------------------------------------------
 
-lua("stores_add", """
-redis.call('ZADD', base .. 'stores', 0, ARGV[1])
-return {'ok'}
-""")
-
 lua("stores_remove", """
 redis.call('ZREM', base .. 'stores', ARGV[1])
 return {'ok'}
 """)
 
+# ARGV: create time, nonce, grace (ms). Claims the name (step 1 of _grants.py).
 lua("store_create", """
-local state = redis.call('HGET', base .. 'store', 'state')
-if state == 'live' then return {'@exists'} end
-if state then return {'@deleting'} end
-redis.call('HSET', base .. 'store', 'state', 'live', 'ct', ARGV[1])
+local t = redis.call('TIME')
+local now_ms = t[1] * 1000 + math.floor(t[2] / 1000)
+local f = redis.call('HMGET', base .. 'store', 'state', 'since')
+if f[1] == 'live' then return {'@exists'} end
+if f[1] == 'creating' then
+  if now_ms - tonumber(f[2]) < tonumber(ARGV[3]) then return {'@exists'} end
+elseif f[1] then
+  return {'@deleting'}
+end
+redis.call('HSET', base .. 'store', 'state', 'creating', 'ct', ARGV[1], 'gen', ARGV[2],
+           'since', now_ms)
 return {'ok'}
 """)
 
-# ARGV[1] is '1' to force; the rest are index entries the caller found dangling.
+# ARGV: nonce. Makes a claimed store live (step 3), or withdraws the claim (``unclaim``).
+lua("store_open", """
+local f = redis.call('HMGET', base .. 'store', 'state', 'gen')
+if f[1] ~= 'creating' or f[2] ~= ARGV[1] then return {'@lost'} end
+redis.call('HSET', base .. 'store', 'state', 'live')
+redis.call('HDEL', base .. 'store', 'since')
+return {'ok'}
+""")
+
+lua("store_unclaim", """
+local f = redis.call('HMGET', base .. 'store', 'state', 'gen')
+if f[1] == 'creating' and f[2] == ARGV[1] then redis.call('DEL', base .. 'store') end
+return {'ok'}
+""")
+
+# ARGV[1] is '1' to force; the rest are index entries the caller found dangling. Replies
+# the store's nonce, then its index entries.
 lua("store_close", """
-local state = redis.call('HGET', base .. 'store', 'state')
-if not state then return {'@nostore'} end
+local f = redis.call('HMGET', base .. 'store', 'state', 'gen')
+local state = f[1]
+if not state or state == 'creating' then return {'@nostore'} end
 for i = 2, #ARGV do redis.call('ZREM', base .. 'index', ARGV[i]) end
 local members = redis.call('ZRANGE', base .. 'index', 0, -1)
 if state == 'live' then
@@ -95,6 +116,7 @@ if state == 'live' then
   end
   redis.call('HSET', base .. 'store', 'state', 'deleting')
 end
+table.insert(members, 1, f[2] or '')
 table.insert(members, 1, 'ok')
 return members
 """)
@@ -328,19 +350,35 @@ def _record_from_reply(tenant: str, store: str, session_id: str,
 class SessionsInRedis(RedisCore):
     # stores ----------------------------------------------------------------------------
 
-    async def create_store(self, tenant: str, name: str, now: datetime) -> SessionStoreRecord:
+    async def create_store(self, tenant: str, name: str, now: datetime,
+                           owner: str | None = None) -> SessionStoreRecord:
+        # In three steps, ordered and undone as _grants.py describes.
+        key = self.store_key(tenant, name)
+        nonce = self.nonce()
         for _ in range(10):
-            await self._eval("stores_add", [self.tenant_key(tenant)], [name])
-            reply = await self._eval("store_create", [self.store_key(tenant, name)],
-                                     [format_time(now)])
+            reply = await self._eval("store_create", [key],
+                                     [format_time(now), nonce, CLAIM_GRACE_MS])
             if reply[0] == b"ok":
-                return SessionStoreRecord(tenant=tenant, name=name, create_time=now)
+                break
             if reply[0] == b"@exists":
                 raise AlreadyExists(f"session store {name!r} already exists", store=name)
             # an earlier delete of this name stopped half-way: finish it first
             with contextlib.suppress(StoreNotFound):
                 await self._delete_store_now(tenant, name, force=True)
-        raise BackendUnavailable(f"session store {name!r} kept changing; retry")
+        else:
+            raise BackendUnavailable(f"session store {name!r} kept changing; retry")
+        try:
+            await start_store_grants(self, tenant, "session_store", name, owner, "stores",
+                                     nonce)
+            reply = await self._eval("store_open", [key], [nonce])
+        except BaseException:
+            with contextlib.suppress(BackendUnavailable):
+                await self._eval("store_unclaim", [key], [nonce])
+            raise
+        if reply[0] != b"ok":  # stopped longer than the grace, and taken over
+            raise BackendUnavailable(f"session store {name!r} was claimed by another "
+                                     "create; retry")
+        return SessionStoreRecord(tenant=tenant, name=name, create_time=now)
 
     async def _store_states(self, tenant: str, names: Sequence[str]) -> list[Any]:
         return await self._read([("HMGET", self.store_key(tenant, n) + "store", "state", "ct")
@@ -394,9 +432,10 @@ class SessionsInRedis(RedisCore):
                                      ["1" if force else "0", *dangling])
             if reply[0] == b"@nostore":
                 raise StoreNotFound(f"no session store {name!r}", store=name)
-            members = [text(m) for m in reply[1:]]
             if reply[0] == b"ok":
+                nonce, members = text(reply[1]), [text(m) for m in reply[2:]]
                 break
+            members = [text(m) for m in reply[1:]]
             live = await self._live_members(tenant, name, members)
             if live:
                 raise StoreNotEmpty(f"session store {name!r} holds {len(live)} sessions",
@@ -404,6 +443,8 @@ class SessionsInRedis(RedisCore):
             dangling = members  # entries of creations that never finished
         else:
             raise BackendUnavailable(f"session store {name!r} kept changing; retry")
+        # closed, the store is gone for readers: its grants go next (see _grants.py)
+        await drop_store_grants(self, tenant, "session_store", name, nonce)
         deleted = 0
         roots = dict.fromkeys(self.parse_member(m)[2] for m in members)
         for root in roots:
