@@ -26,9 +26,15 @@ changed; what it leaves is invisible and finished by the next call on the name.
 
 from __future__ import annotations
 
-from ._core import RedisCore, lua
+import contextlib
+from collections.abc import Awaitable, Callable
+from datetime import datetime
 
-__all__ = ["DROP_GRANTS", "drop_store_grants", "start_store_grants"]
+from ..._ids import format_time
+from ...errors import AlreadyExists, BackendUnavailable, StoreNotFound
+from ._core import CLAIM_GRACE_MS, RedisCore, lua
+
+__all__ = ["DROP_GRANTS", "claim_scripts", "create_with_grants", "drop_store_grants"]
 
 #: The start of a script dropping a store's grants (``ARGV[1..2]``: kind, store), which
 #: then calls ``drop()``. Its reads come before its writes: a failing read (a key of the wrong type)
@@ -68,11 +74,69 @@ return {'ok', #principals}
 """)
 
 
-async def start_store_grants(core: RedisCore, tenant: str, kind: str, store: str,
-                             owner: str | None, index: str, nonce: str) -> None:
-    """Step 2 of a create: the new store's grants, and its name in ``index``."""
-    await core._eval("grants_start", [core.tenant_key(tenant)],
-                     [kind, store, owner or "", index, nonce])
+def claim_scripts(record: str) -> None:
+    """Register steps 1 and 3 (``RECORD_create``, ``RECORD_open``) and the withdrawal of a
+    claim (``RECORD_unclaim``) for stores whose record is the hash ``record``."""
+    hkey = f"base .. '{record}'"
+    # ARGV: create time, nonce, grace (ms).
+    lua(f"{record}_create", f"""
+local t = redis.call('TIME')
+local now_ms = t[1] * 1000 + math.floor(t[2] / 1000)
+local f = redis.call('HMGET', {hkey}, 'state', 'since')
+if f[1] == 'live' then return {{'@exists'}} end
+if f[1] == 'creating' then
+  if now_ms - tonumber(f[2]) < tonumber(ARGV[3]) then return {{'@exists'}} end
+elseif f[1] then
+  return {{'@deleting'}}
+end
+redis.call('HSET', {hkey}, 'state', 'creating', 'ct', ARGV[1], 'gen', ARGV[2],
+           'since', now_ms)
+return {{'ok'}}
+""")
+    # ARGV: nonce.
+    lua(f"{record}_open", f"""
+local f = redis.call('HMGET', {hkey}, 'state', 'gen')
+if f[1] ~= 'creating' or f[2] ~= ARGV[1] then return {{'@lost'}} end
+redis.call('HSET', {hkey}, 'state', 'live')
+redis.call('HDEL', {hkey}, 'since')
+return {{'ok'}}
+""")
+    lua(f"{record}_unclaim", f"""
+local f = redis.call('HMGET', {hkey}, 'state', 'gen')
+if f[1] == 'creating' and f[2] == ARGV[1] then redis.call('DEL', {hkey}) end
+return {{'ok'}}
+""")
+
+
+async def create_with_grants(core: RedisCore, record: str, key: str, tenant: str,
+                             kind: str, name: str, owner: str | None, index: str,
+                             now: datetime, finish_delete: Callable[[], Awaitable[object]],
+                             label: str) -> None:
+    """Create the store whose record is ``record`` in the slot ``key``, with its grants,
+    in the three steps above; ``finish_delete`` completes a delete of the name that
+    stopped half-way. Raises AlreadyExists."""
+    nonce = core.nonce()
+    for _ in range(10):
+        reply = await core._eval(f"{record}_create", [key],
+                                 [format_time(now), nonce, CLAIM_GRACE_MS])
+        if reply[0] == b"ok":
+            break
+        if reply[0] == b"@exists":
+            raise AlreadyExists(f"{label} {name!r} already exists", store=name)
+        with contextlib.suppress(StoreNotFound):
+            await finish_delete()
+    else:
+        raise BackendUnavailable(f"{label} {name!r} kept changing; retry")
+    try:
+        await core._eval("grants_start", [core.tenant_key(tenant)],
+                         [kind, name, owner or "", index, nonce])
+        reply = await core._eval(f"{record}_open", [key], [nonce])
+    except BaseException:
+        with contextlib.suppress(BackendUnavailable):
+            await core._eval(f"{record}_unclaim", [key], [nonce])
+        raise
+    if reply[0] != b"ok":  # stopped longer than the grace, and taken over
+        raise BackendUnavailable(f"{label} {name!r} was claimed by another create; retry")
 
 
 async def drop_store_grants(core: RedisCore, tenant: str, kind: str, store: str,

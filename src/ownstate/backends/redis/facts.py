@@ -19,7 +19,6 @@ as a source item of ``None``.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Sequence
 from datetime import datetime
@@ -28,7 +27,6 @@ from typing import Any
 from ... import _ids
 from ..._ids import format_time, parse_time
 from ...errors import (
-    AlreadyExists,
     BackendUnavailable,
     FactNotFound,
     ItemNotFound,
@@ -37,8 +35,8 @@ from ...errors import (
 )
 from ...model import Fact, FactExplanation, Item, MemoryStoreRecord
 from ..ports.facts import NewFact, fact_words
-from ._core import CLAIM_GRACE_MS, Reply, lua, text
-from ._grants import drop_store_grants, start_store_grants
+from ._core import Reply, lua, text
+from ._grants import claim_scripts, create_with_grants, drop_store_grants
 from .sessions import SessionsInRedis
 
 __all__ = ["FactsInRedis"]
@@ -57,36 +55,7 @@ redis.call('ZREM', base .. 'mstores', ARGV[1])
 return {'ok'}
 """)
 
-# ARGV: create time, nonce, grace (ms). Claims the name, as store_create does for a
-# session store (see _grants.py), and the rest of the create goes as there too.
-lua("mstore_create", """
-local t = redis.call('TIME')
-local now_ms = t[1] * 1000 + math.floor(t[2] / 1000)
-local f = redis.call('HMGET', base .. 'mstore', 'state', 'since')
-if f[1] == 'live' then return {'@exists'} end
-if f[1] == 'creating' then
-  if now_ms - tonumber(f[2]) < tonumber(ARGV[3]) then return {'@exists'} end
-elseif f[1] then
-  return {'@deleting'}
-end
-redis.call('HSET', base .. 'mstore', 'state', 'creating', 'ct', ARGV[1], 'gen', ARGV[2],
-           'since', now_ms)
-return {'ok'}
-""")
-
-lua("mstore_open", """
-local f = redis.call('HMGET', base .. 'mstore', 'state', 'gen')
-if f[1] ~= 'creating' or f[2] ~= ARGV[1] then return {'@lost'} end
-redis.call('HSET', base .. 'mstore', 'state', 'live')
-redis.call('HDEL', base .. 'mstore', 'since')
-return {'ok'}
-""")
-
-lua("mstore_unclaim", """
-local f = redis.call('HMGET', base .. 'mstore', 'state', 'gen')
-if f[1] == 'creating' and f[2] == ARGV[1] then redis.call('DEL', base .. 'mstore') end
-return {'ok'}
-""")
+claim_scripts("mstore")  # the create of a memory store goes as a session store's
 
 # Deletes the facts and closes the store (``deleting``: readers see none); replies how
 # many facts went and the store's nonce. ``mstore_finish`` then removes the record, once
@@ -284,32 +253,10 @@ class FactsInRedis(SessionsInRedis):
 
     async def create_memory_store(self, tenant: str, name: str, now: datetime,
                                   owner: str | None = None) -> MemoryStoreRecord:
-        # In three steps, ordered and undone as _grants.py describes.
-        key = self.memory_key(tenant, name)
-        nonce = self.nonce()
-        for _ in range(10):
-            reply = await self._eval("mstore_create", [key],
-                                     [format_time(now), nonce, CLAIM_GRACE_MS])
-            if reply[0] == b"ok":
-                break
-            if reply[0] == b"@exists":
-                raise AlreadyExists(f"memory store {name!r} already exists", store=name)
-            # an earlier delete of this name stopped half-way: finish it first
-            with contextlib.suppress(StoreNotFound):
-                await self.delete_memory_store(tenant, name)
-        else:
-            raise BackendUnavailable(f"memory store {name!r} kept changing; retry")
-        try:
-            await start_store_grants(self, tenant, "memory_store", name, owner, "mstores",
-                                     nonce)
-            reply = await self._eval("mstore_open", [key], [nonce])
-        except BaseException:
-            with contextlib.suppress(BackendUnavailable):
-                await self._eval("mstore_unclaim", [key], [nonce])
-            raise
-        if reply[0] != b"ok":  # stopped longer than the grace, and taken over
-            raise BackendUnavailable(f"memory store {name!r} was claimed by another "
-                                     "create; retry")
+        await create_with_grants(
+            self, "mstore", self.memory_key(tenant, name), tenant, "memory_store", name,
+            owner, "mstores", now, lambda: self.delete_memory_store(tenant, name),
+            "memory store")
         # a delete of the same name running at the same time may have unlisted it
         await self._eval("mstores_add", [self.tenant_key(tenant)], [name])
         return MemoryStoreRecord(tenant=tenant, name=name, create_time=now)

@@ -18,7 +18,6 @@ the parent's tree. Listing reads the index and skips entries whose session does 
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
@@ -53,7 +52,7 @@ from ._core import (
     lua,
     text,
 )
-from ._grants import drop_store_grants, start_store_grants
+from ._grants import claim_scripts, create_with_grants, drop_store_grants
 
 __all__ = ["SessionsInRedis"]
 
@@ -70,36 +69,7 @@ redis.call('ZREM', base .. 'stores', ARGV[1])
 return {'ok'}
 """)
 
-# ARGV: create time, nonce, grace (ms). Claims the name (step 1 of _grants.py).
-lua("store_create", """
-local t = redis.call('TIME')
-local now_ms = t[1] * 1000 + math.floor(t[2] / 1000)
-local f = redis.call('HMGET', base .. 'store', 'state', 'since')
-if f[1] == 'live' then return {'@exists'} end
-if f[1] == 'creating' then
-  if now_ms - tonumber(f[2]) < tonumber(ARGV[3]) then return {'@exists'} end
-elseif f[1] then
-  return {'@deleting'}
-end
-redis.call('HSET', base .. 'store', 'state', 'creating', 'ct', ARGV[1], 'gen', ARGV[2],
-           'since', now_ms)
-return {'ok'}
-""")
-
-# ARGV: nonce. Makes a claimed store live (step 3), or withdraws the claim (``unclaim``).
-lua("store_open", """
-local f = redis.call('HMGET', base .. 'store', 'state', 'gen')
-if f[1] ~= 'creating' or f[2] ~= ARGV[1] then return {'@lost'} end
-redis.call('HSET', base .. 'store', 'state', 'live')
-redis.call('HDEL', base .. 'store', 'since')
-return {'ok'}
-""")
-
-lua("store_unclaim", """
-local f = redis.call('HMGET', base .. 'store', 'state', 'gen')
-if f[1] == 'creating' and f[2] == ARGV[1] then redis.call('DEL', base .. 'store') end
-return {'ok'}
-""")
+claim_scripts("store")
 
 # ARGV[1] is '1' to force; the rest are index entries the caller found dangling. Replies
 # the store's nonce, then its index entries.
@@ -352,32 +322,10 @@ class SessionsInRedis(RedisCore):
 
     async def create_store(self, tenant: str, name: str, now: datetime,
                            owner: str | None = None) -> SessionStoreRecord:
-        # In three steps, ordered and undone as _grants.py describes.
-        key = self.store_key(tenant, name)
-        nonce = self.nonce()
-        for _ in range(10):
-            reply = await self._eval("store_create", [key],
-                                     [format_time(now), nonce, CLAIM_GRACE_MS])
-            if reply[0] == b"ok":
-                break
-            if reply[0] == b"@exists":
-                raise AlreadyExists(f"session store {name!r} already exists", store=name)
-            # an earlier delete of this name stopped half-way: finish it first
-            with contextlib.suppress(StoreNotFound):
-                await self._delete_store_now(tenant, name, force=True)
-        else:
-            raise BackendUnavailable(f"session store {name!r} kept changing; retry")
-        try:
-            await start_store_grants(self, tenant, "session_store", name, owner, "stores",
-                                     nonce)
-            reply = await self._eval("store_open", [key], [nonce])
-        except BaseException:
-            with contextlib.suppress(BackendUnavailable):
-                await self._eval("store_unclaim", [key], [nonce])
-            raise
-        if reply[0] != b"ok":  # stopped longer than the grace, and taken over
-            raise BackendUnavailable(f"session store {name!r} was claimed by another "
-                                     "create; retry")
+        await create_with_grants(
+            self, "store", self.store_key(tenant, name), tenant, "session_store", name, owner,
+            "stores", now, lambda: self._delete_store_now(tenant, name, force=True),
+            "session store")
         return SessionStoreRecord(tenant=tenant, name=name, create_time=now)
 
     async def _store_states(self, tenant: str, names: Sequence[str]) -> list[Any]:
