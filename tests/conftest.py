@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from grant_faults import memory_fault, postgres_fault, redis_fault, sqlite_fault
 from hypothesis import settings
 
 from ownstate.backends.memory import MemoryBackend
@@ -143,10 +144,12 @@ def _postgres(tmp: Path) -> Target:
         with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
             conn.execute(f"BEGIN; {empty}; COMMIT")
         return Target("postgres", f"{POSTGRES_URL}{separator}schema={schema}",
-                      PostgresBackend.capabilities)
+                      PostgresBackend.capabilities,
+                      grant_fault=postgres_fault(POSTGRES_URL, schema))
     schema = f"t_{uuid.uuid4().hex[:12]}"
     return Target("postgres", f"{POSTGRES_URL}{separator}schema={schema}",
-                  PostgresBackend.capabilities, cleanup=lambda: _drop_schema(schema))
+                  PostgresBackend.capabilities, cleanup=lambda: _drop_schema(schema),
+                  grant_fault=postgres_fault(POSTGRES_URL, schema))
 
 
 def _redis(tmp: Path) -> Target:
@@ -166,7 +169,11 @@ def _redis(tmp: Path) -> Target:
 
     separator = "&" if "?" in REDIS_URL else "?"
     return Target("redis", f"{REDIS_URL}{separator}prefix={prefix}",
-                  RedisBackend.capabilities, cleanup=drop)
+                  RedisBackend.capabilities, cleanup=drop,
+                  grant_fault=redis_fault(REDIS_URL, prefix))
+
+
+_HTTP_DATABASE = f"http-{uuid.uuid4().hex}"
 
 
 @cache
@@ -177,7 +184,7 @@ def _live_server() -> Any:
 
     from ownstate.testing.server import LiveServer
 
-    server = LiveServer(f"memory://http-{uuid.uuid4().hex}", key_cache_seconds=0.5)
+    server = LiveServer(f"memory://{_HTTP_DATABASE}", key_cache_seconds=0.5)
     atexit.register(server.stop)
     return server
 
@@ -210,15 +217,22 @@ def _http(tmp: Path) -> Target:
 
     from ownstate.backends.http import HttpBackend
 
+    # the fault reaches the server's own in-memory database, in this process
     return Target("http", server.url_with(token_for(main)), HttpBackend.capabilities,
-                  opener=opener)
+                  opener=opener, grant_fault=memory_fault(_HTTP_DATABASE))
+
+
+def _memory() -> Target:
+    name = uuid.uuid4().hex
+    return Target("memory", f"memory://{name}", MemoryBackend.capabilities,
+                  grant_fault=memory_fault(name))
 
 
 TARGETS: dict[str, Callable[[Path], Target]] = {
-    "memory": lambda tmp: Target("memory", f"memory://{uuid.uuid4().hex}",
-                                 MemoryBackend.capabilities),
+    "memory": lambda tmp: _memory(),
     "sqlite": lambda tmp: Target("sqlite", f"sqlite:///{tmp}/ownstate.db",
-                                 SqliteBackend.capabilities),
+                                 SqliteBackend.capabilities,
+                                 grant_fault=sqlite_fault(f"{tmp}/ownstate.db")),
     "postgres": _postgres,
     "redis": _redis,
     "http": _http,

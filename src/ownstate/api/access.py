@@ -20,8 +20,7 @@ from ..model import PERMISSION_LEVELS, ApiKey, Grant
 from ._scope import Scope
 
 __all__ = ["TOKEN_PREFIX", "AsyncApiKeys", "grant_permission", "new_key", "parse_token",
-           "permission_level", "permissions", "principal_name", "revoke_permission",
-           "start_grants"]
+           "permission_level", "permissions", "principal_name", "revoke_permission"]
 
 #: Every API key starts with this, so a leaked one is easy to find in logs and scanners.
 TOKEN_PREFIX = "osk_"
@@ -121,29 +120,17 @@ class AsyncApiKeys:
 
 async def grant_permission(scope: Scope, kind: str, store: str, principal: str,
                            level: str) -> Grant:
-    """Record ``principal``'s ``level`` on a store that the caller has already found."""
-    grant = Grant(kind, store, principal_name(principal), permission_level(level))
-    held = await scope.backend.get_grant(scope.tenant, kind, store, grant.principal)
-    if held == "OWNER":
-        # The owner already holds everything a grant could give; keep its ownership.
-        return Grant(kind, store, grant.principal, held)
-    await scope.backend.set_grant(scope.tenant, kind, store, grant.principal, grant.level)
-    return grant
+    """Record ``principal``'s ``level`` on a store that the caller has already found: one
+    write that keeps an owner's ownership (the owner already holds everything a grant
+    could give)."""
+    name, wanted = principal_name(principal), permission_level(level)
+    held = await scope.backend.set_grant(scope.tenant, kind, store, name, wanted)
+    return Grant(kind, store, name, held or wanted)
 
 
 async def revoke_permission(scope: Scope, kind: str, store: str, principal: str) -> None:
     """Take ``principal``'s grant away; an owner's ownership is not a grant and stays."""
-    name = principal_name(principal)
-    if await scope.backend.get_grant(scope.tenant, kind, store, name) != "OWNER":
-        await scope.backend.set_grant(scope.tenant, kind, store, name, None)
-
-
-async def start_grants(scope: Scope, kind: str, store: str, owner: str | None) -> None:
-    """A new store's grants: none left over from an earlier store of the same name, and
-    ``owner``'s ownership when one is named."""
-    await scope.backend.drop_grants(scope.tenant, kind, store)
-    if owner is not None:
-        await scope.backend.set_grant(scope.tenant, kind, store, owner, "OWNER")
+    await scope.backend.set_grant(scope.tenant, kind, store, principal_name(principal), None)
 
 
 async def permissions(scope: Scope, kind: str, store: str) -> list[Grant]:

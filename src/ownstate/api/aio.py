@@ -520,9 +520,8 @@ class AsyncSessionStores:
         s = self._scope
         valid = _validate.store_name(name)
         if owner is not None:
-            _access.principal_name(owner)
-        record = await s.backend.create_store(s.tenant, valid, now())
-        await _access.start_grants(s, "session_store", valid, owner)
+            owner = _access.principal_name(owner)
+        record = await s.backend.create_store(s.tenant, valid, now(), owner)
         return AsyncSessionStore(s, record)
 
     async def get(self, name: str) -> AsyncSessionStore:
@@ -572,9 +571,7 @@ class AsyncSessionStores:
         """
         s = self._scope
         valid = _validate.store_name(name)
-        deleted = await s.backend.delete_store(s.tenant, valid, force)
-        await s.backend.drop_grants(s.tenant, "session_store", valid)
-        return deleted
+        return await s.backend.delete_store(s.tenant, valid, force)
 
 
 def _tenant_name(tenant: str) -> str:

@@ -398,9 +398,8 @@ class AsyncMemoryStores:
         s = self._scope
         valid = _validate.store_name(name)
         if owner is not None:
-            _access.principal_name(owner)
-        record = await s.backend.create_memory_store(s.tenant, valid, _ids.now())
-        await _access.start_grants(s, "memory_store", valid, owner)
+            owner = _access.principal_name(owner)
+        record = await s.backend.create_memory_store(s.tenant, valid, _ids.now(), owner)
         return AsyncMemoryStore(s, record)
 
     async def get(self, name: str) -> AsyncMemoryStore:
@@ -443,9 +442,7 @@ class AsyncMemoryStores:
         """
         s = self._scope
         valid = _validate.store_name(name)
-        deleted = await s.backend.delete_memory_store(s.tenant, valid)
-        await s.backend.drop_grants(s.tenant, "memory_store", valid)
-        return deleted
+        return await s.backend.delete_memory_store(s.tenant, valid)
 
     async def erase_subject(self, subject: str, *,
                             include_sessions: bool = False) -> dict[str, int]:

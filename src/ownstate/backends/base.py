@@ -51,6 +51,11 @@ class Capability:
     #: owners as told (a server's client is a principal instead: the server authenticates
     #: it and makes it the owner of what it creates)
     OPERATOR = "operator"
+    #: creating or deleting a store takes several steps, not one transaction (on Redis
+    #: the store and the tenant's grants live in different slots): one that stops
+    #: part-way leaves the store invisible, and the next create or delete of the name
+    #: finishes it
+    STEPWISE_STORES = "stepwise_stores"
 
 
 class Backend(SessionPort, FactPort, RunPort, CheckpointPort, AssetPort, AccessPort):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,12 @@ class Target:
     ``cleanup`` (when given) runs after the test. ``opener`` (when given) opens clients
     instead of ``ownstate.connect(url, **kwargs)``: a server target uses it to give each
     tenant asked for a key of its own.
+
+    ``grant_fault`` (when given) is how the fault tests of :mod:`ownstate.testing.faults`
+    break the datastore: ``grant_fault(client, kind, store)`` is a context manager inside
+    which the datastore itself fails every write to the grants of that store (``kind``
+    ``"session_store"`` or ``"memory_store"``) in the client's tenant, and after which
+    it works again. Without one those tests skip.
     """
 
     name: str
@@ -26,6 +33,8 @@ class Target:
     capabilities: frozenset[str] = field(default_factory=frozenset)
     cleanup: Callable[[], None] | None = None
     opener: Callable[..., ownstate.Client] | None = None
+    grant_fault: Callable[[ownstate.Client, str, str],
+                          AbstractContextManager[None]] | None = None
 
     def connect(self, **kwargs: Any) -> ownstate.Client:
         """A sync client on the target's database; ``kwargs`` as for ``ownstate.connect``."""

@@ -45,17 +45,17 @@ class AccessOverHttp(HttpBase):
         return _wire.load(ApiKey, body)
 
     async def set_grant(self, tenant: str, kind: str, store: str, principal: str,
-                        level: str | None) -> None:
+                        level: str | None) -> str | None:
+        # The server writes the grant in one step of its own backend, keeping an owner's
+        # ownership; what the principal holds afterwards is read back.
         path = _grants_path(kind, store)
-        if level == "OWNER":
-            # The server makes the creating principal the owner when it creates the store.
-            return
         if level is None:
             await self._http.call("POST", f"{path}:revoke",
                                   json={"principal": {"name": principal}})
         else:
             await self._http.call("POST", f"{path}:grant",
                                   json={"principal": {"name": principal}, "permission": level})
+        return await self.get_grant(tenant, kind, store, principal)
 
     async def get_grant(self, tenant: str, kind: str, store: str,
                         principal: str) -> str | None:

@@ -63,8 +63,9 @@ def _reason(closed_reason: str) -> str | None:
 class FactsOverHttp(HttpBase):
     """The facts port as calls to the server's routes."""
 
-    async def create_memory_store(self, tenant: str, name: str,
-                                  now: datetime) -> MemoryStoreRecord:
+    async def create_memory_store(self, tenant: str, name: str, now: datetime,
+                                  owner: str | None = None) -> MemoryStoreRecord:
+        # As create_store: the server makes the key's principal the owner, in one call.
         body = await self._http.call("POST", STORES, json={"name": name})
         return _wire.load(MemoryStoreRecord, body, tenant=tenant)
 

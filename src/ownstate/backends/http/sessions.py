@@ -68,7 +68,10 @@ def _append_body(items: Sequence[NewItem], key: str | None) -> bytes:
 class SessionsOverHttp(HttpBase):
     """The sessions port as calls to the server's routes."""
 
-    async def create_store(self, tenant: str, name: str, now: datetime) -> SessionStoreRecord:
+    async def create_store(self, tenant: str, name: str, now: datetime,
+                           owner: str | None = None) -> SessionStoreRecord:
+        # The server creates the store and makes the key's principal its owner, in one
+        # call of its own backend (a server's client is a principal, not an operator).
         body = await self._http.call("POST", SESSION_STORES, json={"name": name})
         return _wire.load(SessionStoreRecord, body, tenant=tenant)
 

@@ -95,6 +95,19 @@ class MemoryBase:
                                  session_ids: Sequence[str]) -> None:
         """Delete the asset references of these sessions (and content nobody references)."""
 
+    def _start_grants(self, tenant: str, kind: str, store: str, owner: str | None) -> None:
+        """A new store's grants (none left over, the owner's when named), written before
+        the store itself so that a failure leaves no store without its owner."""
+        key = (tenant, kind, store)
+        if owner is not None:
+            self._data.grants[key] = {owner: "OWNER"}
+        else:
+            self._data.grants.pop(key, None)
+
+    def _drop_grants(self, tenant: str, kind: str, store: str) -> int:
+        """Drop a store's grants, before the store itself goes; returns how many."""
+        return len(self._data.grants.pop((tenant, kind, store), {}))
+
     def _on_sessions_deleted(self, tenant: str, store: str, session_ids: Sequence[str]) -> None:
         self._drop_assets_of_sessions(tenant, store, session_ids)
         self._drop_runs_of_sessions(tenant, store, session_ids)

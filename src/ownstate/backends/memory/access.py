@@ -46,13 +46,16 @@ class AccessInMemory(MemoryBase):
             return key
 
     async def set_grant(self, tenant: str, kind: str, store: str, principal: str,
-                        level: str | None) -> None:
+                        level: str | None) -> str | None:
         with self._data.lock:
             grants = self._data.grants.setdefault((tenant, kind, store), {})
+            if grants.get(principal) == "OWNER":
+                return "OWNER"
             if level is None:
                 grants.pop(principal, None)
             else:
                 grants[principal] = level
+            return level
 
     async def get_grant(self, tenant: str, kind: str, store: str,
                         principal: str) -> str | None:
@@ -74,4 +77,4 @@ class AccessInMemory(MemoryBase):
 
     async def drop_grants(self, tenant: str, kind: str, store: str) -> int:
         with self._data.lock:
-            return len(self._data.grants.pop((tenant, kind, store), {}))
+            return self._drop_grants(tenant, kind, store)

@@ -83,12 +83,13 @@ class FactsInMemory(MemoryBase):
 
     # memory stores ---------------------------------------------------------------------
 
-    async def create_memory_store(self, tenant: str, name: str,
-                                  now: datetime) -> MemoryStoreRecord:
+    async def create_memory_store(self, tenant: str, name: str, now: datetime,
+                                  owner: str | None = None) -> MemoryStoreRecord:
         with self._data.lock:
             if (tenant, name) in self._data.memory_stores:
                 raise AlreadyExists(f"memory store {name!r} already exists", store=name)
             record = MemoryStoreRecord(tenant=tenant, name=name, create_time=now)
+            self._start_grants(tenant, "memory_store", name, owner)
             self._data.memory_stores[(tenant, name)] = _StoreFacts(record)
             return record
 
@@ -106,6 +107,7 @@ class FactsInMemory(MemoryBase):
     async def delete_memory_store(self, tenant: str, name: str) -> int:
         with self._data.lock:
             facts = self._memory_store(tenant, name)
+            self._drop_grants(tenant, "memory_store", name)
             del self._data.memory_stores[(tenant, name)]
             return len(facts.by_id)
 

@@ -46,11 +46,13 @@ class SessionsInMemory(MemoryBase):
 
     # session stores --------------------------------------------------------------------
 
-    async def create_store(self, tenant: str, name: str, now: datetime) -> SessionStoreRecord:
+    async def create_store(self, tenant: str, name: str, now: datetime,
+                           owner: str | None = None) -> SessionStoreRecord:
         with self._data.lock:
             if (tenant, name) in self._data.stores:
                 raise AlreadyExists(f"session store {name!r} already exists", store=name)
             record = SessionStoreRecord(tenant=tenant, name=name, create_time=now)
+            self._start_grants(tenant, "session_store", name, owner)
             self._data.stores[(tenant, name)] = record
             return record
 
@@ -75,6 +77,7 @@ class SessionsInMemory(MemoryBase):
             if keys and not force:
                 raise StoreNotEmpty(f"session store {name!r} holds {len(keys)} sessions",
                                     store=name, sessions=len(keys))
+            self._drop_grants(tenant, "session_store", name)
             for key in keys:
                 del self._data.sessions[key]
             self._on_sessions_deleted(tenant, name, [key[2] for key in keys])

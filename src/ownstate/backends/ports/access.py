@@ -1,7 +1,11 @@
 """The access port: API keys and the grants that open session and memory stores.
 
 Keys and grants live in the same database as the state they guard, so every server
-replica sharing that database agrees on who may do what.
+replica sharing that database agrees on who may do what. A store's grants are made and
+dropped together with the store: ``create_store`` (and ``create_memory_store``) writes
+the owner's ``OWNER`` grant in its own transaction, and ``delete_store`` (and
+``delete_memory_store``) drops every grant in its own, so no store is ever without its
+owner, nor a grant left on a store that is gone.
 """
 
 from __future__ import annotations
@@ -51,9 +55,16 @@ class AccessPort(ABC):
 
     @abstractmethod
     async def set_grant(self, tenant: str, kind: StoreKind, store: str, principal: str,
-                        level: str | None) -> None:
-        """Give ``principal`` exactly ``level`` on the store (replacing what it had), or
-        with None take its grant away. Does not check that the store exists."""
+                        level: str | None) -> str | None:
+        """Give ``principal`` exactly ``level`` (READ, WRITE or MANAGE) on the store,
+        replacing what it had, or with None take its grant away; returns the level the
+        principal holds afterwards.
+
+        An ``OWNER`` is left as it is, checked in the same step as the write: ownership is
+        given only by creating the store and goes only with it. Does not check that the
+        store exists (a grant left on a store deleted meanwhile goes when a store of that
+        name is created).
+        """
 
     @abstractmethod
     async def get_grant(self, tenant: str, kind: StoreKind, store: str,

@@ -92,9 +92,13 @@ class FactPort(ABC):
     """Storage for memory stores and facts."""
 
     @abstractmethod
-    async def create_memory_store(self, tenant: str, name: str,
-                                  now: datetime) -> MemoryStoreRecord:
-        """Raises AlreadyExists."""
+    async def create_memory_store(self, tenant: str, name: str, now: datetime,
+                                  owner: str | None = None) -> MemoryStoreRecord:
+        """Create the store with its grants, in one transaction, as
+        :meth:`~ownstate.backends.ports.sessions.SessionPort.create_store` does.
+
+        Raises AlreadyExists.
+        """
 
     @abstractmethod
     async def get_memory_store(self, tenant: str, name: str) -> MemoryStoreRecord:
@@ -107,7 +111,8 @@ class FactPort(ABC):
 
     @abstractmethod
     async def delete_memory_store(self, tenant: str, name: str) -> int:
-        """Delete the store and all its facts (history included); returns facts deleted.
+        """Delete the store, all its facts (history included) and its grants, in one
+        transaction; returns facts deleted.
 
         Raises StoreNotFound.
         """

@@ -34,8 +34,15 @@ class SessionPort(ABC):
     # session stores --------------------------------------------------------------------
 
     @abstractmethod
-    async def create_store(self, tenant: str, name: str, now: datetime) -> SessionStoreRecord:
-        """Raises AlreadyExists."""
+    async def create_store(self, tenant: str, name: str, now: datetime,
+                           owner: str | None = None) -> SessionStoreRecord:
+        """Create the store and, in the same transaction, its grants: none left over from
+        an earlier store of this name, and ``owner``'s ``OWNER`` level when one is named
+        (see :class:`~ownstate.backends.ports.access.AccessPort`). Either all of it is
+        stored or nothing is.
+
+        Raises AlreadyExists.
+        """
 
     @abstractmethod
     async def get_store(self, tenant: str, name: str) -> SessionStoreRecord:
@@ -50,6 +57,8 @@ class SessionPort(ABC):
     @abstractmethod
     async def delete_store(self, tenant: str, name: str, force: bool) -> int:
         """Delete the store, and with ``force`` its sessions and items; returns sessions deleted.
+        Its grants go in the same transaction: a store is never gone while its grants
+        stay, nor stays without them.
 
         Raises StoreNotFound, StoreNotEmpty.
         """

@@ -25,7 +25,7 @@ from ...model import ApiKey, Grant
 from ._core import Cursor, PostgresCore
 
 __all__ = ["API_KEY_SECURITY", "EXPLICIT_KEY_LOOKUP", "SCHEMA", "TENANT_TABLES",
-           "AccessInPostgres"]
+           "AccessInPostgres", "drop_grants", "start_grants"]
 
 #: This part's tables and lookup function, applied by migration 3 (see schema.py).
 SCHEMA: tuple[str, ...] = (
@@ -106,6 +106,26 @@ def _key(row: Sequence[Any]) -> ApiKey:
                   create_time=row[4], revoked_at=row[5])
 
 
+async def start_grants(cur: Cursor, tenant: str, kind: str, store: str,
+                       owner: str | None) -> None:
+    """Within the transaction creating a store (its last statements): drop grants left over
+    from an earlier store of its name, then give ``owner`` ownership when one is named."""
+    await cur.execute("DELETE FROM store_grants WHERE tenant = %s AND kind = %s "
+                      "AND store = %s", (tenant, kind, store), last=owner is None)
+    if owner is not None:
+        await cur.execute("INSERT INTO store_grants (tenant, kind, store, principal, level) "
+                          "VALUES (%s, %s, %s, %s, 'OWNER')", (tenant, kind, store, owner),
+                          last=True)
+
+
+async def drop_grants(cur: Cursor, tenant: str, kind: str, store: str, *,
+                      last: bool) -> int:
+    """Within a transaction: remove every grant on the store; returns how many."""
+    await cur.execute("DELETE FROM store_grants WHERE tenant = %s AND kind = %s "
+                      "AND store = %s", (tenant, kind, store), last=last)
+    return int(cur.rowcount)
+
+
 class AccessInPostgres(PostgresCore):
     """The access port on PostgreSQL."""
 
@@ -159,20 +179,30 @@ class AccessInPostgres(PostgresCore):
     # grants ----------------------------------------------------------------------------
 
     async def set_grant(self, tenant: str, kind: str, store: str, principal: str,
-                        level: str | None) -> None:
-        async def run(cur: Cursor) -> None:
-            if level is None:
-                await cur.execute(
-                    "DELETE FROM store_grants WHERE tenant = %s AND kind = %s AND store = %s "
-                    "AND principal = %s", (tenant, kind, store, principal), last=True)
-            else:
-                await cur.execute(
-                    "INSERT INTO store_grants (tenant, kind, store, principal, level) "
-                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (tenant, kind, store, principal) "
-                    "DO UPDATE SET level = excluded.level",
-                    (tenant, kind, store, principal, level), last=True)
+                        level: str | None) -> str | None:
+        key = (tenant, kind, store, principal)
 
-        await self._write(tenant, run)
+        async def run(cur: Cursor) -> str | None:
+            if level is None:
+                # The CTE's delete is not visible to its SELECT: that reads the row as it
+                # was, so an owner (whom the delete spares) is found and anyone else not.
+                await cur.execute(
+                    "WITH gone AS (DELETE FROM store_grants WHERE tenant = %s AND kind = %s "
+                    "AND store = %s AND principal = %s AND level <> 'OWNER') "
+                    "SELECT level FROM store_grants WHERE tenant = %s AND kind = %s "
+                    "AND store = %s AND principal = %s AND level = 'OWNER'",
+                    (*key, *key), last=True)
+                row = await cur.fetchone()
+                return str(row[0]) if row is not None else None
+            await cur.execute(
+                "INSERT INTO store_grants (tenant, kind, store, principal, level) "
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (tenant, kind, store, principal) "
+                "DO UPDATE SET level = excluded.level WHERE store_grants.level <> 'OWNER' "
+                "RETURNING level", (*key, level), last=True)
+            row = await cur.fetchone()
+            return str(row[0]) if row is not None else "OWNER"
+
+        return await self._write(tenant, run)
 
     async def get_grant(self, tenant: str, kind: str, store: str,
                         principal: str) -> str | None:
@@ -204,10 +234,5 @@ class AccessInPostgres(PostgresCore):
         return await self._read(tenant, run)
 
     async def drop_grants(self, tenant: str, kind: str, store: str) -> int:
-        async def run(cur: Cursor) -> int:
-            await cur.execute(
-                "DELETE FROM store_grants WHERE tenant = %s AND kind = %s AND store = %s",
-                (tenant, kind, store), last=True)
-            return int(cur.rowcount)
-
-        return await self._write(tenant, run)
+        return await self._write(
+            tenant, lambda cur: drop_grants(cur, tenant, kind, store, last=True))

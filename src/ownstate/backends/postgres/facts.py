@@ -34,6 +34,7 @@ from ...errors import AlreadyExists, FactNotFound, ItemNotFound, StoreNotFound
 from ...model import Fact, FactExplanation, Item, MemoryStoreRecord
 from ..ports.facts import NewFact, fact_words
 from ._core import Cursor, PostgresCore
+from .access import drop_grants, start_grants
 
 __all__ = ["SCHEMA", "TENANT_TABLES", "FactsInPostgres"]
 
@@ -147,14 +148,15 @@ class FactsInPostgres(PostgresCore):
 
     # memory stores ---------------------------------------------------------------------
 
-    async def create_memory_store(self, tenant: str, name: str,
-                                  now: datetime) -> MemoryStoreRecord:
+    async def create_memory_store(self, tenant: str, name: str, now: datetime,
+                                  owner: str | None = None) -> MemoryStoreRecord:
         async def run(cur: Cursor) -> MemoryStoreRecord:
             await cur.execute(
                 "INSERT INTO memory_stores (tenant, name, create_time) VALUES (%s, %s, %s) "
                 "ON CONFLICT DO NOTHING", (tenant, name, now))
             if cur.rowcount == 0:
                 raise AlreadyExists(f"memory store {name!r} already exists", store=name)
+            await start_grants(cur, tenant, "memory_store", name, owner)
             return MemoryStoreRecord(tenant=tenant, name=name, create_time=now)
 
         return await self._write(tenant, run)
@@ -182,6 +184,7 @@ class FactsInPostgres(PostgresCore):
             deleted = int(cur.rowcount)
             await cur.execute("DELETE FROM memory_stores WHERE tenant = %s AND name = %s",
                               (tenant, name))
+            await drop_grants(cur, tenant, "memory_store", name, last=True)
             return deleted
 
         return await self._write(tenant, run)

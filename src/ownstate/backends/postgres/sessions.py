@@ -21,6 +21,7 @@ from ...model import Item, SessionRecord, SessionStoreRecord, build_item
 from .._replay import Meta, Replay
 from ..ports.sessions import NewItem, SessionOrder
 from ._core import Cursor, PostgresCore
+from .access import drop_grants, start_grants
 
 __all__ = ["SCHEMA", "SessionsInPostgres"]
 
@@ -220,13 +221,15 @@ class SessionsInPostgres(PostgresCore):
 
     # session stores --------------------------------------------------------------------
 
-    async def create_store(self, tenant: str, name: str, now: datetime) -> SessionStoreRecord:
+    async def create_store(self, tenant: str, name: str, now: datetime,
+                           owner: str | None = None) -> SessionStoreRecord:
         async def run(cur: Cursor) -> SessionStoreRecord:
             await cur.execute(
                 "INSERT INTO session_stores (tenant, name, create_time) VALUES (%s, %s, %s) "
                 "ON CONFLICT DO NOTHING", (tenant, name, now))
             if cur.rowcount == 0:
                 raise AlreadyExists(f"session store {name!r} already exists", store=name)
+            await start_grants(cur, tenant, "session_store", name, owner)
             return SessionStoreRecord(tenant=tenant, name=name, create_time=now)
 
         return await self._write(tenant, run)
@@ -260,6 +263,7 @@ class SessionsInPostgres(PostgresCore):
                               (tenant, name))
             await cur.execute("DELETE FROM session_stores WHERE tenant = %s AND name = %s",
                               (tenant, name))
+            await drop_grants(cur, tenant, "session_store", name, last=True)
             return count
 
         return await self._write(tenant, run)

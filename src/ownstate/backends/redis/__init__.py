@@ -45,7 +45,7 @@ class RedisBackend(FactsInRedis, SessionsInRedis, CheckpointsInRedis, RunsInRedi
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
         {Capability.OPERATOR, Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.MIGRATIONS,
-         Capability.TEXT_SEARCH}
+         Capability.TEXT_SEARCH, Capability.STEPWISE_STORES}
     )
 
     @classmethod

@@ -19,6 +19,8 @@ Keys
 Grants live in the tenant's slot, with the index of them by principal, so that every
 grant operation (set, take away, drop a store's, list a principal's) is one script on one
 slot and the index never disagrees with the grants, on Cluster too.
+``{T}:grants-gen:KIND:S`` names the creation of the store that the grants belong to; how
+grants are made and dropped with their store, across two slots, is in _grants.py.
 
 Creating a key spans two slots: the id goes into the tenant's index first, then the key
 is written (refused when its id is taken, which withdraws an index entry this call
@@ -36,6 +38,7 @@ from ..._ids import format_time, parse_time
 from ...errors import AlreadyExists, KeyNotFound
 from ...model import ApiKey, Grant
 from ._core import RedisCore, lua, text
+from ._grants import DROP_GRANTS as _DROP
 
 __all__ = ["AccessInRedis"]
 
@@ -63,29 +66,26 @@ local f = redis.call('HMGET', base .. 'key', 'tenant', 'principal', 'admin', 'ct
 return {'ok', f[1], f[2], f[3], f[4], f[5], f[6]}
 """)
 
-# ARGV: kind, store, principal, level ('' takes the grant away).
+# ARGV: kind, store, principal, level ('' takes the grant away). An owner stays one.
+# Replies the level held afterwards.
 lua("grant_set", """
 local member = ARGV[1] .. '\\0' .. ARGV[2]
 local grants = base .. 'grants:' .. ARGV[1] .. ':' .. ARGV[2]
+local held = redis.call('HGET', grants, ARGV[3])
+if held == 'OWNER' then return {'ok', held} end
 if ARGV[4] == '' then
   redis.call('HDEL', grants, ARGV[3])
   redis.call('SREM', base .. 'grants-of:' .. ARGV[3], member)
-else
-  redis.call('HSET', grants, ARGV[3], ARGV[4])
-  redis.call('SADD', base .. 'grants-of:' .. ARGV[3], member)
+  return {'ok'}
 end
-return {'ok'}
+redis.call('HSET', grants, ARGV[3], ARGV[4])
+redis.call('SADD', base .. 'grants-of:' .. ARGV[3], member)
+return {'ok', ARGV[4]}
 """)
 
 # ARGV: kind, store. Replies how many grants went.
-lua("grants_drop", """
-local member = ARGV[1] .. '\\0' .. ARGV[2]
-local grants = base .. 'grants:' .. ARGV[1] .. ':' .. ARGV[2]
-local principals = redis.call('HKEYS', grants)
-for _, principal in ipairs(principals) do
-  redis.call('SREM', base .. 'grants-of:' .. principal, member)
-end
-redis.call('DEL', grants)
+lua("grants_drop", _DROP + """
+drop()
 return {'ok', #principals}
 """)
 
@@ -169,9 +169,10 @@ class AccessInRedis(RedisCore):
     # grants ----------------------------------------------------------------------------
 
     async def set_grant(self, tenant: str, kind: str, store: str, principal: str,
-                        level: str | None) -> None:
-        await self._eval("grant_set", [self.tenant_key(tenant)],
-                         [kind, store, principal, level or ""])
+                        level: str | None) -> str | None:
+        reply = await self._eval("grant_set", [self.tenant_key(tenant)],
+                                 [kind, store, principal, level or ""])
+        return text(reply[1]) if len(reply) > 1 else None
 
     async def get_grant(self, tenant: str, kind: str, store: str,
                         principal: str) -> str | None:

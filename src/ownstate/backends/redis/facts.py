@@ -27,7 +27,6 @@ from typing import Any
 from ... import _ids
 from ..._ids import format_time, parse_time
 from ...errors import (
-    AlreadyExists,
     BackendUnavailable,
     FactNotFound,
     ItemNotFound,
@@ -37,6 +36,7 @@ from ...errors import (
 from ...model import Fact, FactExplanation, Item, MemoryStoreRecord
 from ..ports.facts import NewFact, fact_words
 from ._core import Reply, lua, text
+from ._grants import claim_scripts, create_with_grants, drop_store_grants
 from .sessions import SessionsInRedis
 
 __all__ = ["FactsInRedis"]
@@ -55,13 +55,14 @@ redis.call('ZREM', base .. 'mstores', ARGV[1])
 return {'ok'}
 """)
 
-lua("mstore_create", """
-if redis.call('HGET', base .. 'mstore', 'state') then return {'@exists'} end
-redis.call('HSET', base .. 'mstore', 'state', 'live', 'ct', ARGV[1])
-return {'ok'}
-""")
+claim_scripts("mstore")  # the create of a memory store goes as a session store's
 
-lua("mstore_drop", _LIVE + """
+# Deletes the facts and closes the store (``deleting``: readers see none); replies how
+# many facts went and the store's nonce. ``mstore_finish`` then removes the record, once
+# the grants are gone; a store left closed is finished by the next delete or create.
+lua("mstore_drop", """
+local f = redis.call('HMGET', base .. 'mstore', 'state', 'gen')
+if f[1] ~= 'live' and f[1] ~= 'deleting' then return {'@nostore'} end
 local n = redis.call('HLEN', base .. 'f')
 for _, subject in ipairs(redis.call('SMEMBERS', base .. 'subjects')) do
   for _, key in ipairs(redis.call('SMEMBERS', base .. 'sk:' .. subject)) do
@@ -72,9 +73,17 @@ end
 for _, word in ipairs(redis.call('SMEMBERS', base .. 'words')) do
   redis.call('DEL', base .. 'w:' .. word)
 end
-redis.call('DEL', base .. 'f', base .. 'chv', base .. 'cur', base .. 'mstore',
-           base .. 'subjects', base .. 'words')
-return {'ok', n}
+redis.call('DEL', base .. 'f', base .. 'chv', base .. 'cur', base .. 'subjects',
+           base .. 'words')
+redis.call('HSET', base .. 'mstore', 'state', 'deleting')
+return {'ok', n, f[2] or ''}
+""")
+
+lua("mstore_finish", """
+if redis.call('HGET', base .. 'mstore', 'state') == 'deleting' then
+  redis.call('DEL', base .. 'mstore')
+end
+return {'ok'}
 """)
 
 # ARGV: chains (subject NUL key). Replies each chain's version and its last fact.
@@ -242,13 +251,12 @@ def _close(ops: list[str], fact: dict[str, Any], closed_at: datetime, valid_to: 
 class FactsInRedis(SessionsInRedis):
     # memory stores ---------------------------------------------------------------------
 
-    async def create_memory_store(self, tenant: str, name: str,
-                                  now: datetime) -> MemoryStoreRecord:
-        await self._eval("mstores_add", [self.tenant_key(tenant)], [name])
-        reply = await self._eval("mstore_create", [self.memory_key(tenant, name)],
-                                 [format_time(now)])
-        if reply[0] != b"ok":
-            raise AlreadyExists(f"memory store {name!r} already exists", store=name)
+    async def create_memory_store(self, tenant: str, name: str, now: datetime,
+                                  owner: str | None = None) -> MemoryStoreRecord:
+        await create_with_grants(
+            self, "mstore", self.memory_key(tenant, name), tenant, "memory_store", name,
+            owner, "mstores", now, lambda: self.delete_memory_store(tenant, name),
+            "memory store")
         # a delete of the same name running at the same time may have unlisted it
         await self._eval("mstores_add", [self.tenant_key(tenant)], [name])
         return MemoryStoreRecord(tenant=tenant, name=name, create_time=now)
@@ -271,6 +279,8 @@ class FactsInRedis(SessionsInRedis):
 
     async def delete_memory_store(self, tenant: str, name: str) -> int:
         reply = await self._memory(tenant, name, "mstore_drop", [])
+        await drop_store_grants(self, tenant, "memory_store", name, text(reply[2]))
+        await self._eval("mstore_finish", [self.memory_key(tenant, name)], [])
         await self._eval("mstores_remove", [self.tenant_key(tenant)], [name])
         (state,) = await self._memory_states(tenant, [name])
         if state[0] is not None:  # made again meanwhile: keep it listed

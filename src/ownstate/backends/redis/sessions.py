@@ -18,7 +18,6 @@ the parent's tree. Listing reads the index and skips entries whose session does 
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
@@ -53,6 +52,7 @@ from ._core import (
     lua,
     text,
 )
+from ._grants import claim_scripts, create_with_grants, drop_store_grants
 
 __all__ = ["SessionsInRedis"]
 
@@ -64,28 +64,19 @@ _RETURN_RECORD = _GET + "return {'ok', f[1], f[2], f[3], f[4], f[5], f[6]}\n"
 
 # -- stores ----------------------------------------------------------------------------
 
-lua("stores_add", """
-redis.call('ZADD', base .. 'stores', 0, ARGV[1])
-return {'ok'}
-""")
-
 lua("stores_remove", """
 redis.call('ZREM', base .. 'stores', ARGV[1])
 return {'ok'}
 """)
 
-lua("store_create", """
-local state = redis.call('HGET', base .. 'store', 'state')
-if state == 'live' then return {'@exists'} end
-if state then return {'@deleting'} end
-redis.call('HSET', base .. 'store', 'state', 'live', 'ct', ARGV[1])
-return {'ok'}
-""")
+claim_scripts("store")
 
-# ARGV[1] is '1' to force; the rest are index entries the caller found dangling.
+# ARGV[1] is '1' to force; the rest are index entries the caller found dangling. Replies
+# the store's nonce, then its index entries.
 lua("store_close", """
-local state = redis.call('HGET', base .. 'store', 'state')
-if not state then return {'@nostore'} end
+local f = redis.call('HMGET', base .. 'store', 'state', 'gen')
+local state = f[1]
+if not state or state == 'creating' then return {'@nostore'} end
 for i = 2, #ARGV do redis.call('ZREM', base .. 'index', ARGV[i]) end
 local members = redis.call('ZRANGE', base .. 'index', 0, -1)
 if state == 'live' then
@@ -95,6 +86,7 @@ if state == 'live' then
   end
   redis.call('HSET', base .. 'store', 'state', 'deleting')
 end
+table.insert(members, 1, f[2] or '')
 table.insert(members, 1, 'ok')
 return members
 """)
@@ -328,19 +320,13 @@ def _record_from_reply(tenant: str, store: str, session_id: str,
 class SessionsInRedis(RedisCore):
     # stores ----------------------------------------------------------------------------
 
-    async def create_store(self, tenant: str, name: str, now: datetime) -> SessionStoreRecord:
-        for _ in range(10):
-            await self._eval("stores_add", [self.tenant_key(tenant)], [name])
-            reply = await self._eval("store_create", [self.store_key(tenant, name)],
-                                     [format_time(now)])
-            if reply[0] == b"ok":
-                return SessionStoreRecord(tenant=tenant, name=name, create_time=now)
-            if reply[0] == b"@exists":
-                raise AlreadyExists(f"session store {name!r} already exists", store=name)
-            # an earlier delete of this name stopped half-way: finish it first
-            with contextlib.suppress(StoreNotFound):
-                await self._delete_store_now(tenant, name, force=True)
-        raise BackendUnavailable(f"session store {name!r} kept changing; retry")
+    async def create_store(self, tenant: str, name: str, now: datetime,
+                           owner: str | None = None) -> SessionStoreRecord:
+        await create_with_grants(
+            self, "store", self.store_key(tenant, name), tenant, "session_store", name, owner,
+            "stores", now, lambda: self._delete_store_now(tenant, name, force=True),
+            "session store")
+        return SessionStoreRecord(tenant=tenant, name=name, create_time=now)
 
     async def _store_states(self, tenant: str, names: Sequence[str]) -> list[Any]:
         return await self._read([("HMGET", self.store_key(tenant, n) + "store", "state", "ct")
@@ -394,9 +380,10 @@ class SessionsInRedis(RedisCore):
                                      ["1" if force else "0", *dangling])
             if reply[0] == b"@nostore":
                 raise StoreNotFound(f"no session store {name!r}", store=name)
-            members = [text(m) for m in reply[1:]]
             if reply[0] == b"ok":
+                nonce, members = text(reply[1]), [text(m) for m in reply[2:]]
                 break
+            members = [text(m) for m in reply[1:]]
             live = await self._live_members(tenant, name, members)
             if live:
                 raise StoreNotEmpty(f"session store {name!r} holds {len(live)} sessions",
@@ -404,6 +391,8 @@ class SessionsInRedis(RedisCore):
             dangling = members  # entries of creations that never finished
         else:
             raise BackendUnavailable(f"session store {name!r} kept changing; retry")
+        # closed, the store is gone for readers: its grants go next (see _grants.py)
+        await drop_store_grants(self, tenant, "session_store", name, nonce)
         deleted = 0
         roots = dict.fromkeys(self.parse_member(m)[2] for m in members)
         for root in roots:

@@ -12,7 +12,7 @@ from ...errors import AlreadyExists, KeyNotFound
 from ...model import ApiKey, Grant
 from ._core import SqliteCore, write
 
-__all__ = ["SCHEMA", "AccessInSqlite"]
+__all__ = ["SCHEMA", "AccessInSqlite", "drop_grants", "start_grants"]
 
 #: This part's tables, applied by migration 3 (see schema.py).
 #:
@@ -53,6 +53,23 @@ def _key(row: Sequence[Any]) -> ApiKey:
     return ApiKey(key_id=row[0], tenant=row[1], principal=row[2], admin=bool(row[3]),
                   create_time=parse_time(row[4]),
                   revoked_at=parse_time(row[5]) if row[5] is not None else None)
+
+
+def start_grants(conn: sqlite3.Connection, tenant: str, kind: str, store: str,
+                 owner: str | None) -> None:
+    """Within the transaction creating a store: drop grants left over from an earlier store
+    of its name, then give ``owner`` ownership when one is named."""
+    drop_grants(conn, tenant, kind, store)
+    if owner is not None:
+        conn.execute("INSERT INTO store_grants (tenant, kind, store, principal, level) "
+                     "VALUES (?, ?, ?, ?, 'OWNER')", (tenant, kind, store, owner))
+
+
+def drop_grants(conn: sqlite3.Connection, tenant: str, kind: str, store: str) -> int:
+    """Within a transaction: remove every grant on the store; returns how many."""
+    deleted = conn.execute("DELETE FROM store_grants WHERE tenant = ? AND kind = ? "
+                           "AND store = ?", (tenant, kind, store))
+    return int(deleted.rowcount)
 
 
 class AccessInSqlite(SqliteCore):
@@ -108,21 +125,26 @@ class AccessInSqlite(SqliteCore):
     # grants ----------------------------------------------------------------------------
 
     async def set_grant(self, tenant: str, kind: str, store: str, principal: str,
-                        level: str | None) -> None:
-        def run(conn: sqlite3.Connection) -> None:
+                        level: str | None) -> str | None:
+        key = (tenant, kind, store, principal)
+
+        def run(conn: sqlite3.Connection) -> str | None:
             with write(conn):
-                if level is None:
-                    conn.execute("DELETE FROM store_grants WHERE tenant = ? AND kind = ? "
-                                 "AND store = ? AND principal = ?",
-                                 (tenant, kind, store, principal))
-                else:
+                if level is not None:
                     conn.execute(
                         "INSERT INTO store_grants (tenant, kind, store, principal, level) "
                         "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant, kind, store, principal) "
-                        "DO UPDATE SET level = excluded.level",
-                        (tenant, kind, store, principal, level))
+                        "DO UPDATE SET level = excluded.level WHERE level <> 'OWNER'",
+                        (*key, level))
+                else:
+                    conn.execute("DELETE FROM store_grants WHERE tenant = ? AND kind = ? "
+                                 "AND store = ? AND principal = ? AND level <> 'OWNER'", key)
+                row = conn.execute("SELECT level FROM store_grants WHERE tenant = ? "
+                                   "AND kind = ? AND store = ? AND principal = ?",
+                                   key).fetchone()
+            return str(row[0]) if row is not None else None
 
-        await self._run(run)
+        return await self._run(run)
 
     async def get_grant(self, tenant: str, kind: str, store: str,
                         principal: str) -> str | None:
@@ -154,8 +176,6 @@ class AccessInSqlite(SqliteCore):
     async def drop_grants(self, tenant: str, kind: str, store: str) -> int:
         def run(conn: sqlite3.Connection) -> int:
             with write(conn):
-                deleted = conn.execute("DELETE FROM store_grants WHERE tenant = ? AND kind = ? "
-                                       "AND store = ?", (tenant, kind, store))
-            return int(deleted.rowcount)
+                return drop_grants(conn, tenant, kind, store)
 
         return await self._run(run)

@@ -35,6 +35,7 @@ from ...errors import AlreadyExists, FactNotFound, ItemNotFound, StoreNotFound
 from ...model import Fact, FactExplanation, Item, MemoryStoreRecord
 from ..ports.facts import NewFact, fact_words
 from ._core import ITEM_COLUMNS, SqliteCore, to_items, write
+from .access import drop_grants, start_grants
 
 __all__ = ["SCHEMA", "FactsInSqlite"]
 
@@ -146,8 +147,8 @@ class FactsInSqlite(SqliteCore):
 
     # memory stores ---------------------------------------------------------------------
 
-    async def create_memory_store(self, tenant: str, name: str,
-                                  now: datetime) -> MemoryStoreRecord:
+    async def create_memory_store(self, tenant: str, name: str, now: datetime,
+                                  owner: str | None = None) -> MemoryStoreRecord:
         def run(conn: sqlite3.Connection) -> MemoryStoreRecord:
             with write(conn):
                 inserted = conn.execute(
@@ -155,6 +156,7 @@ class FactsInSqlite(SqliteCore):
                     "ON CONFLICT DO NOTHING", (tenant, name, format_time(now)))
                 if inserted.rowcount == 0:
                     raise AlreadyExists(f"memory store {name!r} already exists", store=name)
+                start_grants(conn, tenant, "memory_store", name, owner)
             return MemoryStoreRecord(tenant=tenant, name=name, create_time=now)
 
         return await self._run(run)
@@ -181,6 +183,7 @@ class FactsInSqlite(SqliteCore):
                     "DELETE FROM facts WHERE tenant = ? AND memory_store = ?", (tenant, name))
                 conn.execute("DELETE FROM memory_stores WHERE tenant = ? AND name = ?",
                              (tenant, name))
+                drop_grants(conn, tenant, "memory_store", name)
                 return int(deleted.rowcount)
 
         return await self._run(run)

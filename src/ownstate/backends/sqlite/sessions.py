@@ -29,6 +29,7 @@ from ._core import (
     to_items,
     write,
 )
+from .access import drop_grants, start_grants
 
 __all__ = ["SessionsInSqlite"]
 
@@ -36,7 +37,8 @@ __all__ = ["SessionsInSqlite"]
 class SessionsInSqlite(SqliteCore):
     # session stores --------------------------------------------------------------------
 
-    async def create_store(self, tenant: str, name: str, now: datetime) -> SessionStoreRecord:
+    async def create_store(self, tenant: str, name: str, now: datetime,
+                           owner: str | None = None) -> SessionStoreRecord:
         def run(conn: sqlite3.Connection) -> SessionStoreRecord:
             with write(conn):
                 inserted = conn.execute(
@@ -44,6 +46,7 @@ class SessionsInSqlite(SqliteCore):
                     "ON CONFLICT DO NOTHING", (tenant, name, format_time(now)))
                 if inserted.rowcount == 0:
                     raise AlreadyExists(f"session store {name!r} already exists", store=name)
+                start_grants(conn, tenant, "session_store", name, owner)
             return SessionStoreRecord(tenant=tenant, name=name, create_time=now)
 
         return await self._run(run)
@@ -76,6 +79,7 @@ class SessionsInSqlite(SqliteCore):
                 conn.execute("DELETE FROM sessions WHERE tenant = ? AND store = ?", (tenant, name))
                 conn.execute("DELETE FROM session_stores WHERE tenant = ? AND name = ?",
                              (tenant, name))
+                drop_grants(conn, tenant, "session_store", name)
                 return int(count)
 
         return await self._run(run)
