@@ -66,7 +66,7 @@ def canonical_json(value: JSON) -> str:
 
 def not_in_scope(run_id: str) -> RunNotFound:
     """The one error for a run that is missing and for a run outside the caller's scope."""
-    return RunNotFound(f"no run {run_id!r} in this scope", run_id=run_id)
+    return RunNotFound(run_id=run_id)
 
 
 class CheckpointsInMemory(MemoryBase):
@@ -150,8 +150,7 @@ class CheckpointsInMemory(MemoryBase):
             stored = held.entries.get((namespace, checkpoint_id))
             if stored is None:
                 raise CheckpointNotFound(
-                    f"no checkpoint {checkpoint_id!r} in namespace {namespace!r} of run "
-                    f"{scope.run_id!r}", run_id=scope.run_id, checkpoint_id=checkpoint_id,
+                    run_id=scope.run_id, checkpoint_id=checkpoint_id,
                     namespace=namespace)
             for write in writes:
                 stored.writes[(write.task_id, write.index)] = write
@@ -190,7 +189,6 @@ class CheckpointsInMemory(MemoryBase):
             marks = [s.ordinal for s in chosen if s.record.checkpoint_id == before]
             if not marks:
                 raise CheckpointNotFound(
-                    f"no checkpoint {before!r} in run {scope.run_id!r}",
                     run_id=scope.run_id, checkpoint_id=before)
             chosen = [s for s in chosen if s.ordinal < max(marks)]
         chosen = [s for s in chosen if matches(s) and (after is None or s.ordinal < after)]
@@ -244,8 +242,7 @@ class CheckpointsInMemory(MemoryBase):
         with self._data.lock:
             session = self._data.sessions.get((tenant, store, session_id))
             if session is None or session.record.actor_id != actor_id:
-                raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                                      store=store, session_id=session_id)
+                raise SessionNotFound(store=store, session_id=session_id)
             count = 0
             for _, held in self._held(tenant):
                 if (held.store, held.session_id) == (store, session_id):

@@ -49,22 +49,19 @@ class RunsInMemory(MemoryBase):
     def _stored_run(self, tenant: str, run_id: str) -> _StoredRun:
         stored: _StoredRun | None = self._data.runs.get((tenant, run_id))
         if stored is None:
-            raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+            raise RunNotFound(run_id=run_id)
         return stored
 
     @staticmethod
     def _check_token(run: Run, fencing_token: int | None) -> None:
         if fencing_token is not None and fencing_token != run.fencing_token:
             raise StaleLease(
-                f"run {run.run_id!r} is held with fencing token {run.fencing_token}, "
-                f"not {fencing_token}",
                 run_id=run.run_id, fencing_token=fencing_token, current=run.fencing_token)
 
     @staticmethod
     def _check_open(run: Run) -> None:
         if run.status not in ACTIVE_RUN_STATUSES:
-            raise RunClosed(f"run {run.run_id!r} has ended ({run.status})",
-                            run_id=run.run_id, status=run.status)
+            raise RunClosed(run_id=run.run_id, status=run.status)
 
     def _drop_runs_of_sessions(self, tenant: str, store: str,
                                session_ids: Sequence[str]) -> None:
@@ -87,16 +84,14 @@ class RunsInMemory(MemoryBase):
         with self._data.lock:
             session = self._data.sessions.get((tenant, store, session_id))
             if session is None:
-                raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                                      store=store, session_id=session_id)
+                raise SessionNotFound(store=store, session_id=session_id)
             if (tenant, run_id) in self._data.runs:
-                raise AlreadyExists(f"run {run_id!r} already exists", run_id=run_id)
+                raise AlreadyExists(run_id=run_id)
             for (t, _), other in self._data.runs.items():
                 r = other.record
                 if (t == tenant and r.store == store and r.session_id == session_id
                         and r.status in ACTIVE_RUN_STATUSES):
                     raise ActiveRunExists(
-                        f"session {session_id!r} already has an active run {r.run_id!r}",
                         store=store, session_id=session_id, run_id=r.run_id)
             run = Run(
                 run_id=run_id, store=store, session_id=session_id,
@@ -152,8 +147,6 @@ class RunsInMemory(MemoryBase):
             if (run.lease_owner is not None and run.lease_owner != owner
                     and run.lease_expires_at is not None and run.lease_expires_at > now):
                 raise LeaseHeld(
-                    f"run {run_id!r} is leased to {run.lease_owner!r} until "
-                    f"{run.lease_expires_at.isoformat()}",
                     run_id=run_id, owner=run.lease_owner, expires_at=run.lease_expires_at)
             expires = now + timedelta(seconds=ttl_seconds)
             stored.record = replace(run, status="running", awaiting=None, lease_owner=owner,
@@ -170,7 +163,7 @@ class RunsInMemory(MemoryBase):
             self._check_token(run, fencing_token)
             self._check_open(run)
             if run.lease_owner is None:
-                raise StaleLease(f"run {run_id!r} holds no lease", run_id=run_id,
+                raise StaleLease(run_id=run_id,
                                  fencing_token=fencing_token, current=run.fencing_token)
             expires = now + timedelta(seconds=ttl_seconds)
             stored.record = replace(run, lease_expires_at=expires)

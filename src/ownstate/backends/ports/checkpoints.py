@@ -74,11 +74,9 @@ def fence_refusal(fence: Fence, status: str, current: int) -> Conflict | None:
     token comes first, as for every run write: a stale writer always learns it is stale."""
     if fence.fencing_token != current:
         return StaleLease(
-            f"run {fence.run_id!r} is held with fencing token {current}, "
-            f"not {fence.fencing_token}",
             run_id=fence.run_id, fencing_token=fence.fencing_token, current=current)
     if status not in ACTIVE_RUN_STATUSES:
-        return RunClosed(f"run {fence.run_id!r} has ended ({status})", run_id=fence.run_id,
+        return RunClosed(run_id=fence.run_id,
                          status=status)
     return None
 

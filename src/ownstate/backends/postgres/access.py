@@ -120,7 +120,7 @@ class AccessInPostgres(PostgresCore):
                 (key.key_id, key.tenant, key.principal, key.admin, key.create_time,
                  key.revoked_at, secret_hash), last=True)
             if cur.rowcount == 0:
-                raise AlreadyExists(f"an API key {key.key_id!r} exists", key_id=key.key_id)
+                raise AlreadyExists(key_id=key.key_id)
 
         await self._write(key.tenant, run)
         return key
@@ -151,7 +151,7 @@ class AccessInPostgres(PostgresCore):
                 (now, tenant, key_id), last=True)
             row = await cur.fetchone()
             if row is None:
-                raise KeyNotFound(f"no API key {key_id!r}", key_id=key_id)
+                raise KeyNotFound(key_id=key_id)
             return _key(row)
 
         return await self._write(tenant, run)

@@ -89,7 +89,7 @@ def _ref(row: Sequence[Any]) -> AssetRef:
 
 
 def _not_found(asset_id: str) -> AssetNotFound:
-    return AssetNotFound(f"no asset {asset_id!r}", asset_id=asset_id)
+    return AssetNotFound(asset_id=asset_id)
 
 
 class AssetsInPostgres(PostgresCore):
@@ -108,8 +108,7 @@ class AssetsInPostgres(PostgresCore):
                     "AND session_id = %s FOR KEY SHARE", (tenant, store, session_id))
                 found = await cur.fetchone()
                 if found is None:
-                    raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                                          store=store, session_id=session_id)
+                    raise SessionNotFound(store=store, session_id=session_id)
                 sid = int(found[0])
             await cur.execute(
                 f"SELECT {_REF_COLUMNS} {_FROM} WHERE a.tenant = %s "
@@ -172,8 +171,7 @@ class AssetsInPostgres(PostgresCore):
                 (tenant, store, session_id))
             found = await cur.fetchone()
             if found is None:
-                raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                                      store=store, session_id=session_id)
+                raise SessionNotFound(store=store, session_id=session_id)
             await cur.execute(f"SELECT {_REF_COLUMNS} {_FROM} WHERE a.sid = %s "
                               "AND a.tenant = %s ORDER BY a.aid", (found[0], tenant))
             return [_ref(r) for r in await cur.fetchall()]

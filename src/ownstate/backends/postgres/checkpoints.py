@@ -90,7 +90,7 @@ _ENDED = ", ".join(f"'{status}'" for status in CLOSED_RUN_STATUSES)
 
 def _not_in_scope(run_id: str) -> RunNotFound:
     """The one error for a run that is missing and for a run outside the caller's scope."""
-    return RunNotFound(f"no run {run_id!r} in this scope", run_id=run_id)
+    return RunNotFound(run_id=run_id)
 
 
 def _scope_params(tenant: str, scope: CheckpointScope) -> tuple[str, ...]:
@@ -217,8 +217,7 @@ class CheckpointsInPostgres(PostgresCore):
             if row is None:
                 await self._rid(cur, tenant, scope)
                 raise CheckpointNotFound(
-                    f"no checkpoint {checkpoint_id!r} in namespace {namespace!r} of run "
-                    f"{scope.run_id!r}", run_id=scope.run_id, checkpoint_id=checkpoint_id,
+                    run_id=scope.run_id, checkpoint_id=checkpoint_id,
                     namespace=namespace)
             await cur.executemany(
                 "INSERT INTO checkpoint_writes (cid, tenant, task_id, idx, channel, "
@@ -280,7 +279,6 @@ class CheckpointsInPostgres(PostgresCore):
             mark = found[0] if found else None
             if mark is None:
                 raise CheckpointNotFound(
-                    f"no checkpoint {before!r} in run {scope.run_id!r}",
                     run_id=scope.run_id, checkpoint_id=before)
             conditions.append("c.cid < %s")
             values.append(mark)
@@ -366,8 +364,7 @@ class CheckpointsInPostgres(PostgresCore):
                 (tenant, store, session_id, actor_id))
             row = await cur.fetchone()
             if row is None:
-                raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                                      store=store, session_id=session_id)
+                raise SessionNotFound(store=store, session_id=session_id)
             await cur.execute(
                 "DELETE FROM checkpoints WHERE tenant = %s AND rid IN "
                 "(SELECT rid FROM runs WHERE tenant = %s AND sid = %s)",

@@ -126,7 +126,7 @@ def _lock_key(tenant: str, store: str, subject: str, key: str) -> int:
 
 
 def _store_not_found(name: str) -> StoreNotFound:
-    return StoreNotFound(f"no memory store {name!r}", store=name)
+    return StoreNotFound(store=name)
 
 
 class FactsInPostgres(PostgresCore):
@@ -154,7 +154,7 @@ class FactsInPostgres(PostgresCore):
                 "INSERT INTO memory_stores (tenant, name, create_time) VALUES (%s, %s, %s) "
                 "ON CONFLICT DO NOTHING", (tenant, name, now))
             if cur.rowcount == 0:
-                raise AlreadyExists(f"memory store {name!r} already exists", store=name)
+                raise AlreadyExists(store=name)
             return MemoryStoreRecord(tenant=tenant, name=name, create_time=now)
 
         return await self._write(tenant, run)
@@ -199,8 +199,7 @@ class FactsInPostgres(PostgresCore):
             (tenant, item_id, tenant, session_id, store, store))
         row = await cur.fetchone()
         if row is None:
-            raise ItemNotFound(f"no item {item_id!r} in session {session_id!r}",
-                               session_id=session_id, item_id=item_id)
+            raise ItemNotFound(session_id=session_id, item_id=item_id)
         return str(row[0])
 
     async def remember(self, tenant: str, store: str, facts: Sequence[NewFact],
@@ -308,8 +307,7 @@ class FactsInPostgres(PostgresCore):
             "AND memory_store = %s", (tenant, fact_id, store))
         row = await cur.fetchone()
         if row is None:
-            raise FactNotFound(f"no fact {fact_id!r} in memory store {store!r}",
-                               store=store, fact_id=fact_id)
+            raise FactNotFound(store=store, fact_id=fact_id)
         return _fact(row)
 
     async def get_fact(self, tenant: str, store: str, fact_id: str) -> Fact:

@@ -104,7 +104,6 @@ def _run(row: Sequence[Any]) -> Run:
 
 def _stale(run_id: str, fencing_token: int | None, current: int) -> StaleLease:
     return StaleLease(
-        f"run {run_id!r} is held with fencing token {current}, not {fencing_token}",
         run_id=run_id, fencing_token=fencing_token, current=current)
 
 
@@ -120,18 +119,17 @@ async def _refusal(cur: Cursor, tenant: str, run_id: str, fencing_token: int | N
         "WHERE tenant = %s AND run_id = %s", (tenant, run_id))
     row = await cur.fetchone()
     if row is None:
-        return RunNotFound(f"no run {run_id!r}", run_id=run_id)
+        return RunNotFound(run_id=run_id)
     status, current, owner, expires = row
     if fencing_token is not None and fencing_token != current:
         return _stale(run_id, fencing_token, current)
     if status not in ("running", "awaiting_human"):
-        return RunClosed(f"run {run_id!r} has ended ({status})", run_id=run_id, status=status)
+        return RunClosed(run_id=run_id, status=status)
     if lease_needed and owner is None:
-        return StaleLease(f"run {run_id!r} holds no lease", run_id=run_id,
+        return StaleLease(run_id=run_id,
                           fencing_token=fencing_token, current=current)
     if claim and owner is not None:
-        return LeaseHeld(f"run {run_id!r} is leased to {owner!r} until {expires.isoformat()}",
-                         run_id=run_id, owner=owner, expires_at=expires)
+        return LeaseHeld(run_id=run_id, owner=owner, expires_at=expires)
     return BackendUnavailable(f"run {run_id!r} changed in an unexpected way; retry")
 
 
@@ -182,13 +180,11 @@ class RunsInPostgres(PostgresCore):
             (tenant, run_id, tenant, store, session_id))
         row = await cur.fetchone()
         if row is None:
-            return SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                                   store=store, session_id=session_id)
+            return SessionNotFound(store=store, session_id=session_id)
         if row[1]:
-            return AlreadyExists(f"run {run_id!r} already exists", run_id=run_id)
+            return AlreadyExists(run_id=run_id)
         if row[2] is not None:
             return ActiveRunExists(
-                f"session {session_id!r} already has an active run {row[2]!r}",
                 store=store, session_id=session_id, run_id=row[2])
         return BackendUnavailable("the run could not be stored; retry")
 
@@ -198,7 +194,7 @@ class RunsInPostgres(PostgresCore):
                               (tenant, run_id))
             row = await cur.fetchone()
             if row is None:
-                raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+                raise RunNotFound(run_id=run_id)
             return _run(row)
 
         return await self._read(tenant, run)
@@ -350,14 +346,14 @@ class RunsInPostgres(PostgresCore):
                 (tool_call_id, tenant, run_id))
             row = await cur.fetchone()
             if row is None:
-                raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+                raise RunNotFound(run_id=run_id)
             rid, status, current, earlier, recorded_at = row
             if fencing_token is not None and fencing_token != current:
                 raise _stale(run_id, fencing_token, current)
             if recorded_at is not None:
                 return Effect(run_id, tool_call_id, earlier, recorded_at, False)
             if status not in ("running", "awaiting_human"):
-                raise RunClosed(f"run {run_id!r} has ended ({status})", run_id=run_id,
+                raise RunClosed(run_id=run_id,
                                 status=status)
             await cur.execute(
                 "INSERT INTO run_effects (rid, tool_call_id, tenant, result, recorded_at) "
@@ -378,7 +374,7 @@ class RunsInPostgres(PostgresCore):
                 (tool_call_id, tenant, run_id))
             found = await cur.fetchone()
             if found is None:
-                raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+                raise RunNotFound(run_id=run_id)
             if found[2] is None:
                 return None
             return Effect(run_id, tool_call_id, found[1], found[2], False)

@@ -173,8 +173,7 @@ def _meta(row: Sequence[Any]) -> Meta:
 
 
 def _not_found(store: str, session_id: str) -> SessionNotFound:
-    return SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                           store=store, session_id=session_id)
+    return SessionNotFound(store=store, session_id=session_id)
 
 
 class SessionsInPostgres(PostgresCore):
@@ -215,7 +214,7 @@ class SessionsInPostgres(PostgresCore):
             (tenant, name))
         row = await cur.fetchone()
         if row is None:
-            raise StoreNotFound(f"no session store {name!r}", store=name)
+            raise StoreNotFound(store=name)
         return SessionStoreRecord(tenant=tenant, name=name, create_time=row[0])
 
     # session stores --------------------------------------------------------------------
@@ -226,7 +225,7 @@ class SessionsInPostgres(PostgresCore):
                 "INSERT INTO session_stores (tenant, name, create_time) VALUES (%s, %s, %s) "
                 "ON CONFLICT DO NOTHING", (tenant, name, now))
             if cur.rowcount == 0:
-                raise AlreadyExists(f"session store {name!r} already exists", store=name)
+                raise AlreadyExists(store=name)
             return SessionStoreRecord(tenant=tenant, name=name, create_time=now)
 
         return await self._write(tenant, run)
@@ -254,8 +253,7 @@ class SessionsInPostgres(PostgresCore):
             row = await cur.fetchone()
             count = int(row[0]) if row else 0
             if count and not force:
-                raise StoreNotEmpty(f"session store {name!r} holds {count} sessions",
-                                    store=name, sessions=count)
+                raise StoreNotEmpty(store=name, sessions=count)
             await cur.execute("DELETE FROM sessions WHERE tenant = %s AND store = %s",
                               (tenant, name))
             await cur.execute("DELETE FROM session_stores WHERE tenant = %s AND name = %s",
@@ -280,8 +278,7 @@ class SessionsInPostgres(PostgresCore):
              now))
         row = await cur.fetchone()
         if row is None:
-            raise AlreadyExists(f"session {session_id!r} already exists in store {store!r}",
-                                store=store, session_id=session_id)
+            raise AlreadyExists(store=store, session_id=session_id)
         return int(row[0])
 
     async def create_session(
@@ -378,8 +375,7 @@ class SessionsInPostgres(PostgresCore):
                 "AND parent_session_id = %s ORDER BY sid", (tenant, store, session_id))
             children = [r[0] for r in await cur.fetchall()]
             if children and not force:
-                raise HasChildren(f"session {session_id!r} has forks; delete with force=True",
-                                  store=store, session_id=session_id, children=children)
+                raise HasChildren(store=store, session_id=session_id, children=children)
             await cur.execute(
                 "WITH RECURSIVE tree (session_id) AS ("
                 " SELECT %s::text UNION"
@@ -408,8 +404,7 @@ class SessionsInPostgres(PostgresCore):
                     (tenant, up_to_item_id, parent_sid))
                 row = await cur.fetchone()
                 if row is None:
-                    raise ItemNotFound(f"no item {up_to_item_id!r} in session {session_id!r}",
-                                       session_id=session_id, item_id=up_to_item_id)
+                    raise ItemNotFound(session_id=session_id, item_id=up_to_item_id)
                 last_seq = int(row[0])
             child_sid = await self._insert_session(
                 cur, tenant, store, new_session_id, parent.actor_id, parent.metadata,
@@ -490,7 +485,6 @@ class SessionsInPostgres(PostgresCore):
         key, request_hash = idempotency
         if seen[0] != request_hash:
             raise IdempotencyKeyReused(
-                f"idempotency key {key!r} was used with a different request",
                 session_id=session_id, idempotency_key=key)
         await cur.execute(
             f"SELECT {_ITEM_COLUMNS} FROM items WHERE sid = %s AND item_id = ANY(%s) "
@@ -579,8 +573,7 @@ class SessionsInPostgres(PostgresCore):
             found = _items(await cur.fetchall(), session_id)
             if not found:
                 await self._sid(cur, tenant, store, session_id)
-                raise ItemNotFound(f"no item {item_id!r} in session {session_id!r}",
-                                   session_id=session_id, item_id=item_id)
+                raise ItemNotFound(session_id=session_id, item_id=item_id)
             return found[0]
 
         return await self._read(tenant, run)

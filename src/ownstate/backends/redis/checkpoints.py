@@ -351,7 +351,7 @@ def _canonical(value: JSON) -> str:
 
 def _not_in_scope(run_id: str) -> RunNotFound:
     """The one error for a run that is missing and for a run outside the caller's scope."""
-    return RunNotFound(f"no run {run_id!r} in this scope", run_id=run_id)
+    return RunNotFound(run_id=run_id)
 
 
 def _pack_write(write: PendingWrite) -> bytes:
@@ -447,8 +447,7 @@ class CheckpointsInRedis(RunsInRedis):
             [self._ttl(), f"{namespace}\x00{checkpoint_id}", *map(_pack_write, writes)])
         if reply[0] == b"@nocp":
             raise CheckpointNotFound(
-                f"no checkpoint {checkpoint_id!r} in namespace {namespace!r} of run "
-                f"{scope.run_id!r}", run_id=scope.run_id, checkpoint_id=checkpoint_id,
+                run_id=scope.run_id, checkpoint_id=checkpoint_id,
                 namespace=namespace)
 
     # reads -----------------------------------------------------------------------------
@@ -472,8 +471,7 @@ class CheckpointsInRedis(RunsInRedis):
             [namespace or "", "1" if namespace is not None else "0", before or "",
              "" if limit is None or wanted else limit], write=False)
         if reply[0] == b"@nocp":
-            raise CheckpointNotFound(f"no checkpoint {before!r} in run {scope.run_id!r}",
-                                     run_id=scope.run_id, checkpoint_id=before)
+            raise CheckpointNotFound(run_id=scope.run_id, checkpoint_id=before)
         found = _records(scope.run_id, reply)
         if wanted:
             found = [r for r in found
@@ -498,8 +496,7 @@ class CheckpointsInRedis(RunsInRedis):
                 [namespace or "", "1" if namespace is not None else "0", before or "",
                  "" if cursor is None else cursor, limit + 1, max_bytes], write=False)
             if reply[0] == b"@nocp":
-                raise CheckpointNotFound(f"no checkpoint {before!r} in run {scope.run_id!r}",
-                                         run_id=scope.run_id, checkpoint_id=before)
+                raise CheckpointNotFound(run_id=scope.run_id, checkpoint_id=before)
             for i in range(2, len(reply), 5):
                 cursor = int(reply[i])
                 record = _record(scope.run_id, *reply[i + 1:i + 5])
@@ -533,8 +530,7 @@ class CheckpointsInRedis(RunsInRedis):
         _, reply = await self._tree(tenant, store, session_id, "cp_delete_session",
                                     [actor_id])
         if reply[0] != b"ok":
-            raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                                  store=store, session_id=session_id)
+            raise SessionNotFound(store=store, session_id=session_id)
         return int(reply[1])
 
     async def copy_checkpoints(self, tenant: str, source: CheckpointScope,

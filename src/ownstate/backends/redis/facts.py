@@ -248,7 +248,7 @@ class FactsInRedis(SessionsInRedis):
         reply = await self._eval("mstore_create", [self.memory_key(tenant, name)],
                                  [format_time(now)])
         if reply[0] != b"ok":
-            raise AlreadyExists(f"memory store {name!r} already exists", store=name)
+            raise AlreadyExists(store=name)
         # a delete of the same name running at the same time may have unlisted it
         await self._eval("mstores_add", [self.tenant_key(tenant)], [name])
         return MemoryStoreRecord(tenant=tenant, name=name, create_time=now)
@@ -260,7 +260,7 @@ class FactsInRedis(SessionsInRedis):
     async def get_memory_store(self, tenant: str, name: str) -> MemoryStoreRecord:
         (state,) = await self._memory_states(tenant, [name])
         if state[0] != b"live":
-            raise StoreNotFound(f"no memory store {name!r}", store=name)
+            raise StoreNotFound(store=name)
         return MemoryStoreRecord(tenant=tenant, name=name,
                                  create_time=parse_time(text(state[1])))
 
@@ -281,7 +281,7 @@ class FactsInRedis(SessionsInRedis):
                       write: bool = True) -> Reply:
         reply = await self._eval(name, [self.memory_key(tenant, store)], args, write=write)
         if reply[0] == b"@nostore":
-            raise StoreNotFound(f"no memory store {store!r}", store=store)
+            raise StoreNotFound(store=store)
         return reply
 
     async def _memory_store_names(self, tenant: str) -> list[str]:
@@ -302,8 +302,7 @@ class FactsInRedis(SessionsInRedis):
             except NotFound:
                 continue
             return candidate
-        raise ItemNotFound(f"no item {item_id!r} in session {session_id!r}",
-                           session_id=session_id, item_id=item_id)
+        raise ItemNotFound(session_id=session_id, item_id=item_id)
 
     async def _chains(self, tenant: str, store: str, names: Sequence[str]) -> list[_Chain]:
         reply = await self._memory(tenant, store, "facts_chains", names, write=False)
@@ -390,8 +389,7 @@ class FactsInRedis(SessionsInRedis):
     async def get_fact(self, tenant: str, store: str, fact_id: str) -> Fact:
         reply = await self._memory(tenant, store, "facts_get", [fact_id], write=False)
         if reply[1] is None:
-            raise FactNotFound(f"no fact {fact_id!r} in memory store {store!r}",
-                               store=store, fact_id=fact_id)
+            raise FactNotFound(store=store, fact_id=fact_id)
         return _fact(store, reply[1])
 
     async def explain(self, tenant: str, store: str, fact_id: str) -> FactExplanation:

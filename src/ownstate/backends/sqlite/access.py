@@ -71,7 +71,7 @@ class AccessInSqlite(SqliteCore):
                     (key.key_id, key.tenant, key.principal, int(key.admin),
                      format_time(key.create_time), revoked, secret_hash))
                 if inserted.rowcount == 0:
-                    raise AlreadyExists(f"an API key {key.key_id!r} exists", key_id=key.key_id)
+                    raise AlreadyExists(key_id=key.key_id)
 
         await self._run(run)
         return key
@@ -100,7 +100,7 @@ class AccessInSqlite(SqliteCore):
                     f"WHERE tenant = ? AND key_id = ? RETURNING {_KEY_COLUMNS}",
                     (format_time(now), tenant, key_id)).fetchone()
                 if row is None:
-                    raise KeyNotFound(f"no API key {key_id!r}", key_id=key_id)
+                    raise KeyNotFound(key_id=key_id)
             return _key(row)
 
         return await self._run(run)

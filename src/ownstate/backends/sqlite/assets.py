@@ -77,7 +77,7 @@ class AssetsInSqlite(SqliteCore):
         row = conn.execute(f"SELECT {_REF_COLUMNS} {_FROM} "
                            "WHERE a.tenant = ? AND a.asset_id = ?", (tenant, asset_id)).fetchone()
         if row is None:
-            raise AssetNotFound(f"no asset {asset_id!r}", asset_id=asset_id)
+            raise AssetNotFound(asset_id=asset_id)
         return tuple(row)
 
     async def put_asset(self, tenant: str, store: str | None, session_id: str | None,
@@ -139,6 +139,6 @@ class AssetsInSqlite(SqliteCore):
                 deleted = conn.execute("DELETE FROM assets WHERE tenant = ? AND asset_id = ?",
                                        (tenant, asset_id))
                 if deleted.rowcount == 0:
-                    raise AssetNotFound(f"no asset {asset_id!r}", asset_id=asset_id)
+                    raise AssetNotFound(asset_id=asset_id)
 
         await self._run(run)

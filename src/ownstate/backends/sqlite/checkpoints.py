@@ -80,7 +80,7 @@ _ENDED = ", ".join(f"'{status}'" for status in CLOSED_RUN_STATUSES)
 
 def _not_in_scope(run_id: str) -> RunNotFound:
     """The one error for a run that is missing and for a run outside the caller's scope."""
-    return RunNotFound(f"no run {run_id!r} in this scope", run_id=run_id)
+    return RunNotFound(run_id=run_id)
 
 
 def _scope_params(tenant: str, scope: CheckpointScope) -> tuple[str, ...]:
@@ -220,8 +220,7 @@ class CheckpointsInSqlite(SqliteCore):
                 if row is None:
                     self._rid(conn, tenant, scope)
                     raise CheckpointNotFound(
-                        f"no checkpoint {checkpoint_id!r} in namespace {namespace!r} of run "
-                        f"{scope.run_id!r}", run_id=scope.run_id, checkpoint_id=checkpoint_id,
+                        run_id=scope.run_id, checkpoint_id=checkpoint_id,
                         namespace=namespace)
                 conn.executemany(
                     "INSERT INTO checkpoint_writes (cid, tenant, task_id, idx, channel, "
@@ -280,7 +279,6 @@ class CheckpointsInSqlite(SqliteCore):
             (mark,) = conn.execute(mark_sql, marks).fetchone()
             if mark is None:
                 raise CheckpointNotFound(
-                    f"no checkpoint {before!r} in run {scope.run_id!r}",
                     run_id=scope.run_id, checkpoint_id=before)
             conditions.append("c.cid < ?")
             values.append(mark)
@@ -371,8 +369,7 @@ class CheckpointsInSqlite(SqliteCore):
                     "AND session_id = ? AND actor_id = ?",
                     (tenant, store, session_id, actor_id)).fetchone()
                 if row is None:
-                    raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                                          store=store, session_id=session_id)
+                    raise SessionNotFound(store=store, session_id=session_id)
                 return int(conn.execute(
                     "DELETE FROM checkpoints WHERE tenant = ? AND rid IN "
                     "(SELECT rid FROM runs WHERE tenant = ? AND sid = ?)",

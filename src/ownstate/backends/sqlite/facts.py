@@ -141,7 +141,7 @@ class FactsInSqlite(SqliteCore):
             "SELECT create_time FROM memory_stores WHERE tenant = ? AND name = ?",
             (tenant, name)).fetchone()
         if row is None:
-            raise StoreNotFound(f"no memory store {name!r}", store=name)
+            raise StoreNotFound(store=name)
         return MemoryStoreRecord(tenant=tenant, name=name, create_time=parse_time(row[0]))
 
     # memory stores ---------------------------------------------------------------------
@@ -154,7 +154,7 @@ class FactsInSqlite(SqliteCore):
                     "INSERT INTO memory_stores (tenant, name, create_time) VALUES (?, ?, ?) "
                     "ON CONFLICT DO NOTHING", (tenant, name, format_time(now)))
                 if inserted.rowcount == 0:
-                    raise AlreadyExists(f"memory store {name!r} already exists", store=name)
+                    raise AlreadyExists(store=name)
             return MemoryStoreRecord(tenant=tenant, name=name, create_time=now)
 
         return await self._run(run)
@@ -197,8 +197,7 @@ class FactsInSqlite(SqliteCore):
             "AND (? IS NULL OR s.store = ?)",
             (tenant, item_id, tenant, session_id, store, store)).fetchone()
         if row is None:
-            raise ItemNotFound(f"no item {item_id!r} in session {session_id!r}",
-                               session_id=session_id, item_id=item_id)
+            raise ItemNotFound(session_id=session_id, item_id=item_id)
         return str(row[0])
 
     async def remember(self, tenant: str, store: str, facts: Sequence[NewFact],
@@ -299,8 +298,7 @@ class FactsInSqlite(SqliteCore):
             f"SELECT {_FACT_COLUMNS} FROM facts WHERE tenant = ? AND fact_id = ? "
             "AND memory_store = ?", (tenant, fact_id, store)).fetchone()
         if row is None:
-            raise FactNotFound(f"no fact {fact_id!r} in memory store {store!r}",
-                               store=store, fact_id=fact_id)
+            raise FactNotFound(store=store, fact_id=fact_id)
         return _fact(row)
 
     async def get_fact(self, tenant: str, store: str, fact_id: str) -> Fact:

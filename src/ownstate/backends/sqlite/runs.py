@@ -110,21 +110,19 @@ def _refusal(conn: sqlite3.Connection, tenant: str, run_id: str, fencing_token: 
         "SELECT status, fencing_token, lease_owner, lease_expires_at FROM runs "
         "WHERE tenant = ? AND run_id = ?", (tenant, run_id)).fetchone()
     if row is None:
-        return RunNotFound(f"no run {run_id!r}", run_id=run_id)
+        return RunNotFound(run_id=run_id)
     status, current, owner, expires = row
     if fencing_token is not None and fencing_token != current:
         return StaleLease(
-            f"run {run_id!r} is held with fencing token {current}, not {fencing_token}",
             run_id=run_id, fencing_token=fencing_token, current=current)
     if status not in ("running", "awaiting_human"):
-        return RunClosed(f"run {run_id!r} has ended ({status})", run_id=run_id, status=status)
+        return RunClosed(run_id=run_id, status=status)
     if lease_needed and owner is None:
-        return StaleLease(f"run {run_id!r} holds no lease", run_id=run_id,
+        return StaleLease(run_id=run_id,
                           fencing_token=fencing_token, current=current)
     if claim and owner is not None:
         until = parse_time(expires)
-        return LeaseHeld(f"run {run_id!r} is leased to {owner!r} until {until.isoformat()}",
-                         run_id=run_id, owner=owner, expires_at=until)
+        return LeaseHeld(run_id=run_id, owner=owner, expires_at=until)
     return BackendUnavailable(f"run {run_id!r} changed in an unexpected way; retry")
 
 
@@ -145,8 +143,7 @@ class RunsInSqlite(SqliteCore):
                     "WHERE tenant = ? AND store = ? AND session_id = ?",
                     (tenant, store, session_id)).fetchone()
                 if found is None:
-                    raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                                          store=store, session_id=session_id)
+                    raise SessionNotFound(store=store, session_id=session_id)
                 sid, actor_id = found
                 inserted = conn.execute(
                     "INSERT INTO runs (sid, tenant, run_id, store, session_id, actor_id, "
@@ -173,12 +170,11 @@ class RunsInSqlite(SqliteCore):
         """Which uniqueness rule refused the insert: the run id, or the active run."""
         if conn.execute("SELECT 1 FROM runs WHERE tenant = ? AND run_id = ?",
                         (tenant, run_id)).fetchone() is not None:
-            return AlreadyExists(f"run {run_id!r} already exists", run_id=run_id)
+            return AlreadyExists(run_id=run_id)
         active = conn.execute(f"SELECT run_id FROM runs WHERE sid = ? AND {_ACTIVE}",
                               (sid,)).fetchone()
         if active is not None:
             return ActiveRunExists(
-                f"session {session_id!r} already has an active run {active[0]!r}",
                 store=store, session_id=session_id, run_id=active[0])
         return BackendUnavailable("the run could not be stored; retry")
 
@@ -187,7 +183,7 @@ class RunsInSqlite(SqliteCore):
             row = conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE tenant = ? AND run_id = ?",
                                (tenant, run_id)).fetchone()
             if row is None:
-                raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+                raise RunNotFound(run_id=run_id)
             return _run(row)
 
         return await self._run(run)
@@ -334,12 +330,10 @@ class RunsInSqlite(SqliteCore):
                     "SELECT rid, status, fencing_token FROM runs WHERE tenant = ? AND run_id = ?",
                     (tenant, run_id)).fetchone()
                 if row is None:
-                    raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+                    raise RunNotFound(run_id=run_id)
                 rid, status, current = row
                 if fencing_token is not None and fencing_token != current:
                     raise StaleLease(
-                        f"run {run_id!r} is held with fencing token {current}, "
-                        f"not {fencing_token}",
                         run_id=run_id, fencing_token=fencing_token, current=current)
                 earlier = conn.execute(
                     "SELECT result, recorded_at FROM run_effects "
@@ -349,7 +343,7 @@ class RunsInSqlite(SqliteCore):
                     return Effect(run_id, tool_call_id, json.loads(earlier[0]),
                                   parse_time(earlier[1]), False)
                 if status not in ("running", "awaiting_human"):
-                    raise RunClosed(f"run {run_id!r} has ended ({status})", run_id=run_id,
+                    raise RunClosed(run_id=run_id,
                                     status=status)
                 conn.execute(
                     "INSERT INTO run_effects (rid, tool_call_id, tenant, result, recorded_at) "
@@ -365,7 +359,7 @@ class RunsInSqlite(SqliteCore):
                 "ON e.rid = r.rid AND e.tool_call_id = ? WHERE r.tenant = ? AND r.run_id = ?",
                 (tool_call_id, tenant, run_id)).fetchone()
             if found is None:
-                raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+                raise RunNotFound(run_id=run_id)
             if found[1] is None:
                 return None
             return Effect(run_id, tool_call_id, json.loads(found[1]), parse_time(found[2]),

@@ -43,7 +43,7 @@ class SessionsInSqlite(SqliteCore):
                     "INSERT INTO session_stores (tenant, name, create_time) VALUES (?, ?, ?) "
                     "ON CONFLICT DO NOTHING", (tenant, name, format_time(now)))
                 if inserted.rowcount == 0:
-                    raise AlreadyExists(f"session store {name!r} already exists", store=name)
+                    raise AlreadyExists(store=name)
             return SessionStoreRecord(tenant=tenant, name=name, create_time=now)
 
         return await self._run(run)
@@ -71,8 +71,7 @@ class SessionsInSqlite(SqliteCore):
                     "SELECT count(*) FROM sessions WHERE tenant = ? AND store = ?",
                     (tenant, name)).fetchone()
                 if count and not force:
-                    raise StoreNotEmpty(f"session store {name!r} holds {count} sessions",
-                                        store=name, sessions=count)
+                    raise StoreNotEmpty(store=name, sessions=count)
                 conn.execute("DELETE FROM sessions WHERE tenant = ? AND store = ?", (tenant, name))
                 conn.execute("DELETE FROM session_stores WHERE tenant = ? AND name = ?",
                              (tenant, name))
@@ -96,8 +95,7 @@ class SessionsInSqlite(SqliteCore):
              json.dumps(dict(metadata), ensure_ascii=False), stamp, stamp),
         )
         if cursor.rowcount == 0:
-            raise AlreadyExists(f"session {session_id!r} already exists in store {store!r}",
-                                store=store, session_id=session_id)
+            raise AlreadyExists(store=store, session_id=session_id)
         return int(cursor.lastrowid or 0)
 
     async def create_session(
@@ -192,7 +190,6 @@ class SessionsInSqlite(SqliteCore):
                     "AND parent_session_id = ? ORDER BY sid", (tenant, store, session_id))]
                 if children and not force:
                     raise HasChildren(
-                        f"session {session_id!r} has forks; delete with force=True",
                         store=store, session_id=session_id, children=children)
                 conn.execute(
                     "WITH RECURSIVE tree (session_id) AS ("
@@ -223,7 +220,6 @@ class SessionsInSqlite(SqliteCore):
                         (tenant, up_to_item_id, parent_sid)).fetchone()
                     if row is None:
                         raise ItemNotFound(
-                            f"no item {up_to_item_id!r} in session {session_id!r}",
                             session_id=session_id, item_id=up_to_item_id)
                     last_seq = int(row[0])
                 child_sid = self._insert_session(
@@ -262,8 +258,7 @@ class SessionsInSqlite(SqliteCore):
                     "WHERE tenant = ? AND store = ? AND session_id = ?",
                     (tenant, store, session_id)).fetchone()
                 if row is None:
-                    raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                                          store=store, session_id=session_id)
+                    raise SessionNotFound(store=store, session_id=session_id)
                 sid, count = row
                 if idempotency is not None:
                     earlier = self._replayed(conn, tenant, sid, session_id, idempotency)
@@ -306,7 +301,6 @@ class SessionsInSqlite(SqliteCore):
             return None
         if seen[0] != request_hash:
             raise IdempotencyKeyReused(
-                f"idempotency key {key!r} was used with a different request",
                 session_id=session_id, idempotency_key=key)
         rows = conn.execute(
             f"SELECT {ITEM_COLUMNS} FROM items WHERE sid = ? AND item_id IN "
@@ -339,8 +333,7 @@ class SessionsInSqlite(SqliteCore):
                 f"SELECT {ITEM_COLUMNS} FROM items WHERE tenant = ? AND item_id = ? AND sid = ?",
                 (tenant, item_id, sid)), session_id)
             if not found:
-                raise ItemNotFound(f"no item {item_id!r} in session {session_id!r}",
-                                   session_id=session_id, item_id=item_id)
+                raise ItemNotFound(session_id=session_id, item_id=item_id)
             return found[0]
 
         return await self._run(run)
