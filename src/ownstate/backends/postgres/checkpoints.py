@@ -31,50 +31,11 @@ from ...model import (
     RetentionReport,
     RunUsage,
 )
-from ..ports.checkpoints import Fence, NewCheckpoint, fence_refusal, page_cut
+from ..ports.checkpoints import Fence, NewCheckpoint, page_cut
+from ..ports.runs import RunState, run_refusal
 from ._core import Cursor, PostgresCore
 
-__all__ = ["SCHEMA", "TENANT_TABLES", "CheckpointsInPostgres"]
-
-#: This part's tables and indexes, applied by migration 2 (see schema.py).
-SCHEMA: tuple[str, ...] = (
-    """
-    CREATE TABLE checkpoints (
-        cid                  bigserial PRIMARY KEY,
-        rid                  bigint NOT NULL REFERENCES runs (rid) ON DELETE CASCADE,
-        tenant               text NOT NULL,
-        namespace            text NOT NULL,
-        checkpoint_id        text NOT NULL,
-        parent_checkpoint_id text,
-        type_tag             text NOT NULL,
-        metadata             json NOT NULL DEFAULT '{}',
-        create_time          timestamptz NOT NULL,
-        size                 bigint NOT NULL,
-        payload              bytea NOT NULL,
-        UNIQUE (rid, namespace, checkpoint_id)
-    )
-    """,
-    "CREATE INDEX checkpoints_by_run ON checkpoints (rid, namespace, cid) "
-    "INCLUDE (create_time, size)",
-    """
-    CREATE TABLE checkpoint_writes (
-        wid       bigserial PRIMARY KEY,
-        cid       bigint NOT NULL REFERENCES checkpoints (cid) ON DELETE CASCADE,
-        tenant    text NOT NULL,
-        task_id   text NOT NULL,
-        idx       bigint NOT NULL,
-        channel   text NOT NULL,
-        type_tag  text NOT NULL,
-        task_path text NOT NULL DEFAULT '',
-        size      bigint NOT NULL,
-        payload   bytea NOT NULL,
-        UNIQUE (cid, task_id, idx)
-    )
-    """,
-)
-
-#: Tables whose rows carry a tenant and get the row-level security policy.
-TENANT_TABLES = ("checkpoints", "checkpoint_writes")
+__all__ = ["CheckpointsInPostgres"]
 
 #: a checkpoint ``c`` and whether it has pending writes
 _COLUMNS = ("c.cid, c.namespace, c.checkpoint_id, c.parent_checkpoint_id, c.type_tag, "
@@ -86,11 +47,6 @@ _WRITE_COLUMNS = "task_id, idx, channel, type_tag, payload, task_path"
 _SCOPED_RUN = ("(SELECT rid FROM runs WHERE tenant = %s AND run_id = %s AND store = %s "
                "AND session_id = %s AND actor_id = %s)")
 _ENDED = ", ".join(f"'{status}'" for status in CLOSED_RUN_STATUSES)
-
-
-def _not_in_scope(run_id: str) -> RunNotFound:
-    """The one error for a run that is missing and for a run outside the caller's scope."""
-    return RunNotFound(run_id=run_id)
 
 
 def _scope_params(tenant: str, scope: CheckpointScope) -> tuple[str, ...]:
@@ -119,7 +75,7 @@ class CheckpointsInPostgres(PostgresCore):
             "AND session_id = %s AND actor_id = %s " + lock, _scope_params(tenant, scope))
         row = await cur.fetchone()
         if row is None:
-            raise _not_in_scope(scope.run_id)
+            raise RunNotFound(run_id=scope.run_id)
         return int(row[0])
 
     @classmethod
@@ -136,9 +92,8 @@ class CheckpointsInPostgres(PostgresCore):
             "AND store = %s AND session_id = %s AND actor_id = %s FOR SHARE",
             (tenant, fence.run_id, scope.store, scope.session_id, scope.actor_id))
         row = await cur.fetchone()
-        if row is None:
-            raise _not_in_scope(fence.run_id)
-        refusal = fence_refusal(fence, row[0], int(row[1]))
+        state = None if row is None else RunState(row[0], int(row[1]))
+        refusal = run_refusal(fence.run_id, state, fence.fencing_token)
         if refusal is not None:
             raise refusal
 
@@ -188,7 +143,7 @@ class CheckpointsInPostgres(PostgresCore):
                  *_scope_params(tenant, scope)))
             row = await cur.fetchone()
             if row is None:
-                raise _not_in_scope(scope.run_id)
+                raise RunNotFound(run_id=scope.run_id)
             cid, created, inserted = row
             pending: tuple[PendingWrite, ...] = ()
             if not inserted:

@@ -35,54 +35,7 @@ from ...model import Fact, FactExplanation, Item, MemoryStoreRecord
 from ..ports.facts import NewFact, fact_words
 from ._core import Cursor, PostgresCore
 
-__all__ = ["SCHEMA", "TENANT_TABLES", "FactsInPostgres"]
-
-#: This part's tables and indexes, applied by migration 2 (see schema.py).
-SCHEMA: tuple[str, ...] = (
-    """
-    CREATE TABLE memory_stores (
-        tenant      text NOT NULL,
-        name        text COLLATE "C" NOT NULL,
-        create_time timestamptz NOT NULL,
-        PRIMARY KEY (tenant, name)
-    )
-    """,
-    """
-    CREATE TABLE facts (
-        fid               bigserial PRIMARY KEY,
-        tenant            text NOT NULL,
-        memory_store      text COLLATE "C" NOT NULL,
-        fact_id           text NOT NULL,
-        subject           text COLLATE "C" NOT NULL,
-        key               text COLLATE "C" NOT NULL,
-        value             json NOT NULL,
-        confidence        double precision CHECK (confidence BETWEEN 0 AND 1),
-        source_type       text NOT NULL
-                          CHECK (source_type IN ('agent', 'pipeline', 'user', 'import')),
-        source_store      text,
-        source_session_id text,
-        source_item_id    text,
-        valid_from        timestamptz NOT NULL,
-        valid_to          timestamptz,
-        recorded_at       timestamptz NOT NULL,
-        superseded_at     timestamptz,
-        supersedes        text,
-        closed_reason     text,
-        search            tsvector,
-        CHECK ((superseded_at IS NULL) = (valid_to IS NULL)
-               AND (superseded_at IS NULL) = (closed_reason IS NULL)),
-        FOREIGN KEY (tenant, memory_store) REFERENCES memory_stores (tenant, name)
-    )
-    """,
-    "CREATE UNIQUE INDEX facts_by_id ON facts (tenant, fact_id)",
-    """CREATE UNIQUE INDEX facts_current ON facts (tenant, memory_store, subject, key)
-       WHERE superseded_at IS NULL""",
-    "CREATE INDEX facts_by_subject ON facts (tenant, subject, memory_store, key, fid)",
-    "CREATE INDEX facts_search ON facts USING gin (search) WHERE superseded_at IS NULL",
-)
-
-#: Tables whose rows carry a tenant and get the row-level security policy.
-TENANT_TABLES = ("memory_stores", "facts")
+__all__ = ["FactsInPostgres"]
 
 _FACT_COLUMNS = (
     "fact_id, memory_store, subject, key, value, confidence, source_type, source_session_id, "

@@ -33,7 +33,8 @@ from ...model import (
     RetentionReport,
     RunUsage,
 )
-from ..ports.checkpoints import Fence, NewCheckpoint, fence_refusal, page_cut
+from ..ports.checkpoints import Fence, NewCheckpoint, page_cut
+from ..ports.runs import RunState, run_refusal
 from ._core import CHECKPOINT_KINDS, Reply, lua, pack, text, unpack
 from .runs import RunsInRedis, micros
 
@@ -349,10 +350,6 @@ def _canonical(value: JSON) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
-def _not_in_scope(run_id: str) -> RunNotFound:
-    """The one error for a run that is missing and for a run outside the caller's scope."""
-    return RunNotFound(run_id=run_id)
-
 
 def _pack_write(write: PendingWrite) -> bytes:
     return pack([write.task_id.encode(), str(write.index).encode(), write.channel.encode(),
@@ -397,9 +394,9 @@ class CheckpointsInRedis(RunsInRedis):
             _, reply = await self._tree(tenant, scope.store, scope.session_id, name,
                                         [scope.run_id, scope.actor_id, *args], write=write)
         except SessionNotFound:
-            raise _not_in_scope(scope.run_id) from None
+            raise RunNotFound(run_id=scope.run_id) from None
         if reply[0] == b"@norun":
-            raise _not_in_scope(scope.run_id)
+            raise RunNotFound(run_id=scope.run_id)
         return reply
 
     async def _fenced(self, tenant: str, scope: CheckpointScope, name: str,
@@ -411,9 +408,11 @@ class CheckpointsInRedis(RunsInRedis):
             fence.fencing_token if fence is not None else "", *args])
         if fence is not None and reply[0] in (b"@nofence", b"@stale", b"@closed"):
             if reply[0] == b"@nofence":
-                raise _not_in_scope(fence.run_id)
-            refusal = (fence_refusal(fence, "running", int(reply[1])) if reply[0] == b"@stale"
-                       else fence_refusal(fence, text(reply[1]), fence.fencing_token))
+                raise RunNotFound(run_id=fence.run_id)
+            # the script names the first rule it broke: a newer token, or the run's end
+            state = (RunState("running", int(reply[1])) if reply[0] == b"@stale"
+                     else RunState(text(reply[1]), fence.fencing_token))
+            refusal = run_refusal(fence.run_id, state, fence.fencing_token)
             assert refusal is not None
             raise refusal
         return reply

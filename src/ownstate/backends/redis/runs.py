@@ -237,17 +237,10 @@ class RunsInRedis(RedisCore):
     @staticmethod
     def _refusal(run_id: str, reply: Reply, fencing_token: int | None) -> OwnstateError:
         status = reply[0]
-        if status == b"@stale":
-            current = int(reply[1])
-            return StaleLease(
-                run_id=run_id, fencing_token=fencing_token, current=current)
-        if status == b"@nolease":
-            return StaleLease(run_id=run_id,
-                              fencing_token=fencing_token, current=int(reply[1]))
+        if status in (b"@stale", b"@nolease"):  # a newer token; the token, but no lease
+            return StaleLease(run_id=run_id, fencing_token=fencing_token, current=int(reply[1]))
         if status == b"@closed":
-            closed = text(reply[1])
-            return RunClosed(run_id=run_id,
-                             status=closed)
+            return RunClosed(run_id=run_id, status=text(reply[1]))
         if status == b"@held":
             owner, until = text(reply[1]), parse_time(text(reply[2]))
             return LeaseHeld(run_id=run_id, owner=owner, expires_at=until)

@@ -1,4 +1,11 @@
-"""Checkpoints and pending writes in SQLite."""
+"""Checkpoints and pending writes in SQLite.
+
+``cid`` orders a run's checkpoints by when each was first stored (an upsert keeps it);
+``wid`` does the same for pending writes. ``size`` is the payload's length. Besides the
+unique key, one index serves the newest-first reads, and it covers what usage and every
+retention rule need, so neither reads a checkpoint row. A put writes three b-trees.
+The tables are created by the migrations in ``schema.py``.
+"""
 
 from __future__ import annotations
 
@@ -20,51 +27,11 @@ from ...model import (
     RetentionReport,
     RunUsage,
 )
-from ..ports.checkpoints import Fence, NewCheckpoint, fence_refusal, page_cut
+from ..ports.checkpoints import Fence, NewCheckpoint, page_cut
+from ..ports.runs import RunState, run_refusal
 from ._core import SqliteCore, write
 
-__all__ = ["SCHEMA", "CheckpointsInSqlite"]
-
-#: This part's tables and indexes, applied by migration 2 (see schema.py).
-#:
-#: ``cid`` orders a run's checkpoints by when each was first stored (an upsert keeps it);
-#: ``wid`` does the same for pending writes. ``size`` is the payload's length. Besides the
-#: unique key, one index serves the newest-first reads, and it covers what usage and every
-#: retention rule need, so neither reads a checkpoint row. A put writes three b-trees.
-SCHEMA: tuple[str, ...] = (
-    """
-    CREATE TABLE checkpoints (
-        cid                  INTEGER PRIMARY KEY,
-        rid                  INTEGER NOT NULL REFERENCES runs (rid) ON DELETE CASCADE,
-        tenant               TEXT NOT NULL,
-        namespace            TEXT NOT NULL,
-        checkpoint_id        TEXT NOT NULL,
-        parent_checkpoint_id TEXT,
-        type_tag             TEXT NOT NULL,
-        metadata             TEXT NOT NULL DEFAULT '{}',
-        create_time          TEXT NOT NULL,
-        size                 INTEGER NOT NULL,
-        payload              BLOB NOT NULL,
-        UNIQUE (rid, namespace, checkpoint_id)
-    )
-    """,
-    "CREATE INDEX checkpoints_by_run ON checkpoints (rid, namespace, cid, create_time, size)",
-    """
-    CREATE TABLE checkpoint_writes (
-        wid       INTEGER PRIMARY KEY,
-        cid       INTEGER NOT NULL REFERENCES checkpoints (cid) ON DELETE CASCADE,
-        tenant    TEXT NOT NULL,
-        task_id   TEXT NOT NULL,
-        idx       INTEGER NOT NULL,
-        channel   TEXT NOT NULL,
-        type_tag  TEXT NOT NULL,
-        task_path TEXT NOT NULL DEFAULT '',
-        size      INTEGER NOT NULL,
-        payload   BLOB NOT NULL,
-        UNIQUE (cid, task_id, idx)
-    )
-    """,
-)
+__all__ = ["CheckpointsInSqlite"]
 
 #: a checkpoint ``c`` and whether it has pending writes
 _COLUMNS = ("c.cid, c.namespace, c.checkpoint_id, c.parent_checkpoint_id, c.type_tag, "
@@ -76,11 +43,6 @@ _WRITE_COLUMNS = "task_id, idx, channel, type_tag, payload, task_path"
 _SCOPED_RUN = ("(SELECT rid FROM runs WHERE tenant = ? AND run_id = ? AND store = ? "
                "AND session_id = ? AND actor_id = ?)")
 _ENDED = ", ".join(f"'{status}'" for status in CLOSED_RUN_STATUSES)
-
-
-def _not_in_scope(run_id: str) -> RunNotFound:
-    """The one error for a run that is missing and for a run outside the caller's scope."""
-    return RunNotFound(run_id=run_id)
 
 
 def _scope_params(tenant: str, scope: CheckpointScope) -> tuple[str, ...]:
@@ -117,7 +79,7 @@ class CheckpointsInSqlite(SqliteCore):
         """The run's row id, when the run exists and lies inside every part of ``scope``."""
         row = conn.execute(f"SELECT {_SCOPED_RUN}", _scope_params(tenant, scope)).fetchone()
         if row[0] is None:
-            raise _not_in_scope(scope.run_id)
+            raise RunNotFound(run_id=scope.run_id)
         return int(row[0])
 
     @classmethod
@@ -133,9 +95,8 @@ class CheckpointsInSqlite(SqliteCore):
             "SELECT status, fencing_token FROM runs WHERE tenant = ? AND run_id = ? "
             "AND store = ? AND session_id = ? AND actor_id = ?",
             (tenant, fence.run_id, scope.store, scope.session_id, scope.actor_id)).fetchone()
-        if row is None:
-            raise _not_in_scope(fence.run_id)
-        refusal = fence_refusal(fence, row[0], int(row[1]))
+        state = None if row is None else RunState(row[0], int(row[1]))
+        refusal = run_refusal(fence.run_id, state, fence.fencing_token)
         if refusal is not None:
             raise refusal
 

@@ -36,65 +36,7 @@ from ...model import Fact, FactExplanation, Item, MemoryStoreRecord
 from ..ports.facts import NewFact, fact_words
 from ._core import ITEM_COLUMNS, SqliteCore, to_items, write
 
-__all__ = ["SCHEMA", "FactsInSqlite"]
-
-#: This part's tables and indexes, applied by migration 2 (see schema.py).
-SCHEMA: tuple[str, ...] = (
-    """
-    CREATE TABLE memory_stores (
-        tenant      TEXT NOT NULL,
-        name        TEXT NOT NULL,
-        create_time TEXT NOT NULL,
-        PRIMARY KEY (tenant, name)
-    )
-    """,
-    """
-    CREATE TABLE facts (
-        fid               INTEGER PRIMARY KEY,
-        tenant            TEXT NOT NULL,
-        memory_store      TEXT NOT NULL,
-        fact_id           TEXT NOT NULL,
-        subject           TEXT NOT NULL,
-        key               TEXT NOT NULL,
-        value             TEXT NOT NULL,
-        confidence        REAL CHECK (confidence BETWEEN 0 AND 1),
-        source_type       TEXT NOT NULL
-                          CHECK (source_type IN ('agent', 'pipeline', 'user', 'import')),
-        source_store      TEXT,
-        source_session_id TEXT,
-        source_item_id    TEXT,
-        valid_from        TEXT NOT NULL,
-        valid_to          TEXT,
-        recorded_at       TEXT NOT NULL,
-        superseded_at     TEXT,
-        supersedes        TEXT,
-        closed_reason     TEXT,
-        CHECK ((superseded_at IS NULL) = (valid_to IS NULL)
-               AND (superseded_at IS NULL) = (closed_reason IS NULL)),
-        FOREIGN KEY (tenant, memory_store) REFERENCES memory_stores (tenant, name)
-    )
-    """,
-    "CREATE UNIQUE INDEX facts_by_id ON facts (tenant, fact_id)",
-    """CREATE UNIQUE INDEX facts_current ON facts (tenant, memory_store, subject, key)
-       WHERE superseded_at IS NULL""",
-    "CREATE INDEX facts_by_subject ON facts (tenant, subject, memory_store, key)",
-    """CREATE VIRTUAL TABLE fact_search USING fts5 (
-           words, tokenize = 'ascii', detail = none, columnsize = 0)""",
-    """
-    CREATE TRIGGER facts_closed_leave_search AFTER UPDATE OF superseded_at ON facts
-    WHEN old.superseded_at IS NULL AND new.superseded_at IS NOT NULL
-    BEGIN
-        DELETE FROM fact_search WHERE rowid = old.fid;
-    END
-    """,
-    """
-    CREATE TRIGGER facts_deleted_leave_search AFTER DELETE ON facts
-    WHEN old.superseded_at IS NULL
-    BEGIN
-        DELETE FROM fact_search WHERE rowid = old.fid;
-    END
-    """,
-)
+__all__ = ["FactsInSqlite"]
 
 _FACT_COLUMNS = (
     "fact_id, memory_store, subject, key, value, confidence, source_type, source_session_id, "
