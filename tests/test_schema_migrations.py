@@ -49,5 +49,5 @@ def test_released_migrations_are_unchanged(backend: str) -> None:
     for version, pinned in released.items():
         assert digest(migrations[version - 1]) == pinned, (
             f"released {backend} migration {version} was edited; append a new one instead")
-    assert SCHEMAS[backend].SCHEMA_VERSION == migrations[-1].version
+    assert migrations[-1].version == SCHEMAS[backend].SCHEMA_VERSION
 

@@ -19,6 +19,7 @@ from ...errors import (
 )
 from ...model import Item, SessionRecord, SessionStoreRecord, build_item
 from .._replay import Meta, Replay
+from .._sql import session_page
 from ..ports.sessions import NewItem, SessionOrder
 from ._core import Cursor, PostgresCore
 
@@ -241,18 +242,9 @@ class SessionsInPostgres(PostgresCore):
         for label, value in metadata.items():
             where.append("strpos(metadata::text, %s) > 0")
             params.append(_label_text(label, value))
-        compare = "<" if descending else ">"
-        direction = "DESC" if descending else "ASC"
-        if order == "create_time":
-            if after is not None:
-                where.append(f"sid {compare} %s")
-                params.append(after[0])
-            order_sql = f"sid {direction}"
-        else:
-            if after is not None:
-                where.append(f"(last_activity_time, sid) {compare} (%s::timestamptz, %s)")
-                params.extend(after[:2])
-            order_sql = f"last_activity_time {direction}, sid {direction}"
+        cut, cut_params, order_sql = session_page("%s", order, descending, after, "%s::timestamptz")
+        where += cut
+        params += cut_params
         query = (f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE {' AND '.join(where)} "
                  f"ORDER BY {order_sql} LIMIT %s")
         params.append(limit + 1)

@@ -18,7 +18,6 @@ from typing import Any
 from ..._ids import format_time, parse_time
 from ...errors import CheckpointNotFound, RunNotFound, SessionNotFound
 from ...model import (
-    CLOSED_RUN_STATUSES,
     JSON,
     CheckpointRecord,
     CheckpointScope,
@@ -27,26 +26,23 @@ from ...model import (
     RetentionReport,
     RunUsage,
 )
+from .._sql import (
+    CHECKPOINT_COLUMNS,
+    COPY_CHECKPOINTS,
+    COPY_WRITES,
+    SCOPED_RUN,
+    WRITE_COLUMNS,
+    retention_reasons,
+    scope_params,
+)
 from ..ports.checkpoints import Fence, NewCheckpoint, page_cut
 from ..ports.runs import RunState, run_refusal
 from ._core import SqliteCore, write
 
 __all__ = ["CheckpointsInSqlite"]
 
-#: a checkpoint ``c`` and whether it has pending writes
-_COLUMNS = ("c.cid, c.namespace, c.checkpoint_id, c.parent_checkpoint_id, c.type_tag, "
-            "c.metadata, c.create_time, c.payload, "
-            "EXISTS (SELECT 1 FROM checkpoint_writes w WHERE w.cid = c.cid)")
-_WRITE_COLUMNS = "task_id, idx, channel, type_tag, payload, task_path"
-#: the row id of the run named by a whole scope (NULL when there is none); takes
-#: ``_scope_params``
-_SCOPED_RUN = ("(SELECT rid FROM runs WHERE tenant = ? AND run_id = ? AND store = ? "
-               "AND session_id = ? AND actor_id = ?)")
-_ENDED = ", ".join(f"'{status}'" for status in CLOSED_RUN_STATUSES)
+_SCOPED_RUN = SCOPED_RUN.format(p="?")
 
-
-def _scope_params(tenant: str, scope: CheckpointScope) -> tuple[str, ...]:
-    return (tenant, scope.run_id, scope.store, scope.session_id, scope.actor_id)
 
 
 def _write(row: Sequence[Any]) -> PendingWrite:
@@ -77,7 +73,7 @@ class CheckpointsInSqlite(SqliteCore):
     @staticmethod
     def _rid(conn: sqlite3.Connection, tenant: str, scope: CheckpointScope) -> int:
         """The run's row id, when the run exists and lies inside every part of ``scope``."""
-        row = conn.execute(f"SELECT {_SCOPED_RUN}", _scope_params(tenant, scope)).fetchone()
+        row = conn.execute(f"SELECT {_SCOPED_RUN}", scope_params(tenant, scope)).fetchone()
         if row[0] is None:
             raise RunNotFound(run_id=scope.run_id)
         return int(row[0])
@@ -102,16 +98,17 @@ class CheckpointsInSqlite(SqliteCore):
 
     @staticmethod
     def _records(conn: sqlite3.Connection, rows: list[Any], run_id: str) -> list[CheckpointRecord]:
-        """Checkpoint records of ``rows`` (selected as ``_COLUMNS``), with pending writes."""
+        """Checkpoint records of ``rows`` (selected as ``CHECKPOINT_COLUMNS``), with pending
+        writes."""
         writes: dict[int, list[PendingWrite]] = {}
         holders = [r[0] for r in rows if r[8]]
         if len(holders) == 1:
             writes[holders[0]] = [_write(w) for w in conn.execute(
-                f"SELECT {_WRITE_COLUMNS} FROM checkpoint_writes WHERE cid = ? ORDER BY wid",
+                f"SELECT {WRITE_COLUMNS} FROM checkpoint_writes WHERE cid = ? ORDER BY wid",
                 (holders[0],))]
         elif holders:
             for w in conn.execute(
-                    f"SELECT {_WRITE_COLUMNS}, cid FROM checkpoint_writes "
+                    f"SELECT {WRITE_COLUMNS}, cid FROM checkpoint_writes "
                     "WHERE cid IN (SELECT value FROM json_each(?)) ORDER BY wid",
                     (json.dumps(holders),)):
                 writes.setdefault(w[6], []).append(_write(w))
@@ -139,7 +136,7 @@ class CheckpointsInSqlite(SqliteCore):
                   "ON CONFLICT (rid, namespace, checkpoint_id) DO NOTHING")
         values = (tenant, c.namespace, c.checkpoint_id, c.parent_checkpoint_id, c.type_tag,
                   c.metadata_json, stamp, len(c.payload), c.payload,
-                  *_scope_params(tenant, scope))
+                  *scope_params(tenant, scope))
 
         def run(conn: sqlite3.Connection) -> CheckpointRecord:
             created = now
@@ -157,7 +154,7 @@ class CheckpointsInSqlite(SqliteCore):
                          c.payload, rid, c.namespace, c.checkpoint_id, tenant)).fetchone()
                     created = parse_time(kept)
                     pending = tuple(_write(w) for w in conn.execute(
-                        f"SELECT {_WRITE_COLUMNS} FROM checkpoint_writes WHERE cid = ? "
+                        f"SELECT {WRITE_COLUMNS} FROM checkpoint_writes WHERE cid = ? "
                         "ORDER BY wid", (cid,)))
             return CheckpointRecord(
                 run_id=scope.run_id, namespace=c.namespace, checkpoint_id=c.checkpoint_id,
@@ -177,7 +174,7 @@ class CheckpointsInSqlite(SqliteCore):
                 row = conn.execute(
                     f"SELECT cid FROM checkpoints WHERE rid = {_SCOPED_RUN} AND namespace = ? "
                     "AND checkpoint_id = ? AND tenant = ?",
-                    (*_scope_params(tenant, scope), namespace, checkpoint_id, tenant)).fetchone()
+                    (*scope_params(tenant, scope), namespace, checkpoint_id, tenant)).fetchone()
                 if row is None:
                     self._rid(conn, tenant, scope)
                     raise CheckpointNotFound(
@@ -198,9 +195,9 @@ class CheckpointsInSqlite(SqliteCore):
 
     async def get_checkpoint(self, tenant: str, scope: CheckpointScope, namespace: str,
                              checkpoint_id: str | None) -> CheckpointRecord | None:
-        sql = (f"SELECT {_COLUMNS} FROM checkpoints c WHERE c.rid = {_SCOPED_RUN} "
+        sql = (f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints c WHERE c.rid = {_SCOPED_RUN} "
                "AND c.namespace = ? AND c.tenant = ?")
-        params: tuple[Any, ...] = (*_scope_params(tenant, scope), namespace, tenant)
+        params: tuple[Any, ...] = (*scope_params(tenant, scope), namespace, tenant)
         if checkpoint_id is None:
             sql += " ORDER BY c.cid DESC LIMIT 1"
         else:
@@ -251,8 +248,8 @@ class CheckpointsInSqlite(SqliteCore):
         def run(conn: sqlite3.Connection) -> list[CheckpointRecord]:
             conditions, values = self._listing(conn, tenant, scope, namespace, metadata,
                                                before)
-            sql = (f"SELECT {_COLUMNS} FROM checkpoints c WHERE {' AND '.join(conditions)} "
-                   "ORDER BY c.cid DESC LIMIT ?")
+            sql = (f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints c "
+                   f"WHERE {' AND '.join(conditions)} ORDER BY c.cid DESC LIMIT ?")
             rows = conn.execute(sql, [*values, -1 if limit is None else limit]).fetchall()
             return self._records(conn, rows, scope.run_id)
 
@@ -279,7 +276,7 @@ class CheckpointsInSqlite(SqliteCore):
                 taken, more = page_cut([r[1] for r in sizes], limit, max_bytes)
                 chosen = [r[0] for r in sizes[:taken]]
                 rows = conn.execute(
-                    f"SELECT {_COLUMNS} FROM checkpoints c WHERE c.cid IN "
+                    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints c WHERE c.cid IN "
                     "(SELECT value FROM json_each(?)) ORDER BY c.cid DESC",
                     (json.dumps(chosen),)).fetchall()
                 records = self._records(conn, rows, scope.run_id)
@@ -297,7 +294,7 @@ class CheckpointsInSqlite(SqliteCore):
         # one statement, the scope in its predicate; pending writes go by cascade
         sql = (f"DELETE FROM checkpoints WHERE rid = {_SCOPED_RUN} AND tenant = ? "
                "AND checkpoint_id IN (SELECT value FROM json_each(?))")
-        params: list[Any] = [*_scope_params(tenant, scope), tenant, json.dumps(checkpoint_ids)]
+        params: list[Any] = [*scope_params(tenant, scope), tenant, json.dumps(checkpoint_ids)]
         if namespace is not None:
             sql += " AND namespace = ?"
             params.append(namespace)
@@ -351,21 +348,10 @@ class CheckpointsInSqlite(SqliteCore):
                 conn.execute("DELETE FROM checkpoints WHERE rid = ? AND tenant = ?",
                              (destination, tenant))
                 copied = conn.execute(
-                    "INSERT INTO checkpoints (rid, tenant, namespace, checkpoint_id, "
-                    "parent_checkpoint_id, type_tag, metadata, create_time, size, payload) "
-                    "SELECT ?, tenant, namespace, checkpoint_id, parent_checkpoint_id, "
-                    "type_tag, metadata, create_time, size, payload FROM checkpoints "
-                    "WHERE rid = ? AND tenant = ? ORDER BY cid",
+                    COPY_CHECKPOINTS.format(p="?"),
                     (destination, origin, tenant)).rowcount
                 conn.execute(
-                    "INSERT INTO checkpoint_writes (cid, tenant, task_id, idx, channel, "
-                    "type_tag, task_path, size, payload) "
-                    "SELECT t.cid, w.tenant, w.task_id, w.idx, w.channel, w.type_tag, "
-                    "w.task_path, w.size, w.payload FROM checkpoint_writes w "
-                    "JOIN checkpoints s ON s.cid = w.cid "
-                    "JOIN checkpoints t ON t.rid = ? AND t.namespace = s.namespace "
-                    "AND t.checkpoint_id = s.checkpoint_id "
-                    "WHERE s.rid = ? AND w.tenant = ? ORDER BY w.wid",
+                    COPY_WRITES.format(p="?"),
                     (destination, origin, tenant))
                 return int(copied)
 
@@ -375,16 +361,10 @@ class CheckpointsInSqlite(SqliteCore):
 
     async def apply_retention(self, tenant: str, policy: RetentionPolicy,
                               now: datetime) -> RetentionReport:
-        reasons: list[str] = []
-        params: list[Any] = [tenant]
-        if policy.drop_when_run_ends:
-            reasons.append(f"status IN ({_ENDED})")
-        if policy.max_age_seconds is not None:
-            reasons.append("create_time < ?")
-            params.append(format_time(now - timedelta(seconds=policy.max_age_seconds)))
-        if policy.keep_last is not None:
-            reasons.append("newer >= ?")
-            params.append(policy.keep_last)
+        cutoff = (None if policy.max_age_seconds is None
+                  else format_time(now - timedelta(seconds=policy.max_age_seconds)))
+        reasons, params = retention_reasons("?", policy, cutoff)
+        params.insert(0, tenant)
         if not reasons:
             return RetentionReport(checkpoints_deleted=0, bytes_freed=0)
         doomed_sql = (

@@ -19,6 +19,7 @@ from ...errors import (
     StoreNotEmpty,
 )
 from ...model import Item, SessionRecord, SessionStoreRecord
+from .._sql import session_page
 from ..ports.sessions import NewItem, SessionOrder
 from ._core import (
     ITEM_COLUMNS,
@@ -131,18 +132,9 @@ class SessionsInSqlite(SqliteCore):
         for key, value in metadata.items():
             where.append("json_extract(metadata, ?) = ?")
             params.extend((f'$."{key}"', value))
-        compare = "<" if descending else ">"
-        direction = "DESC" if descending else "ASC"
-        if order == "create_time":
-            if after is not None:
-                where.append(f"sid {compare} ?")
-                params.append(after[0])
-            order_sql = f"sid {direction}"
-        else:
-            if after is not None:
-                where.append(f"(last_activity_time, sid) {compare} (?, ?)")
-                params.extend(after[:2])
-            order_sql = f"last_activity_time {direction}, sid {direction}"
+        cut, cut_params, order_sql = session_page("?", order, descending, after)
+        where += cut
+        params += cut_params
         sql = (f"SELECT {SESSION_COLUMNS} FROM sessions WHERE {' AND '.join(where)} "
                f"ORDER BY {order_sql} LIMIT ?")
         params.append(limit + 1)
