@@ -35,9 +35,19 @@ Errors from database drivers never escape: backends translate them into this tre
 Each error carries the identifiers it is about as attributes (``store``, ``session_id``,
 ``item_id``, ``field``, ...) so callers can react without parsing messages. Every
 operation that raises leaves stored state exactly as it was before the call.
+
+An error that is about ids words its own message from them: ``SessionNotFound(store="s",
+session_id="x")`` reads ``no session 'x' in store 's'`` wherever it is raised, so every
+backend says the same thing in the same words. A message given first replaces that
+wording (for a reason only the caller knows); ``cls(message, **details)`` is also how an
+error is rebuilt from its parts (unpickling, a problem+json answer). This module imports
+nothing of ownstate's.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
 
 __all__ = [
     "ActiveRunExists",
@@ -77,11 +87,29 @@ class OwnstateError(Exception):
     """
 
     code = "ownstate_error"
+    #: The message built from ``details`` alone (``str.format`` over them) when none is
+    #: given; empty for errors that always need one.
+    template: ClassVar[str] = ""
 
-    def __init__(self, message: str, **details: object) -> None:
+    def __init__(self, message: str | None = None, /, **details: object) -> None:
+        if message is None:
+            message = self.describe(details)
         super().__init__(message)
         self.message = message
         self.details: dict[str, object] = details
+
+    @classmethod
+    def describe(cls, details: Mapping[str, object]) -> str:
+        """The message this error has when built from ``details`` alone.
+
+        Raises TypeError when the error needs a message, or an id its wording names is
+        missing (a mistake in the calling code, not in the request)."""
+        if not cls.template:
+            raise TypeError(f"{cls.__name__} needs a message")
+        try:
+            return cls.template.format_map(details)
+        except KeyError as exc:
+            raise TypeError(f"{cls.__name__} needs {exc.args[0]!r} for its message") from None
 
     def __getattr__(self, name: str) -> object:
         details = self.__dict__.get("details", {})
@@ -104,24 +132,28 @@ class StoreNotFound(NotFound):
     """No session store (or memory store) with this name. Carries ``store``."""
 
     code = "store_not_found"
+    template = "no store {store!r}"
 
 
 class SessionNotFound(NotFound):
     """No session with this id in the store. Carries ``store`` and ``session_id``."""
 
     code = "session_not_found"
+    template = "no session {session_id!r} in store {store!r}"
 
 
 class ItemNotFound(NotFound):
     """No item with this id in the session. Carries ``session_id`` and ``item_id``."""
 
     code = "item_not_found"
+    template = "no item {item_id!r} in session {session_id!r}"
 
 
 class FactNotFound(NotFound):
     """No fact with this id in the memory store. Carries ``fact_id``."""
 
     code = "fact_not_found"
+    template = "no fact {fact_id!r} in memory store {store!r}"
 
 
 class RunNotFound(NotFound):
@@ -132,24 +164,28 @@ class RunNotFound(NotFound):
     """
 
     code = "run_not_found"
+    template = "no run {run_id!r}"
 
 
 class CheckpointNotFound(NotFound):
     """No checkpoint with this id for the run. Carries ``run_id`` and ``checkpoint_id``."""
 
     code = "checkpoint_not_found"
+    template = "no checkpoint {checkpoint_id!r} in run {run_id!r}"
 
 
 class AssetNotFound(NotFound):
     """No asset with this id. Carries ``asset_id``."""
 
     code = "asset_not_found"
+    template = "no asset {asset_id!r}"
 
 
 class KeyNotFound(NotFound):
     """No API key with this id in the tenant. Carries ``key_id``."""
 
     code = "key_not_found"
+    template = "no API key {key_id!r}"
 
 
 class Conflict(OwnstateError):
@@ -163,6 +199,21 @@ class AlreadyExists(Conflict):
 
     code = "already_exists"
 
+    @classmethod
+    def describe(cls, details: Mapping[str, object]) -> str:
+        """Names the most specific id given: a run, an API key, a session in its store,
+        a store."""
+        if "run_id" in details:
+            return f"run {details['run_id']!r} already exists"
+        if "key_id" in details:
+            return f"an API key {details['key_id']!r} exists"
+        if "session_id" in details and "store" in details:
+            return (f"session {details['session_id']!r} already exists "
+                    f"in store {details['store']!r}")
+        if "store" in details:
+            return f"store {details['store']!r} already exists"
+        return super().describe(details)
+
 
 class HasChildren(Conflict):
     """A session that has forks cannot be deleted without ``force=True``.
@@ -171,6 +222,7 @@ class HasChildren(Conflict):
     """
 
     code = "has_children"
+    template = "session {session_id!r} has forks; delete with force=True"
 
 
 class StoreNotEmpty(Conflict):
@@ -180,6 +232,7 @@ class StoreNotEmpty(Conflict):
     """
 
     code = "store_not_empty"
+    template = "session store {store!r} holds {sessions} sessions"
 
 
 class IdempotencyKeyReused(Conflict):
@@ -189,6 +242,7 @@ class IdempotencyKeyReused(Conflict):
     """
 
     code = "idempotency_key_reused"
+    template = "idempotency key {idempotency_key!r} was used with a different request"
 
 
 class ActiveRunExists(Conflict):
@@ -198,6 +252,7 @@ class ActiveRunExists(Conflict):
     """
 
     code = "active_run_exists"
+    template = "session {session_id!r} already has an active run {run_id!r}"
 
 
 class LeaseHeld(Conflict):
@@ -207,6 +262,7 @@ class LeaseHeld(Conflict):
     """
 
     code = "lease_held"
+    template = "run {run_id!r} is leased to {owner!r} until {expires_at}"
 
 
 class StaleLease(Conflict):
@@ -215,6 +271,15 @@ class StaleLease(Conflict):
     ``current`` (the run's)."""
 
     code = "stale_lease"
+    template = "run {run_id!r} is held with fencing token {current}, not {fencing_token}"
+
+    @classmethod
+    def describe(cls, details: Mapping[str, object]) -> str:
+        """A writer whose token is current but whose run holds no lease (a heartbeat after
+        the lease was released) is told so; any other is told the two tokens."""
+        if "run_id" in details and details.get("fencing_token") == details.get("current"):
+            return f"run {details['run_id']!r} holds no lease"
+        return super().describe(details)
 
 
 class RunClosed(Conflict):
@@ -222,6 +287,7 @@ class RunClosed(Conflict):
     and ``status``."""
 
     code = "run_closed"
+    template = "run {run_id!r} has ended ({status})"
 
 
 class InvalidInput(OwnstateError):

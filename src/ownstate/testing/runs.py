@@ -723,6 +723,43 @@ def test_deleting_a_store_deletes_its_runs(client: Client, store: ownstate.Sessi
     assert [r.run_id for r in client.runs.list()] == ["elsewhere"]
 
 
+def test_refusals_read_alike_on_every_backend(client: Client, session: ownstate.Session,
+                                              clock: Clock) -> None:
+    """Each refusal is worded from its ids by its class, so it reads the same whichever
+    backend (or server) refused; over HTTP it arrives as it was raised."""
+    run = client.runs.open_run(session, "langgraph", owner="a", ttl=5)
+    clock.advance(10)
+    client.runs.resume(run.run_id, "b", ttl=60)
+    with pytest.raises(StaleLease) as stale:
+        client.runs.heartbeat(run.run_id, 1)
+    assert (str(stale.value), stale.value.details) == (
+        f"run {run.run_id!r} is held with fencing token 2, not 1",
+        {"run_id": run.run_id, "fencing_token": 1, "current": 2})
+    with pytest.raises(LeaseHeld) as held:
+        client.runs.resume(run.run_id, "c")
+    assert str(held.value).startswith(f"run {run.run_id!r} is leased to 'b' until ")
+    with pytest.raises(ActiveRunExists) as active:
+        client.runs.open_run(session, "langgraph")
+    assert str(active.value) == (f"session {session.session_id!r} already has an active run "
+                                 f"{run.run_id!r}")
+    client.runs.mark_awaiting(run.run_id, {"kind": "approval"}, fencing_token=2)
+    client.runs.resume(run.run_id, "b")
+    client.runs.close_run(run.run_id, "done")
+    with pytest.raises(RunClosed) as closed:
+        client.runs.close_run(run.run_id, "done")
+    assert (str(closed.value), closed.value.details) == (
+        f"run {run.run_id!r} has ended (done)", {"run_id": run.run_id, "status": "done"})
+    unleased = client.runs.open_run(session, "langgraph")
+    with pytest.raises(StaleLease) as no_lease:
+        client.runs.heartbeat(unleased.run_id, 0)
+    assert (str(no_lease.value), no_lease.value.details) == (
+        f"run {unleased.run_id!r} holds no lease",
+        {"run_id": unleased.run_id, "fencing_token": 0, "current": 0})
+    with pytest.raises(RunNotFound) as missing:
+        client.runs.heartbeat("no-such-run", 1)
+    assert missing.value.details == {"run_id": "no-such-run"}
+
+
 def test_errors_are_in_the_tree() -> None:
     assert issubclass(RunNotFound, NotFound)
     for error in (ActiveRunExists, LeaseHeld, StaleLease, RunClosed):

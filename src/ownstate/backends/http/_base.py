@@ -57,7 +57,7 @@ def session_path(store: str, session_id: str) -> str:
     server would, rather than being sent, where a ``/`` in it would change the route.
     """
     if not SESSION_ID_RE.fullmatch(session_id):
-        raise not_found(SessionNotFound("", store=store, session_id=session_id))
+        raise not_found(SessionNotFound(store=store, session_id=session_id))
     return f"{SESSION_STORES}/{store}/sessions/{segment(session_id)}"
 
 

@@ -20,7 +20,7 @@ METADATA_HEADER = "x-ownstate-metadata"
 def _asset_path(asset_id: str) -> str:
     """The path of an asset; an id no path can carry names no asset (AssetNotFound)."""
     if not addressable(asset_id):
-        raise not_found(AssetNotFound("", asset_id=asset_id))
+        raise not_found(AssetNotFound(asset_id=asset_id))
     return f"{ASSETS}/{segment(asset_id)}"
 
 

@@ -108,7 +108,7 @@ class FactsOverHttp(HttpBase):
         the server would give, the store's absence first."""
         if not addressable(fact_id):
             await self.get_memory_store(tenant, store)
-            raise not_found(FactNotFound("", store=store, fact_id=fact_id))
+            raise not_found(FactNotFound(store=store, fact_id=fact_id))
         return f"{STORES}/{store}/facts/{segment(fact_id)}"
 
     async def get_fact(self, tenant: str, store: str, fact_id: str) -> Fact:

@@ -21,7 +21,7 @@ _JSON_HEADERS = {"content-type": "application/json"}
 
 def missing_run(run_id: str) -> RunNotFound:
     """The not-found the server gives for ``run_id``, made here without asking it."""
-    return not_found(RunNotFound("", run_id=run_id))
+    return not_found(RunNotFound(run_id=run_id))
 
 
 def run_path(run_id: str) -> str:

@@ -28,7 +28,7 @@ def _sessions(store: str) -> str:
 
 
 def _no_item(session_id: str, item_id: str) -> ItemNotFound:
-    return not_found(ItemNotFound("", session_id=session_id, item_id=item_id))
+    return not_found(ItemNotFound(session_id=session_id, item_id=item_id))
 
 
 def _chosen(session_id: str) -> str | None:

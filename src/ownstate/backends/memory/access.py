@@ -19,7 +19,7 @@ class AccessInMemory(MemoryBase):
     async def create_api_key(self, key: ApiKey, secret_hash: str) -> ApiKey:
         with self._data.lock:
             if key.key_id in self._data.api_keys:
-                raise AlreadyExists(f"an API key {key.key_id!r} exists", key_id=key.key_id)
+                raise AlreadyExists(key_id=key.key_id)
             self._data.api_keys[key.key_id] = (key, secret_hash)
         return key
 
@@ -37,7 +37,7 @@ class AccessInMemory(MemoryBase):
         with self._data.lock:
             found = self._data.api_keys.get(key_id)
             if found is None or found[0].tenant != tenant:
-                raise KeyNotFound(f"no API key {key_id!r}", key_id=key_id)
+                raise KeyNotFound(key_id=key_id)
             key: ApiKey = found[0]
             digest: str = found[1]
             if key.revoked_at is None:

@@ -26,7 +26,7 @@ class AssetsInMemory(MemoryBase):
     def _ref(self, tenant: str, asset_id: str) -> AssetRef:
         ref = self._data.assets.get((tenant, asset_id))
         if ref is None:
-            raise AssetNotFound(f"no asset {asset_id!r}", asset_id=asset_id)
+            raise AssetNotFound(asset_id=asset_id)
         return _copy(ref)
 
     def _free_unreferenced(self, tenant: str, digests: set[str]) -> None:
@@ -48,8 +48,7 @@ class AssetsInMemory(MemoryBase):
         with self._data.lock:
             if store is not None and session_id is not None and (
                     (tenant, store, session_id) not in self._data.sessions):
-                raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                                      store=store, session_id=session_id)
+                raise SessionNotFound(store=store, session_id=session_id)
             for (t, _), ref in self._data.assets.items():
                 if (t == tenant and ref.sha256 == sha256
                         and (ref.store, ref.session_id) == (store, session_id)):
@@ -73,8 +72,7 @@ class AssetsInMemory(MemoryBase):
     async def list_assets(self, tenant: str, store: str, session_id: str) -> list[AssetRef]:
         with self._data.lock:
             if (tenant, store, session_id) not in self._data.sessions:
-                raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                                      store=store, session_id=session_id)
+                raise SessionNotFound(store=store, session_id=session_id)
             return [_copy(ref) for (t, _), ref in self._data.assets.items()
                     if t == tenant and (ref.store, ref.session_id) == (store, session_id)]
 

@@ -20,7 +20,8 @@ from ...model import (
     Run,
     RunUsage,
 )
-from ..ports.checkpoints import Fence, NewCheckpoint, fence_refusal, page_cut
+from ..ports.checkpoints import Fence, NewCheckpoint, page_cut
+from ..ports.runs import RunState, run_refusal
 from ._data import MemoryBase
 
 __all__ = ["CheckpointsInMemory"]
@@ -64,10 +65,6 @@ def canonical_json(value: JSON) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
-def not_in_scope(run_id: str) -> RunNotFound:
-    """The one error for a run that is missing and for a run outside the caller's scope."""
-    return RunNotFound(f"no run {run_id!r} in this scope", run_id=run_id)
-
 
 class CheckpointsInMemory(MemoryBase):
     """Checkpoints live per (tenant, run_id) in ``_data.checkpoints``; their scope is checked
@@ -81,10 +78,10 @@ class CheckpointsInMemory(MemoryBase):
         try:
             run = await cast(_RunLookup, self).get_run(tenant, scope.run_id)
         except RunNotFound:
-            raise not_in_scope(scope.run_id) from None
+            raise RunNotFound(run_id=scope.run_id) from None
         if (run.store, run.session_id, run.actor_id) != (
                 scope.store, scope.session_id, scope.actor_id):
-            raise not_in_scope(scope.run_id)
+            raise RunNotFound(run_id=scope.run_id)
         held = self._data.checkpoints.get((tenant, scope.run_id))
         if held is None:
             held = _RunCheckpoints(run.store, run.session_id, run.actor_id)
@@ -101,11 +98,12 @@ class CheckpointsInMemory(MemoryBase):
             try:
                 run = await cast(_RunLookup, self).get_run(tenant, fence.run_id)
             except RunNotFound:
-                raise not_in_scope(fence.run_id) from None
+                raise RunNotFound(run_id=fence.run_id) from None
             if (run.store, run.session_id, run.actor_id) != (held.store, held.session_id,
                                                              held.actor_id):
-                raise not_in_scope(fence.run_id)
-            refusal = fence_refusal(fence, run.status, run.fencing_token)
+                raise RunNotFound(run_id=fence.run_id)
+            refusal = run_refusal(fence.run_id, RunState(run.status, run.fencing_token),
+                                  fence.fencing_token)
             if refusal is not None:
                 raise refusal
         return held
@@ -150,8 +148,7 @@ class CheckpointsInMemory(MemoryBase):
             stored = held.entries.get((namespace, checkpoint_id))
             if stored is None:
                 raise CheckpointNotFound(
-                    f"no checkpoint {checkpoint_id!r} in namespace {namespace!r} of run "
-                    f"{scope.run_id!r}", run_id=scope.run_id, checkpoint_id=checkpoint_id,
+                    run_id=scope.run_id, checkpoint_id=checkpoint_id,
                     namespace=namespace)
             for write in writes:
                 stored.writes[(write.task_id, write.index)] = write
@@ -190,7 +187,6 @@ class CheckpointsInMemory(MemoryBase):
             marks = [s.ordinal for s in chosen if s.record.checkpoint_id == before]
             if not marks:
                 raise CheckpointNotFound(
-                    f"no checkpoint {before!r} in run {scope.run_id!r}",
                     run_id=scope.run_id, checkpoint_id=before)
             chosen = [s for s in chosen if s.ordinal < max(marks)]
         chosen = [s for s in chosen if matches(s) and (after is None or s.ordinal < after)]
@@ -244,8 +240,7 @@ class CheckpointsInMemory(MemoryBase):
         with self._data.lock:
             session = self._data.sessions.get((tenant, store, session_id))
             if session is None or session.record.actor_id != actor_id:
-                raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                                      store=store, session_id=session_id)
+                raise SessionNotFound(store=store, session_id=session_id)
             count = 0
             for _, held in self._held(tenant):
                 if (held.store, held.session_id) == (store, session_id):

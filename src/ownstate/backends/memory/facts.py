@@ -74,7 +74,7 @@ class FactsInMemory(MemoryBase):
     def _memory_store(self, tenant: str, name: str) -> _StoreFacts:
         found: _StoreFacts | None = self._data.memory_stores.get((tenant, name))
         if found is None:
-            raise StoreNotFound(f"no memory store {name!r}", store=name)
+            raise StoreNotFound(store=name)
         return found
 
     def _tenant_stores(self, tenant: str) -> list[_StoreFacts]:
@@ -87,7 +87,7 @@ class FactsInMemory(MemoryBase):
                                   owner: str | None = None) -> MemoryStoreRecord:
         with self._data.lock:
             if (tenant, name) in self._data.memory_stores:
-                raise AlreadyExists(f"memory store {name!r} already exists", store=name)
+                raise AlreadyExists(store=name)
             record = MemoryStoreRecord(tenant=tenant, name=name, create_time=now)
             self._start_grants(tenant, "memory_store", name, owner)
             self._data.memory_stores[(tenant, name)] = _StoreFacts(record)
@@ -121,8 +121,7 @@ class FactsInMemory(MemoryBase):
                 continue
             if any(it.item_id == item_id for it in stored.items):
                 return st
-        raise ItemNotFound(f"no item {item_id!r} in session {session_id!r}",
-                           session_id=session_id, item_id=item_id)
+        raise ItemNotFound(session_id=session_id, item_id=item_id)
 
     async def remember(self, tenant: str, store: str, facts: Sequence[NewFact],
                        now: datetime) -> list[Fact]:
@@ -182,8 +181,7 @@ class FactsInMemory(MemoryBase):
     def _fact(self, tenant: str, store: str, fact_id: str) -> Fact:
         found = self._memory_store(tenant, store).find(fact_id)
         if found is None:
-            raise FactNotFound(f"no fact {fact_id!r} in memory store {store!r}",
-                               store=store, fact_id=fact_id)
+            raise FactNotFound(store=store, fact_id=fact_id)
         return found.to_fact()
 
     async def get_fact(self, tenant: str, store: str, fact_id: str) -> Fact:

@@ -16,16 +16,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from ...errors import (
-    ActiveRunExists,
-    AlreadyExists,
-    LeaseHeld,
-    RunClosed,
-    RunNotFound,
-    SessionNotFound,
-    StaleLease,
-)
+from ...errors import ActiveRunExists, AlreadyExists, RunNotFound, SessionNotFound
 from ...model import ACTIVE_RUN_STATUSES, Effect, Lease, Run
+from ..ports.runs import RunState, run_refusal
 from ._data import MemoryBase
 
 __all__ = ["RunsInMemory"]
@@ -49,22 +42,23 @@ class RunsInMemory(MemoryBase):
     def _stored_run(self, tenant: str, run_id: str) -> _StoredRun:
         stored: _StoredRun | None = self._data.runs.get((tenant, run_id))
         if stored is None:
-            raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+            raise RunNotFound(run_id=run_id)
         return stored
 
-    @staticmethod
-    def _check_token(run: Run, fencing_token: int | None) -> None:
-        if fencing_token is not None and fencing_token != run.fencing_token:
-            raise StaleLease(
-                f"run {run.run_id!r} is held with fencing token {run.fencing_token}, "
-                f"not {fencing_token}",
-                run_id=run.run_id, fencing_token=fencing_token, current=run.fencing_token)
-
-    @staticmethod
-    def _check_open(run: Run) -> None:
-        if run.status not in ACTIVE_RUN_STATUSES:
-            raise RunClosed(f"run {run.run_id!r} has ended ({run.status})",
-                            run_id=run.run_id, status=run.status)
+    def _writable(self, tenant: str, run_id: str, fencing_token: int | None, *,
+                  ended_ok: bool = False, lease_needed: bool = False,
+                  claimant: str | None = None, now: datetime | None = None) -> _StoredRun:
+        """The stored run, once :func:`run_refusal` lets a write on it through."""
+        stored: _StoredRun | None = self._data.runs.get((tenant, run_id))
+        run = stored.record if stored is not None else None
+        state = None if run is None else RunState(run.status, run.fencing_token,
+                                                  run.lease_owner, run.lease_expires_at)
+        refusal = run_refusal(run_id, state, fencing_token, ended_ok=ended_ok,
+                              lease_needed=lease_needed, claimant=claimant, now=now)
+        if refusal is not None:
+            raise refusal
+        assert stored is not None  # a missing run is refused
+        return stored
 
     def _drop_runs_of_sessions(self, tenant: str, store: str,
                                session_ids: Sequence[str]) -> None:
@@ -87,16 +81,14 @@ class RunsInMemory(MemoryBase):
         with self._data.lock:
             session = self._data.sessions.get((tenant, store, session_id))
             if session is None:
-                raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                                      store=store, session_id=session_id)
+                raise SessionNotFound(store=store, session_id=session_id)
             if (tenant, run_id) in self._data.runs:
-                raise AlreadyExists(f"run {run_id!r} already exists", run_id=run_id)
+                raise AlreadyExists(run_id=run_id)
             for (t, _), other in self._data.runs.items():
                 r = other.record
                 if (t == tenant and r.store == store and r.session_id == session_id
                         and r.status in ACTIVE_RUN_STATUSES):
                     raise ActiveRunExists(
-                        f"session {session_id!r} already has an active run {r.run_id!r}",
                         store=store, session_id=session_id, run_id=r.run_id)
             run = Run(
                 run_id=run_id, store=store, session_id=session_id,
@@ -134,9 +126,7 @@ class RunsInMemory(MemoryBase):
     async def mark_awaiting(self, tenant: str, run_id: str, awaiting_json: str,
                             fencing_token: int | None, now: datetime) -> Run:
         with self._data.lock:
-            stored = self._stored_run(tenant, run_id)
-            self._check_token(stored.record, fencing_token)
-            self._check_open(stored.record)
+            stored = self._writable(tenant, run_id, fencing_token)
             stored.record = replace(stored.record, status="awaiting_human",
                                     awaiting=json.loads(awaiting_json), lease_owner=None,
                                     lease_expires_at=None)
@@ -146,15 +136,8 @@ class RunsInMemory(MemoryBase):
     async def resume(self, tenant: str, run_id: str, owner: str, ttl_seconds: float,
                      now: datetime) -> Lease:
         with self._data.lock:
-            stored = self._stored_run(tenant, run_id)
+            stored = self._writable(tenant, run_id, None, claimant=owner, now=now)
             run = stored.record
-            self._check_open(run)
-            if (run.lease_owner is not None and run.lease_owner != owner
-                    and run.lease_expires_at is not None and run.lease_expires_at > now):
-                raise LeaseHeld(
-                    f"run {run_id!r} is leased to {run.lease_owner!r} until "
-                    f"{run.lease_expires_at.isoformat()}",
-                    run_id=run_id, owner=run.lease_owner, expires_at=run.lease_expires_at)
             expires = now + timedelta(seconds=ttl_seconds)
             stored.record = replace(run, status="running", awaiting=None, lease_owner=owner,
                                     lease_expires_at=expires,
@@ -165,13 +148,9 @@ class RunsInMemory(MemoryBase):
     async def heartbeat(self, tenant: str, run_id: str, fencing_token: int,
                         ttl_seconds: float, now: datetime) -> Lease:
         with self._data.lock:
-            stored = self._stored_run(tenant, run_id)
+            stored = self._writable(tenant, run_id, fencing_token, lease_needed=True)
             run = stored.record
-            self._check_token(run, fencing_token)
-            self._check_open(run)
-            if run.lease_owner is None:
-                raise StaleLease(f"run {run_id!r} holds no lease", run_id=run_id,
-                                 fencing_token=fencing_token, current=run.fencing_token)
+            assert run.lease_owner is not None
             expires = now + timedelta(seconds=ttl_seconds)
             stored.record = replace(run, lease_expires_at=expires)
             return Lease(run_id, run.lease_owner, run.fencing_token, expires)
@@ -180,10 +159,8 @@ class RunsInMemory(MemoryBase):
                         step_count: int | None, fencing_token: int | None,
                         now: datetime) -> Run:
         with self._data.lock:
-            stored = self._stored_run(tenant, run_id)
+            stored = self._writable(tenant, run_id, fencing_token)
             run = stored.record
-            self._check_token(run, fencing_token)
-            self._check_open(run)
             stored.record = replace(
                 run, status=status, ended_at=now, lease_owner=None, lease_expires_at=None,
                 usd_cost=run.usd_cost + (usd_cost or 0.0),
@@ -209,13 +186,12 @@ class RunsInMemory(MemoryBase):
                             result_json: str, fencing_token: int | None,
                             now: datetime) -> Effect:
         with self._data.lock:
-            run = self._stored_run(tenant, run_id).record
-            self._check_token(run, fencing_token)
+            self._writable(tenant, run_id, fencing_token, ended_ok=True)
             key = (tenant, run_id, tool_call_id)
             earlier = self._data.effects.get(key)
             if earlier is not None:
                 return Effect(run_id, tool_call_id, json.loads(earlier[0]), earlier[1], False)
-            self._check_open(run)
+            self._writable(tenant, run_id, None)
             self._data.effects[key] = (result_json, now)
             return Effect(run_id, tool_call_id, json.loads(result_json), now, True)
 

@@ -31,14 +31,13 @@ class SessionsInMemory(MemoryBase):
     def _store(self, tenant: str, name: str) -> SessionStoreRecord:
         record = self._data.stores.get((tenant, name))
         if record is None:
-            raise StoreNotFound(f"no session store {name!r}", store=name)
+            raise StoreNotFound(store=name)
         return record
 
     def _session(self, tenant: str, store: str, session_id: str) -> _StoredSession:
         stored = self._data.sessions.get((tenant, store, session_id))
         if stored is None:
-            raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                                  store=store, session_id=session_id)
+            raise SessionNotFound(store=store, session_id=session_id)
         return stored
 
     def _touch(self, stored: _StoredSession, now: datetime) -> None:
@@ -50,7 +49,7 @@ class SessionsInMemory(MemoryBase):
                            owner: str | None = None) -> SessionStoreRecord:
         with self._data.lock:
             if (tenant, name) in self._data.stores:
-                raise AlreadyExists(f"session store {name!r} already exists", store=name)
+                raise AlreadyExists(store=name)
             record = SessionStoreRecord(tenant=tenant, name=name, create_time=now)
             self._start_grants(tenant, "session_store", name, owner)
             self._data.stores[(tenant, name)] = record
@@ -75,8 +74,7 @@ class SessionsInMemory(MemoryBase):
             self._store(tenant, name)
             keys = [k for k in self._data.sessions if k[0] == tenant and k[1] == name]
             if keys and not force:
-                raise StoreNotEmpty(f"session store {name!r} holds {len(keys)} sessions",
-                                    store=name, sessions=len(keys))
+                raise StoreNotEmpty(store=name, sessions=len(keys))
             self._drop_grants(tenant, "session_store", name)
             for key in keys:
                 del self._data.sessions[key]
@@ -101,8 +99,7 @@ class SessionsInMemory(MemoryBase):
     ) -> _StoredSession:
         key = (tenant, store, session_id)
         if key in self._data.sessions:
-            raise AlreadyExists(f"session {session_id!r} already exists in store {store!r}",
-                                store=store, session_id=session_id)
+            raise AlreadyExists(store=store, session_id=session_id)
         record = SessionRecord(
             tenant=tenant, store=store, session_id=session_id, actor_id=actor_id,
             parent_session_id=parent, root_session_id=root, metadata=metadata,
@@ -170,8 +167,7 @@ class SessionsInMemory(MemoryBase):
             self._session(tenant, store, session_id)
             children = self._children(tenant, store, session_id)
             if children and not force:
-                raise HasChildren(f"session {session_id!r} has forks; delete with force=True",
-                                  store=store, session_id=session_id, children=children)
+                raise HasChildren(store=store, session_id=session_id, children=children)
             doomed = [session_id]
             index = 0
             while index < len(doomed):
@@ -192,8 +188,7 @@ class SessionsInMemory(MemoryBase):
             if up_to_item_id is not None:
                 cut = next((i for i, it in enumerate(items) if it.item_id == up_to_item_id), None)
                 if cut is None:
-                    raise ItemNotFound(f"no item {up_to_item_id!r} in session {session_id!r}",
-                                       session_id=session_id, item_id=up_to_item_id)
+                    raise ItemNotFound(session_id=session_id, item_id=up_to_item_id)
                 items = items[: cut + 1]
             child = self._insert_session(
                 tenant, store, new_session_id, parent.record.actor_id,
@@ -216,7 +211,6 @@ class SessionsInMemory(MemoryBase):
                 if seen is not None:
                     if seen[0] != request_hash:
                         raise IdempotencyKeyReused(
-                            f"idempotency key {key!r} was used with a different request",
                             session_id=session_id, idempotency_key=key)
                     wanted = set(seen[1])
                     return [it.to_item(session_id) for it in stored.items
@@ -255,8 +249,7 @@ class SessionsInMemory(MemoryBase):
             for it in self._session(tenant, store, session_id).items:
                 if it.item_id == item_id:
                     return it.to_item(session_id)
-            raise ItemNotFound(f"no item {item_id!r} in session {session_id!r}",
-                               session_id=session_id, item_id=item_id)
+            raise ItemNotFound(session_id=session_id, item_id=item_id)
 
     async def pop_item(self, tenant: str, store: str, session_id: str,
                        now: datetime) -> Item | None:

@@ -16,7 +16,8 @@ take an optional :class:`Fence`: the lease the writer holds, named by a run of t
 session (usually the scope's run itself) and that run's fencing token. Inside the same
 transaction (or script) as the write, and before anything else is checked or changed, the
 fence run must exist in the scope (else RunNotFound naming it), hold exactly that token
-(else StaleLease) and be active (else RunClosed). A write without a fence is not fenced
+(else StaleLease) and be active (else RunClosed): :func:`~.runs.run_refusal` decides,
+as for every run write. A write without a fence is not fenced
 and works on an ended run too (housekeeping, single writers), as the other unfenced run
 writes do.
 
@@ -33,9 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from ...errors import Conflict, RunClosed, StaleLease
 from ...model import (
-    ACTIVE_RUN_STATUSES,
     JSON,
     CheckpointRecord,
     CheckpointScope,
@@ -45,7 +44,7 @@ from ...model import (
     RunUsage,
 )
 
-__all__ = ["CheckpointPort", "Fence", "NewCheckpoint", "fence_refusal", "listing_scope", "page_cut"]
+__all__ = ["CheckpointPort", "Fence", "NewCheckpoint", "listing_scope", "page_cut"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,21 +65,6 @@ class Fence:
 
     run_id: str
     fencing_token: int
-
-
-def fence_refusal(fence: Fence, status: str, current: int) -> Conflict | None:
-    """Why a write under ``fence`` is refused, given its run's ``status`` and current
-    fencing token as read in the write's own transaction; ``None`` when it may go on. The
-    token comes first, as for every run write: a stale writer always learns it is stale."""
-    if fence.fencing_token != current:
-        return StaleLease(
-            f"run {fence.run_id!r} is held with fencing token {current}, "
-            f"not {fence.fencing_token}",
-            run_id=fence.run_id, fencing_token=fence.fencing_token, current=current)
-    if status not in ACTIVE_RUN_STATUSES:
-        return RunClosed(f"run {fence.run_id!r} has ended ({status})", run_id=fence.run_id,
-                         status=status)
-    return None
 
 
 def listing_scope(scope: CheckpointScope, namespace: str | None,

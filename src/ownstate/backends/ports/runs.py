@@ -6,18 +6,58 @@ write, so of N concurrent claimers exactly one wins; every claim increases the f
 token, and a write that carries another token is refused. Each write checks the token
 inside the same transaction (or conditional statement) that makes the change, and before
 the run's status: a stale writer always learns that it is stale.
+
+:func:`run_refusal` is that order, written once: every backend (and the checkpoint
+fence) asks it why a write is refused, given the run as read inside the write.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ...model import Effect, Lease, Run
+from ...errors import LeaseHeld, OwnstateError, RunClosed, RunNotFound, StaleLease
+from ...model import ACTIVE_RUN_STATUSES, Effect, Lease, Run
 
-__all__ = ["RunPort"]
+__all__ = ["RunPort", "RunState", "run_refusal"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunState:
+    """What a run write is checked against, as read inside the write's own transaction."""
+
+    status: str
+    fencing_token: int
+    lease_owner: str | None = None
+    lease_expires_at: datetime | None = None
+
+
+def run_refusal(run_id: str, run: RunState | None, fencing_token: int | None, *,
+                ended_ok: bool = False, lease_needed: bool = False,
+                claimant: str | None = None, now: datetime | None = None
+                ) -> OwnstateError | None:
+    """Why a write on ``run`` is refused, or ``None`` when it may go on. In this order: the
+    run exists (``None``: RunNotFound), ``fencing_token`` (when given) is current
+    (StaleLease), the run has not ended (RunClosed; skipped with ``ended_ok``); then, for a
+    heartbeat (``lease_needed``), that it holds a lease (StaleLease), and for a claim by
+    ``claimant`` at ``now``, that nobody else holds an unexpired one (LeaseHeld)."""
+    if run is None:
+        return RunNotFound(run_id=run_id)
+    current = run.fencing_token
+    if fencing_token is not None and fencing_token != current:
+        return StaleLease(run_id=run_id, fencing_token=fencing_token, current=current)
+    if not ended_ok and run.status not in ACTIVE_RUN_STATUSES:
+        return RunClosed(run_id=run_id, status=run.status)
+    if lease_needed and run.lease_owner is None:
+        return StaleLease(run_id=run_id, fencing_token=fencing_token, current=current)
+    owner, until = run.lease_owner, run.lease_expires_at
+    if (claimant is not None and owner is not None and owner != claimant
+            and until is not None and (now is None or until > now)):
+        return LeaseHeld(run_id=run_id, owner=owner, expires_at=until)
+    return None
 
 
 class RunPort(ABC):

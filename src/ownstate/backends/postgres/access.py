@@ -24,79 +24,7 @@ from ...errors import AlreadyExists, KeyNotFound
 from ...model import ApiKey, Grant
 from ._core import Cursor, PostgresCore
 
-__all__ = ["API_KEY_SECURITY", "EXPLICIT_KEY_LOOKUP", "SCHEMA", "TENANT_TABLES",
-           "AccessInPostgres", "drop_grants", "start_grants"]
-
-#: This part's tables and lookup function, applied by migration 3 (see schema.py).
-SCHEMA: tuple[str, ...] = (
-    """
-    CREATE TABLE api_keys (
-        key_id      text COLLATE "C" PRIMARY KEY,
-        tenant      text NOT NULL,
-        principal   text COLLATE "C" NOT NULL,
-        admin       boolean NOT NULL,
-        create_time timestamptz NOT NULL,
-        revoked_at  timestamptz,
-        secret_hash text NOT NULL
-    )
-    """,
-    "CREATE INDEX api_keys_by_tenant ON api_keys (tenant, create_time, key_id)",
-    """
-    CREATE TABLE store_grants (
-        tenant    text NOT NULL,
-        kind      text COLLATE "C" NOT NULL,
-        store     text COLLATE "C" NOT NULL,
-        principal text COLLATE "C" NOT NULL,
-        level     text NOT NULL,
-        PRIMARY KEY (tenant, kind, store, principal)
-    )
-    """,
-    "CREATE INDEX store_grants_by_principal ON store_grants (tenant, principal, kind, store)",
-    """
-    CREATE FUNCTION find_api_key(wanted text) RETURNS SETOF api_keys LANGUAGE plpgsql
-    SET search_path FROM CURRENT AS $$
-    BEGIN
-        PERFORM set_config('ownstate.api_key', wanted, true);
-        RETURN QUERY SELECT * FROM api_keys WHERE key_id = wanted;
-        PERFORM set_config('ownstate.api_key', '', true);
-    END
-    $$
-    """,
-)
-
-#: Migration 4: ``find_api_key`` returns named columns, not ``SETOF api_keys`` (which
-#: would return any column added to the table later); ``STRICT``: a NULL id finds nothing.
-EXPLICIT_KEY_LOOKUP: tuple[str, ...] = (
-    "DROP FUNCTION find_api_key(text)",
-    """
-    CREATE FUNCTION find_api_key(wanted text) RETURNS TABLE (
-        key_id text, tenant text, principal text, admin boolean, create_time timestamptz,
-        revoked_at timestamptz, secret_hash text
-    ) LANGUAGE plpgsql STRICT SET search_path FROM CURRENT AS $$
-    BEGIN
-        PERFORM set_config('ownstate.api_key', wanted, true);
-        RETURN QUERY SELECT k.key_id, k.tenant, k.principal, k.admin, k.create_time,
-                            k.revoked_at, k.secret_hash
-                     FROM api_keys k WHERE k.key_id = wanted;
-        PERFORM set_config('ownstate.api_key', '', true);
-    END
-    $$
-    """,
-)
-
-#: Tables whose rows carry a tenant and get the plain row-level security policy.
-TENANT_TABLES = ("store_grants",)
-
-#: Row-level security for ``api_keys``: the tenant's rows, plus the one row that
-#: ``find_api_key`` is looking up; rows written must be the tenant's.
-API_KEY_SECURITY: tuple[str, ...] = (
-    "ALTER TABLE api_keys ENABLE ROW LEVEL SECURITY",
-    "ALTER TABLE api_keys FORCE ROW LEVEL SECURITY",
-    "CREATE POLICY tenant_isolation ON api_keys "
-    "USING (tenant = current_setting('ownstate.tenant', true) "
-    "OR key_id = current_setting('ownstate.api_key', true)) "
-    "WITH CHECK (tenant = current_setting('ownstate.tenant', true))",
-)
+__all__ = ["AccessInPostgres", "drop_grants", "start_grants"]
 
 _KEY_COLUMNS = "key_id, tenant, principal, admin, create_time, revoked_at"
 
@@ -140,7 +68,7 @@ class AccessInPostgres(PostgresCore):
                 (key.key_id, key.tenant, key.principal, key.admin, key.create_time,
                  key.revoked_at, secret_hash), last=True)
             if cur.rowcount == 0:
-                raise AlreadyExists(f"an API key {key.key_id!r} exists", key_id=key.key_id)
+                raise AlreadyExists(key_id=key.key_id)
 
         await self._write(key.tenant, run)
         return key
@@ -171,7 +99,7 @@ class AccessInPostgres(PostgresCore):
                 (now, tenant, key_id), last=True)
             row = await cur.fetchone()
             if row is None:
-                raise KeyNotFound(f"no API key {key_id!r}", key_id=key_id)
+                raise KeyNotFound(key_id=key_id)
             return _key(row)
 
         return await self._write(tenant, run)

@@ -22,60 +22,7 @@ from ...errors import AssetNotFound, SessionNotFound
 from ...model import AssetRef
 from ._core import Cursor, PostgresCore
 
-__all__ = ["SCHEMA", "TENANT_TABLES", "AssetsInPostgres"]
-
-#: This part's tables, indexes and trigger, applied by migration 2 (see schema.py).
-SCHEMA: tuple[str, ...] = (
-    """
-    CREATE TABLE asset_blobs (
-        bid         bigserial PRIMARY KEY,
-        tenant      text NOT NULL,
-        sha256      text NOT NULL,
-        size        bigint NOT NULL,
-        create_time timestamptz NOT NULL,
-        data        bytea NOT NULL,
-        UNIQUE (tenant, sha256)
-    )
-    """,
-    """
-    CREATE TABLE assets (
-        aid         bigserial PRIMARY KEY,
-        tenant      text NOT NULL,
-        asset_id    text NOT NULL,
-        sid         bigint REFERENCES sessions (sid) ON DELETE CASCADE,
-        sha256      text NOT NULL,
-        size        bigint NOT NULL,
-        media_type  text NOT NULL,
-        metadata    json NOT NULL DEFAULT '{}',
-        create_time timestamptz NOT NULL,
-        FOREIGN KEY (tenant, sha256) REFERENCES asset_blobs (tenant, sha256)
-    )
-    """,
-    "CREATE UNIQUE INDEX assets_by_id ON assets (tenant, asset_id)",
-    "CREATE UNIQUE INDEX assets_by_owner ON assets (tenant, coalesce(sid, 0), sha256)",
-    "CREATE INDEX assets_by_session ON assets (sid, aid)",
-    "CREATE INDEX assets_by_content ON assets (tenant, sha256)",
-    """
-    CREATE FUNCTION assets_free_content() RETURNS trigger LANGUAGE plpgsql
-    SET search_path FROM CURRENT AS $$
-    BEGIN
-        PERFORM 1 FROM asset_blobs
-            WHERE tenant = OLD.tenant AND sha256 = OLD.sha256 FOR UPDATE;
-        DELETE FROM asset_blobs b WHERE b.tenant = OLD.tenant AND b.sha256 = OLD.sha256
-            AND NOT EXISTS (SELECT 1 FROM assets a
-                            WHERE a.tenant = OLD.tenant AND a.sha256 = OLD.sha256);
-        RETURN NULL;
-    END
-    $$
-    """,
-    """
-    CREATE TRIGGER assets_free_content AFTER DELETE ON assets
-    FOR EACH ROW EXECUTE FUNCTION assets_free_content()
-    """,
-)
-
-#: Tables whose rows carry a tenant and get the row-level security policy.
-TENANT_TABLES = ("asset_blobs", "assets")
+__all__ = ["AssetsInPostgres"]
 
 _REF_COLUMNS = ("a.asset_id, a.sha256, a.size, a.media_type, s.store, s.session_id, "
                 "a.metadata, a.create_time")
@@ -89,7 +36,7 @@ def _ref(row: Sequence[Any]) -> AssetRef:
 
 
 def _not_found(asset_id: str) -> AssetNotFound:
-    return AssetNotFound(f"no asset {asset_id!r}", asset_id=asset_id)
+    return AssetNotFound(asset_id=asset_id)
 
 
 class AssetsInPostgres(PostgresCore):
@@ -108,8 +55,7 @@ class AssetsInPostgres(PostgresCore):
                     "AND session_id = %s FOR KEY SHARE", (tenant, store, session_id))
                 found = await cur.fetchone()
                 if found is None:
-                    raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                                          store=store, session_id=session_id)
+                    raise SessionNotFound(store=store, session_id=session_id)
                 sid = int(found[0])
             await cur.execute(
                 f"SELECT {_REF_COLUMNS} {_FROM} WHERE a.tenant = %s "
@@ -172,8 +118,7 @@ class AssetsInPostgres(PostgresCore):
                 (tenant, store, session_id))
             found = await cur.fetchone()
             if found is None:
-                raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                                      store=store, session_id=session_id)
+                raise SessionNotFound(store=store, session_id=session_id)
             await cur.execute(f"SELECT {_REF_COLUMNS} {_FROM} WHERE a.sid = %s "
                               "AND a.tenant = %s ORDER BY a.aid", (found[0], tenant))
             return [_ref(r) for r in await cur.fetchall()]

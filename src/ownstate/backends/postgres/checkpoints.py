@@ -22,7 +22,6 @@ from typing import Any
 
 from ...errors import CheckpointNotFound, RunNotFound, SessionNotFound
 from ...model import (
-    CLOSED_RUN_STATUSES,
     JSON,
     CheckpointRecord,
     CheckpointScope,
@@ -31,70 +30,23 @@ from ...model import (
     RetentionReport,
     RunUsage,
 )
-from ..ports.checkpoints import Fence, NewCheckpoint, fence_refusal, page_cut
+from .._sql import (
+    CHECKPOINT_COLUMNS,
+    COPY_CHECKPOINTS,
+    COPY_WRITES,
+    SCOPED_RUN,
+    WRITE_COLUMNS,
+    retention_reasons,
+    scope_params,
+)
+from ..ports.checkpoints import Fence, NewCheckpoint, page_cut
+from ..ports.runs import RunState, run_refusal
 from ._core import Cursor, PostgresCore
 
-__all__ = ["SCHEMA", "TENANT_TABLES", "CheckpointsInPostgres"]
+__all__ = ["CheckpointsInPostgres"]
 
-#: This part's tables and indexes, applied by migration 2 (see schema.py).
-SCHEMA: tuple[str, ...] = (
-    """
-    CREATE TABLE checkpoints (
-        cid                  bigserial PRIMARY KEY,
-        rid                  bigint NOT NULL REFERENCES runs (rid) ON DELETE CASCADE,
-        tenant               text NOT NULL,
-        namespace            text NOT NULL,
-        checkpoint_id        text NOT NULL,
-        parent_checkpoint_id text,
-        type_tag             text NOT NULL,
-        metadata             json NOT NULL DEFAULT '{}',
-        create_time          timestamptz NOT NULL,
-        size                 bigint NOT NULL,
-        payload              bytea NOT NULL,
-        UNIQUE (rid, namespace, checkpoint_id)
-    )
-    """,
-    "CREATE INDEX checkpoints_by_run ON checkpoints (rid, namespace, cid) "
-    "INCLUDE (create_time, size)",
-    """
-    CREATE TABLE checkpoint_writes (
-        wid       bigserial PRIMARY KEY,
-        cid       bigint NOT NULL REFERENCES checkpoints (cid) ON DELETE CASCADE,
-        tenant    text NOT NULL,
-        task_id   text NOT NULL,
-        idx       bigint NOT NULL,
-        channel   text NOT NULL,
-        type_tag  text NOT NULL,
-        task_path text NOT NULL DEFAULT '',
-        size      bigint NOT NULL,
-        payload   bytea NOT NULL,
-        UNIQUE (cid, task_id, idx)
-    )
-    """,
-)
+_SCOPED_RUN = SCOPED_RUN.format(p="%s")
 
-#: Tables whose rows carry a tenant and get the row-level security policy.
-TENANT_TABLES = ("checkpoints", "checkpoint_writes")
-
-#: a checkpoint ``c`` and whether it has pending writes
-_COLUMNS = ("c.cid, c.namespace, c.checkpoint_id, c.parent_checkpoint_id, c.type_tag, "
-            "c.metadata, c.create_time, c.payload, "
-            "EXISTS (SELECT 1 FROM checkpoint_writes w WHERE w.cid = c.cid)")
-_WRITE_COLUMNS = "task_id, idx, channel, type_tag, payload, task_path"
-#: the row id of the run named by a whole scope (NULL when there is none); takes
-#: ``_scope_params``
-_SCOPED_RUN = ("(SELECT rid FROM runs WHERE tenant = %s AND run_id = %s AND store = %s "
-               "AND session_id = %s AND actor_id = %s)")
-_ENDED = ", ".join(f"'{status}'" for status in CLOSED_RUN_STATUSES)
-
-
-def _not_in_scope(run_id: str) -> RunNotFound:
-    """The one error for a run that is missing and for a run outside the caller's scope."""
-    return RunNotFound(f"no run {run_id!r} in this scope", run_id=run_id)
-
-
-def _scope_params(tenant: str, scope: CheckpointScope) -> tuple[str, ...]:
-    return (tenant, scope.run_id, scope.store, scope.session_id, scope.actor_id)
 
 
 def _write(row: Sequence[Any]) -> PendingWrite:
@@ -116,10 +68,10 @@ class CheckpointsInPostgres(PostgresCore):
         """The run's row id, when the run exists and lies inside every part of ``scope``."""
         await cur.execute(
             "SELECT rid FROM runs WHERE tenant = %s AND run_id = %s AND store = %s "
-            "AND session_id = %s AND actor_id = %s " + lock, _scope_params(tenant, scope))
+            "AND session_id = %s AND actor_id = %s " + lock, scope_params(tenant, scope))
         row = await cur.fetchone()
         if row is None:
-            raise _not_in_scope(scope.run_id)
+            raise RunNotFound(run_id=scope.run_id)
         return int(row[0])
 
     @classmethod
@@ -136,20 +88,20 @@ class CheckpointsInPostgres(PostgresCore):
             "AND store = %s AND session_id = %s AND actor_id = %s FOR SHARE",
             (tenant, fence.run_id, scope.store, scope.session_id, scope.actor_id))
         row = await cur.fetchone()
-        if row is None:
-            raise _not_in_scope(fence.run_id)
-        refusal = fence_refusal(fence, row[0], int(row[1]))
+        state = None if row is None else RunState(row[0], int(row[1]))
+        refusal = run_refusal(fence.run_id, state, fence.fencing_token)
         if refusal is not None:
             raise refusal
 
     @staticmethod
     async def _records(cur: Cursor, rows: list[Any], run_id: str) -> list[CheckpointRecord]:
-        """Checkpoint records of ``rows`` (selected as ``_COLUMNS``), with pending writes."""
+        """Checkpoint records of ``rows`` (selected as ``CHECKPOINT_COLUMNS``), with pending
+        writes."""
         writes: dict[int, list[PendingWrite]] = {}
         holders = [r[0] for r in rows if r[8]]
         if holders:
             await cur.execute(
-                f"SELECT {_WRITE_COLUMNS}, cid FROM checkpoint_writes WHERE cid = ANY(%s) "
+                f"SELECT {WRITE_COLUMNS}, cid FROM checkpoint_writes WHERE cid = ANY(%s) "
                 "ORDER BY wid", (holders,))
             for w in await cur.fetchall():
                 writes.setdefault(w[6], []).append(_write(w))
@@ -185,14 +137,14 @@ class CheckpointsInPostgres(PostgresCore):
                 "RETURNING cid, create_time, xmax = 0",
                 (c.namespace, c.checkpoint_id, c.parent_checkpoint_id, c.type_tag,
                  c.metadata_json, now, len(c.payload), c.payload,
-                 *_scope_params(tenant, scope)))
+                 *scope_params(tenant, scope)))
             row = await cur.fetchone()
             if row is None:
-                raise _not_in_scope(scope.run_id)
+                raise RunNotFound(run_id=scope.run_id)
             cid, created, inserted = row
             pending: tuple[PendingWrite, ...] = ()
             if not inserted:
-                await cur.execute(f"SELECT {_WRITE_COLUMNS} FROM checkpoint_writes "
+                await cur.execute(f"SELECT {WRITE_COLUMNS} FROM checkpoint_writes "
                                   "WHERE cid = %s ORDER BY wid", (cid,))
                 pending = tuple(_write(w) for w in await cur.fetchall())
             return CheckpointRecord(
@@ -212,13 +164,12 @@ class CheckpointsInPostgres(PostgresCore):
             await cur.execute(
                 f"SELECT cid FROM checkpoints WHERE rid = {_SCOPED_RUN} AND namespace = %s "
                 "AND checkpoint_id = %s AND tenant = %s FOR KEY SHARE",
-                (*_scope_params(tenant, scope), namespace, checkpoint_id, tenant))
+                (*scope_params(tenant, scope), namespace, checkpoint_id, tenant))
             row = await cur.fetchone()
             if row is None:
                 await self._rid(cur, tenant, scope)
                 raise CheckpointNotFound(
-                    f"no checkpoint {checkpoint_id!r} in namespace {namespace!r} of run "
-                    f"{scope.run_id!r}", run_id=scope.run_id, checkpoint_id=checkpoint_id,
+                    run_id=scope.run_id, checkpoint_id=checkpoint_id,
                     namespace=namespace)
             await cur.executemany(
                 "INSERT INTO checkpoint_writes (cid, tenant, task_id, idx, channel, "
@@ -236,9 +187,9 @@ class CheckpointsInPostgres(PostgresCore):
 
     async def get_checkpoint(self, tenant: str, scope: CheckpointScope, namespace: str,
                              checkpoint_id: str | None) -> CheckpointRecord | None:
-        query = (f"SELECT {_COLUMNS} FROM checkpoints c WHERE c.rid = {_SCOPED_RUN} "
+        query = (f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints c WHERE c.rid = {_SCOPED_RUN} "
                  "AND c.namespace = %s AND c.tenant = %s")
-        params: tuple[Any, ...] = (*_scope_params(tenant, scope), namespace, tenant)
+        params: tuple[Any, ...] = (*scope_params(tenant, scope), namespace, tenant)
         if checkpoint_id is None:
             query += " ORDER BY c.cid DESC LIMIT 1"
         else:
@@ -280,7 +231,6 @@ class CheckpointsInPostgres(PostgresCore):
             mark = found[0] if found else None
             if mark is None:
                 raise CheckpointNotFound(
-                    f"no checkpoint {before!r} in run {scope.run_id!r}",
                     run_id=scope.run_id, checkpoint_id=before)
             conditions.append("c.cid < %s")
             values.append(mark)
@@ -293,7 +243,7 @@ class CheckpointsInPostgres(PostgresCore):
             conditions, values = await self._listing(cur, tenant, scope, namespace, metadata,
                                                      before)
             await cur.execute(
-                f"SELECT {_COLUMNS} FROM checkpoints c WHERE {' AND '.join(conditions)} "
+                f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints c WHERE {' AND '.join(conditions)} "
                 "ORDER BY c.cid DESC LIMIT %s", [*values, limit])
             return await self._records(cur, await cur.fetchall(), scope.run_id)
 
@@ -318,8 +268,8 @@ class CheckpointsInPostgres(PostgresCore):
             sizes = await cur.fetchall()
             taken, more = page_cut([int(r[1]) for r in sizes], limit, max_bytes)
             chosen = [int(r[0]) for r in sizes[:taken]]
-            await cur.execute(f"SELECT {_COLUMNS} FROM checkpoints c WHERE c.cid = ANY(%s) "
-                              "ORDER BY c.cid DESC", (chosen,))
+            await cur.execute(f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints c "
+                              "WHERE c.cid = ANY(%s) ORDER BY c.cid DESC", (chosen,))
             records = await self._records(cur, await cur.fetchall(), scope.run_id)
             return records, chosen[-1] if more else None
 
@@ -333,7 +283,7 @@ class CheckpointsInPostgres(PostgresCore):
         # one statement, the scope in its predicate; pending writes go by cascade
         query = (f"DELETE FROM checkpoints WHERE rid = {_SCOPED_RUN} AND tenant = %s "
                  "AND checkpoint_id = ANY(%s::text[])")
-        params: list[Any] = [*_scope_params(tenant, scope), tenant, list(checkpoint_ids)]
+        params: list[Any] = [*scope_params(tenant, scope), tenant, list(checkpoint_ids)]
         if namespace is not None:
             query += " AND namespace = %s"
             params.append(namespace)
@@ -366,8 +316,7 @@ class CheckpointsInPostgres(PostgresCore):
                 (tenant, store, session_id, actor_id))
             row = await cur.fetchone()
             if row is None:
-                raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                                      store=store, session_id=session_id)
+                raise SessionNotFound(store=store, session_id=session_id)
             await cur.execute(
                 "DELETE FROM checkpoints WHERE tenant = %s AND rid IN "
                 "(SELECT rid FROM runs WHERE tenant = %s AND sid = %s)",
@@ -389,22 +338,11 @@ class CheckpointsInPostgres(PostgresCore):
             await cur.execute("DELETE FROM checkpoints WHERE rid = %s AND tenant = %s",
                               (destination, tenant))
             await cur.execute(
-                "INSERT INTO checkpoints (rid, tenant, namespace, checkpoint_id, "
-                "parent_checkpoint_id, type_tag, metadata, create_time, size, payload) "
-                "SELECT %s, tenant, namespace, checkpoint_id, parent_checkpoint_id, "
-                "type_tag, metadata, create_time, size, payload FROM checkpoints "
-                "WHERE rid = %s AND tenant = %s ORDER BY cid",
+                COPY_CHECKPOINTS.format(p="%s"),
                 (destination, origin, tenant))
             copied = int(cur.rowcount)
             await cur.execute(
-                "INSERT INTO checkpoint_writes (cid, tenant, task_id, idx, channel, "
-                "type_tag, task_path, size, payload) "
-                "SELECT t.cid, w.tenant, w.task_id, w.idx, w.channel, w.type_tag, "
-                "w.task_path, w.size, w.payload FROM checkpoint_writes w "
-                "JOIN checkpoints s ON s.cid = w.cid "
-                "JOIN checkpoints t ON t.rid = %s AND t.namespace = s.namespace "
-                "AND t.checkpoint_id = s.checkpoint_id "
-                "WHERE s.rid = %s AND w.tenant = %s ORDER BY w.wid",
+                COPY_WRITES.format(p="%s"),
                 (destination, origin, tenant))
             return copied
 
@@ -414,16 +352,10 @@ class CheckpointsInPostgres(PostgresCore):
 
     async def apply_retention(self, tenant: str, policy: RetentionPolicy,
                               now: datetime) -> RetentionReport:
-        reasons: list[str] = []
-        params: list[Any] = [tenant]
-        if policy.drop_when_run_ends:
-            reasons.append(f"status IN ({_ENDED})")
-        if policy.max_age_seconds is not None:
-            reasons.append("create_time < %s")
-            params.append(now - timedelta(seconds=policy.max_age_seconds))
-        if policy.keep_last is not None:
-            reasons.append("newer >= %s")
-            params.append(policy.keep_last)
+        cutoff = (None if policy.max_age_seconds is None
+                  else now - timedelta(seconds=policy.max_age_seconds))
+        reasons, params = retention_reasons("%s", policy, cutoff)
+        params.insert(0, tenant)
         if not reasons:
             return RetentionReport(checkpoints_deleted=0, bytes_freed=0)
         params.append(tenant)

@@ -36,54 +36,7 @@ from ..ports.facts import NewFact, fact_words
 from ._core import Cursor, PostgresCore
 from .access import drop_grants, start_grants
 
-__all__ = ["SCHEMA", "TENANT_TABLES", "FactsInPostgres"]
-
-#: This part's tables and indexes, applied by migration 2 (see schema.py).
-SCHEMA: tuple[str, ...] = (
-    """
-    CREATE TABLE memory_stores (
-        tenant      text NOT NULL,
-        name        text COLLATE "C" NOT NULL,
-        create_time timestamptz NOT NULL,
-        PRIMARY KEY (tenant, name)
-    )
-    """,
-    """
-    CREATE TABLE facts (
-        fid               bigserial PRIMARY KEY,
-        tenant            text NOT NULL,
-        memory_store      text COLLATE "C" NOT NULL,
-        fact_id           text NOT NULL,
-        subject           text COLLATE "C" NOT NULL,
-        key               text COLLATE "C" NOT NULL,
-        value             json NOT NULL,
-        confidence        double precision CHECK (confidence BETWEEN 0 AND 1),
-        source_type       text NOT NULL
-                          CHECK (source_type IN ('agent', 'pipeline', 'user', 'import')),
-        source_store      text,
-        source_session_id text,
-        source_item_id    text,
-        valid_from        timestamptz NOT NULL,
-        valid_to          timestamptz,
-        recorded_at       timestamptz NOT NULL,
-        superseded_at     timestamptz,
-        supersedes        text,
-        closed_reason     text,
-        search            tsvector,
-        CHECK ((superseded_at IS NULL) = (valid_to IS NULL)
-               AND (superseded_at IS NULL) = (closed_reason IS NULL)),
-        FOREIGN KEY (tenant, memory_store) REFERENCES memory_stores (tenant, name)
-    )
-    """,
-    "CREATE UNIQUE INDEX facts_by_id ON facts (tenant, fact_id)",
-    """CREATE UNIQUE INDEX facts_current ON facts (tenant, memory_store, subject, key)
-       WHERE superseded_at IS NULL""",
-    "CREATE INDEX facts_by_subject ON facts (tenant, subject, memory_store, key, fid)",
-    "CREATE INDEX facts_search ON facts USING gin (search) WHERE superseded_at IS NULL",
-)
-
-#: Tables whose rows carry a tenant and get the row-level security policy.
-TENANT_TABLES = ("memory_stores", "facts")
+__all__ = ["FactsInPostgres"]
 
 _FACT_COLUMNS = (
     "fact_id, memory_store, subject, key, value, confidence, source_type, source_session_id, "
@@ -127,7 +80,7 @@ def _lock_key(tenant: str, store: str, subject: str, key: str) -> int:
 
 
 def _store_not_found(name: str) -> StoreNotFound:
-    return StoreNotFound(f"no memory store {name!r}", store=name)
+    return StoreNotFound(store=name)
 
 
 class FactsInPostgres(PostgresCore):
@@ -155,7 +108,7 @@ class FactsInPostgres(PostgresCore):
                 "INSERT INTO memory_stores (tenant, name, create_time) VALUES (%s, %s, %s) "
                 "ON CONFLICT DO NOTHING", (tenant, name, now))
             if cur.rowcount == 0:
-                raise AlreadyExists(f"memory store {name!r} already exists", store=name)
+                raise AlreadyExists(store=name)
             await start_grants(cur, tenant, "memory_store", name, owner)
             return MemoryStoreRecord(tenant=tenant, name=name, create_time=now)
 
@@ -202,8 +155,7 @@ class FactsInPostgres(PostgresCore):
             (tenant, item_id, tenant, session_id, store, store))
         row = await cur.fetchone()
         if row is None:
-            raise ItemNotFound(f"no item {item_id!r} in session {session_id!r}",
-                               session_id=session_id, item_id=item_id)
+            raise ItemNotFound(session_id=session_id, item_id=item_id)
         return str(row[0])
 
     async def remember(self, tenant: str, store: str, facts: Sequence[NewFact],
@@ -311,8 +263,7 @@ class FactsInPostgres(PostgresCore):
             "AND memory_store = %s", (tenant, fact_id, store))
         row = await cur.fetchone()
         if row is None:
-            raise FactNotFound(f"no fact {fact_id!r} in memory store {store!r}",
-                               store=store, fact_id=fact_id)
+            raise FactNotFound(store=store, fact_id=fact_id)
         return _fact(row)
 
     async def get_fact(self, tenant: str, store: str, fact_id: str) -> Fact:

@@ -27,70 +27,16 @@ from ...errors import (
     ActiveRunExists,
     AlreadyExists,
     BackendUnavailable,
-    LeaseHeld,
     OwnstateError,
-    RunClosed,
     RunNotFound,
     SessionNotFound,
-    StaleLease,
 )
 from ...model import Effect, Lease, Run
+from .._sql import ACTIVE, RUN_COLUMNS, RUN_STATE, outstanding_filter, runs_filter
+from ..ports.runs import RunState, run_refusal
 from ._core import Cursor, PostgresCore
 
-__all__ = ["RUN_COLUMNS", "SCHEMA", "TENANT_TABLES", "RunsInPostgres"]
-
-#: This part's tables and indexes, applied by migration 2 (see schema.py).
-SCHEMA: tuple[str, ...] = (
-    """
-    CREATE TABLE runs (
-        rid              bigserial PRIMARY KEY,
-        sid              bigint NOT NULL REFERENCES sessions (sid) ON DELETE CASCADE,
-        tenant           text NOT NULL,
-        run_id           text NOT NULL,
-        store            text NOT NULL,
-        session_id       text NOT NULL,
-        actor_id         text NOT NULL,
-        framework        text NOT NULL,
-        thread_key       text,
-        status           text NOT NULL CHECK (status IN
-                             ('running', 'awaiting_human', 'done', 'failed', 'cancelled')),
-        status_since     timestamptz NOT NULL,
-        awaiting         json,
-        step_count       bigint NOT NULL DEFAULT 0,
-        usd_cost         double precision NOT NULL DEFAULT 0,
-        started_at       timestamptz NOT NULL,
-        ended_at         timestamptz,
-        lease_owner      text,
-        lease_expires_at timestamptz,
-        fencing_token    bigint NOT NULL DEFAULT 0,
-        UNIQUE (tenant, run_id)
-    )
-    """,
-    """CREATE UNIQUE INDEX runs_one_active_per_session ON runs (sid)
-       WHERE status IN ('running', 'awaiting_human')""",
-    "CREATE INDEX runs_by_session ON runs (sid)",
-    "CREATE INDEX runs_by_tenant ON runs (tenant, rid)",
-    "CREATE INDEX runs_by_status ON runs (tenant, status, status_since, rid)",
-    """
-    CREATE TABLE run_effects (
-        rid          bigint NOT NULL REFERENCES runs (rid) ON DELETE CASCADE,
-        tool_call_id text NOT NULL,
-        tenant       text NOT NULL,
-        result       json NOT NULL,
-        recorded_at  timestamptz NOT NULL,
-        PRIMARY KEY (rid, tool_call_id)
-    )
-    """,
-)
-
-#: Tables whose rows carry a tenant and get the row-level security policy.
-TENANT_TABLES = ("runs", "run_effects")
-
-RUN_COLUMNS = (
-    "run_id, store, session_id, actor_id, framework, thread_key, status, awaiting, "
-    "step_count, usd_cost, started_at, ended_at, lease_owner, lease_expires_at, fencing_token"
-)
-_ACTIVE = "status IN ('running', 'awaiting_human')"
+__all__ = ["RunsInPostgres"]
 
 
 def _run(row: Sequence[Any]) -> Run:
@@ -102,37 +48,16 @@ def _run(row: Sequence[Any]) -> Run:
     )
 
 
-def _stale(run_id: str, fencing_token: int | None, current: int) -> StaleLease:
-    return StaleLease(
-        f"run {run_id!r} is held with fencing token {current}, not {fencing_token}",
-        run_id=run_id, fencing_token=fencing_token, current=current)
-
-
 async def _refusal(cur: Cursor, tenant: str, run_id: str, fencing_token: int | None, *,
-                   lease_needed: bool = False, claim: bool = False) -> OwnstateError:
-    """Why a conditional write on the run changed nothing, read in the same transaction.
-
-    Checked in the documented order: the run exists, the token is current, the run is
-    open; then, for a heartbeat, that it holds a lease, and for a claim, who holds it.
-    """
-    await cur.execute(
-        "SELECT status, fencing_token, lease_owner, lease_expires_at FROM runs "
-        "WHERE tenant = %s AND run_id = %s", (tenant, run_id))
+                   lease_needed: bool = False, claimant: str | None = None,
+                   now: datetime | None = None) -> OwnstateError:
+    """Why a conditional write on the run changed nothing, read right after it."""
+    await cur.execute(RUN_STATE.format(p="%s"), (tenant, run_id))
     row = await cur.fetchone()
-    if row is None:
-        return RunNotFound(f"no run {run_id!r}", run_id=run_id)
-    status, current, owner, expires = row
-    if fencing_token is not None and fencing_token != current:
-        return _stale(run_id, fencing_token, current)
-    if status not in ("running", "awaiting_human"):
-        return RunClosed(f"run {run_id!r} has ended ({status})", run_id=run_id, status=status)
-    if lease_needed and owner is None:
-        return StaleLease(f"run {run_id!r} holds no lease", run_id=run_id,
-                          fencing_token=fencing_token, current=current)
-    if claim and owner is not None:
-        return LeaseHeld(f"run {run_id!r} is leased to {owner!r} until {expires.isoformat()}",
-                         run_id=run_id, owner=owner, expires_at=expires)
-    return BackendUnavailable(f"run {run_id!r} changed in an unexpected way; retry")
+    state = None if row is None else RunState(row[0], int(row[1]), row[2], row[3])
+    refusal = run_refusal(run_id, state, fencing_token, lease_needed=lease_needed,
+                          claimant=claimant, now=now)
+    return refusal or BackendUnavailable(f"run {run_id!r} changed in an unexpected way; retry")
 
 
 class RunsInPostgres(PostgresCore):
@@ -177,18 +102,16 @@ class RunsInPostgres(PostgresCore):
         await cur.execute(
             "SELECT s.sid, "
             " EXISTS (SELECT 1 FROM runs WHERE tenant = %s AND run_id = %s), "
-            f" (SELECT run_id FROM runs r WHERE r.sid = s.sid AND {_ACTIVE}) "
+            f" (SELECT run_id FROM runs r WHERE r.sid = s.sid AND {ACTIVE}) "
             "FROM sessions s WHERE s.tenant = %s AND s.store = %s AND s.session_id = %s",
             (tenant, run_id, tenant, store, session_id))
         row = await cur.fetchone()
         if row is None:
-            return SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                                   store=store, session_id=session_id)
+            return SessionNotFound(store=store, session_id=session_id)
         if row[1]:
-            return AlreadyExists(f"run {run_id!r} already exists", run_id=run_id)
+            return AlreadyExists(run_id=run_id)
         if row[2] is not None:
             return ActiveRunExists(
-                f"session {session_id!r} already has an active run {row[2]!r}",
                 store=store, session_id=session_id, run_id=row[2])
         return BackendUnavailable("the run could not be stored; retry")
 
@@ -198,7 +121,7 @@ class RunsInPostgres(PostgresCore):
                               (tenant, run_id))
             row = await cur.fetchone()
             if row is None:
-                raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+                raise RunNotFound(run_id=run_id)
             return _run(row)
 
         return await self._read(tenant, run)
@@ -206,29 +129,9 @@ class RunsInPostgres(PostgresCore):
     async def list_runs(self, tenant: str, *, store: str | None, session_id: str | None,
                         status: str | None, framework: str | None, limit: int,
                         after: Sequence[Any] | None) -> tuple[list[Run], list[Any] | None]:
-        where = ["tenant = %s"]
-        params: list[Any] = [tenant]
-        if store is not None and session_id is not None:
-            where.append("sid = (SELECT sid FROM sessions "
-                         "WHERE tenant = %s AND store = %s AND session_id = %s)")
-            params.extend((tenant, store, session_id))
-        elif store is not None:
-            where.append("store = %s")
-            params.append(store)
-        elif session_id is not None:
-            where.append("session_id = %s")
-            params.append(session_id)
-        if status is not None:
-            where.append("status = %s")
-            params.append(status)
-        if framework is not None:
-            where.append("framework = %s")
-            params.append(framework)
-        if after is not None:
-            where.append("rid < %s")
-            params.append(int(after[0]))
-        query = (f"SELECT {RUN_COLUMNS}, rid FROM runs WHERE {' AND '.join(where)} "
-                 "ORDER BY rid DESC LIMIT %s")
+        where, params = runs_filter("%s", tenant, store, session_id, status, framework,
+                                    after)
+        query = f"SELECT {RUN_COLUMNS}, rid FROM runs WHERE {where} ORDER BY rid DESC LIMIT %s"
         params.append(limit + 1)
 
         async def run(cur: Cursor) -> tuple[list[Run], list[Any] | None]:
@@ -246,7 +149,7 @@ class RunsInPostgres(PostgresCore):
             await cur.execute(
                 "UPDATE runs SET status = 'awaiting_human', awaiting = %s::json, "
                 "status_since = %s, lease_owner = NULL, lease_expires_at = NULL "
-                f"WHERE tenant = %s AND run_id = %s AND {_ACTIVE} "
+                f"WHERE tenant = %s AND run_id = %s AND {ACTIVE} "
                 "AND (%s::bigint IS NULL OR fencing_token = %s) "
                 f"RETURNING {RUN_COLUMNS}",
                 (awaiting_json, now, tenant, run_id, fencing_token, fencing_token), last=True)
@@ -265,13 +168,13 @@ class RunsInPostgres(PostgresCore):
             await cur.execute(
                 "UPDATE runs SET status = 'running', awaiting = NULL, status_since = %s, "
                 "lease_owner = %s, lease_expires_at = %s, fencing_token = fencing_token + 1 "
-                f"WHERE tenant = %s AND run_id = %s AND {_ACTIVE} "
+                f"WHERE tenant = %s AND run_id = %s AND {ACTIVE} "
                 "AND (lease_owner IS NULL OR lease_expires_at <= %s OR lease_owner = %s) "
                 "RETURNING fencing_token",
                 (now, owner, expires, tenant, run_id, now, owner), last=True)
             row = await cur.fetchone()
             if row is None:
-                raise await _refusal(cur, tenant, run_id, None, claim=True)
+                raise await _refusal(cur, tenant, run_id, None, claimant=owner, now=now)
             return Lease(run_id, owner, int(row[0]), expires)
 
         return await self._write(tenant, run)
@@ -283,7 +186,7 @@ class RunsInPostgres(PostgresCore):
         async def run(cur: Cursor) -> Lease:
             await cur.execute(
                 "UPDATE runs SET lease_expires_at = %s "
-                f"WHERE tenant = %s AND run_id = %s AND {_ACTIVE} AND fencing_token = %s "
+                f"WHERE tenant = %s AND run_id = %s AND {ACTIVE} AND fencing_token = %s "
                 "AND lease_owner IS NOT NULL RETURNING lease_owner",
                 (expires, tenant, run_id, fencing_token), last=True)
             row = await cur.fetchone()
@@ -302,7 +205,7 @@ class RunsInPostgres(PostgresCore):
                 "lease_owner = NULL, lease_expires_at = NULL, "
                 "usd_cost = usd_cost + %s::double precision, "
                 "step_count = coalesce(%s::bigint, step_count) "
-                f"WHERE tenant = %s AND run_id = %s AND {_ACTIVE} "
+                f"WHERE tenant = %s AND run_id = %s AND {ACTIVE} "
                 "AND (%s::bigint IS NULL OR fencing_token = %s) "
                 f"RETURNING {RUN_COLUMNS}",
                 (status, now, now, usd_cost or 0.0, step_count, tenant, run_id,
@@ -316,15 +219,8 @@ class RunsInPostgres(PostgresCore):
 
     async def outstanding(self, tenant: str, status: str, framework: str | None,
                           entered_before: datetime | None, limit: int) -> list[Run]:
-        where = ["tenant = %s", "status = %s"]
-        params: list[Any] = [tenant, status]
-        if framework is not None:
-            where.append("framework = %s")
-            params.append(framework)
-        if entered_before is not None:
-            where.append("status_since < %s")
-            params.append(entered_before)
-        query = (f"SELECT {RUN_COLUMNS} FROM runs WHERE {' AND '.join(where)} "
+        where, params = outstanding_filter("%s", tenant, status, framework, entered_before)
+        query = (f"SELECT {RUN_COLUMNS} FROM runs WHERE {where} "
                  "ORDER BY status_since, rid LIMIT %s")
         params.append(limit)
 
@@ -349,16 +245,17 @@ class RunsInPostgres(PostgresCore):
                 "WHERE r.tenant = %s AND r.run_id = %s FOR NO KEY UPDATE OF r",
                 (tool_call_id, tenant, run_id))
             row = await cur.fetchone()
-            if row is None:
-                raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
-            rid, status, current, earlier, recorded_at = row
-            if fencing_token is not None and fencing_token != current:
-                raise _stale(run_id, fencing_token, current)
+            state = None if row is None else RunState(row[1], int(row[2]))
+            refusal = run_refusal(run_id, state, fencing_token, ended_ok=True)
+            if refusal is not None:
+                raise refusal
+            assert row is not None  # a missing run is refused
+            rid, _, _, earlier, recorded_at = row
             if recorded_at is not None:
                 return Effect(run_id, tool_call_id, earlier, recorded_at, False)
-            if status not in ("running", "awaiting_human"):
-                raise RunClosed(f"run {run_id!r} has ended ({status})", run_id=run_id,
-                                status=status)
+            refusal = run_refusal(run_id, state, None)
+            if refusal is not None:
+                raise refusal
             await cur.execute(
                 "INSERT INTO run_effects (rid, tool_call_id, tenant, result, recorded_at) "
                 "VALUES (%s, %s, %s, %s::json, %s) RETURNING result",
@@ -378,7 +275,7 @@ class RunsInPostgres(PostgresCore):
                 (tool_call_id, tenant, run_id))
             found = await cur.fetchone()
             if found is None:
-                raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+                raise RunNotFound(run_id=run_id)
             if found[2] is None:
                 return None
             return Effect(run_id, tool_call_id, found[1], found[2], False)

@@ -1,4 +1,9 @@
-"""The PostgreSQL schema, as an ordered list of migrations.
+"""The PostgreSQL schema, as a literal, append-only list of migrations.
+
+A released migration is never edited, reordered or removed: a change to the schema is a
+new migration at the end (``tests/test_schema_migrations.py`` pins every released one).
+The SQL is written out here, not assembled from the modules that use the tables, so that
+changing those modules cannot change what a migration does.
 
 Each migration runs in one transaction, under an advisory lock so that concurrent
 migrators wait for each other, inside the configured schema. Nothing in the default path
@@ -12,16 +17,14 @@ table gets row-level security, forced even for the table owner::
         WITH CHECK (tenant = current_setting('ownstate.tenant', true));
 
 The one exception is ``api_keys``, whose policy also shows the row that ``find_api_key``
-is looking up, before the tenant is known (see ``access.py``).
+is looking up, before the tenant is known (migration 3).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import access, assets, checkpoints, facts, runs, sessions
-
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration", "row_level_security"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,39 +34,378 @@ class Migration:
     statements: tuple[str, ...]
 
 
-def row_level_security(*tables: str) -> tuple[str, ...]:
-    """The statements that confine each table's rows to the transaction's tenant."""
-    statements: list[str] = []
-    for table in tables:
-        statements += [
-            f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY",
-            f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
-            f"CREATE POLICY tenant_isolation ON {table} "
-            "USING (tenant = current_setting('ownstate.tenant', true)) "
-            "WITH CHECK (tenant = current_setting('ownstate.tenant', true))",
-        ]
-    return tuple(statements)
-
-
 MIGRATIONS: tuple[Migration, ...] = (
-    Migration(
-        1,
-        "session stores, sessions, items and idempotency keys",
-        sessions.SCHEMA + row_level_security(*sessions.TENANT_TABLES),
-    ),
-    Migration(
-        2,
-        "memory facts, runs, checkpoints and assets",
-        facts.SCHEMA + runs.SCHEMA + checkpoints.SCHEMA + assets.SCHEMA
-        + row_level_security(*facts.TENANT_TABLES, *runs.TENANT_TABLES,
-                             *checkpoints.TENANT_TABLES, *assets.TENANT_TABLES),
-    ),
-    Migration(
-        3,
-        "API keys and store grants",
-        access.SCHEMA + row_level_security(*access.TENANT_TABLES) + access.API_KEY_SECURITY,
-    ),
-    Migration(4, "the API key lookup returns named columns", access.EXPLICIT_KEY_LOOKUP),
+    Migration(1, "session stores, sessions, items and idempotency keys", (
+        """
+        CREATE TABLE session_stores (
+            tenant      text NOT NULL,
+            name        text NOT NULL,
+            create_time timestamptz NOT NULL,
+            PRIMARY KEY (tenant, name)
+        )
+        """,
+        """
+        CREATE TABLE sessions (
+            sid                bigserial PRIMARY KEY,
+            tenant             text NOT NULL,
+            store              text NOT NULL,
+            session_id         text NOT NULL,
+            actor_id           text NOT NULL,
+            parent_session_id  text,
+            root_session_id    text NOT NULL,
+            metadata           json NOT NULL DEFAULT '{}',
+            create_time        timestamptz NOT NULL,
+            last_activity_time timestamptz NOT NULL,
+            item_count         bigint NOT NULL DEFAULT 0,
+            UNIQUE (tenant, store, session_id),
+            FOREIGN KEY (tenant, store) REFERENCES session_stores (tenant, name)
+        )
+        """,
+        "CREATE INDEX sessions_by_store ON sessions (tenant, store, sid)",
+        "CREATE INDEX sessions_by_actor ON sessions (tenant, store, actor_id, sid)",
+        "CREATE INDEX sessions_by_activity ON sessions (tenant, store, last_activity_time, sid)",
+        """
+        CREATE INDEX sessions_by_parent ON sessions (tenant, store, parent_session_id)
+               WHERE parent_session_id IS NOT NULL
+        """,
+        """
+        CREATE TABLE items (
+            id          bigserial PRIMARY KEY,
+            sid         bigint NOT NULL REFERENCES sessions (sid) ON DELETE CASCADE,
+            seq         bigint NOT NULL,
+            tenant      text NOT NULL,
+            item_id     text NOT NULL,
+            create_time timestamptz NOT NULL,
+            format      text NOT NULL,
+            data        json NOT NULL,
+            role        text,
+            type        text,
+            tool_name   text,
+            model       text,
+            in_tokens   bigint,
+            out_tokens  bigint,
+            UNIQUE (sid, seq)
+        )
+        """,
+        "CREATE UNIQUE INDEX items_by_item_id ON items (tenant, item_id)",
+        """
+        CREATE TABLE idempotency_keys (
+            sid          bigint NOT NULL REFERENCES sessions (sid) ON DELETE CASCADE,
+            key          text NOT NULL,
+            tenant       text NOT NULL,
+            request_hash text NOT NULL,
+            item_ids     jsonb NOT NULL,
+            create_time  timestamptz NOT NULL,
+            PRIMARY KEY (sid, key)
+        )
+        """,
+        """
+        CREATE VIEW session_items WITH (security_barrier, security_invoker) AS
+        SELECT s.tenant, s.store, s.session_id, s.actor_id, i.seq, i.item_id,
+               i.create_time, i.format, i.role, i.type, i.tool_name, i.model,
+               i.in_tokens, i.out_tokens, i.data
+        FROM items i JOIN sessions s ON s.sid = i.sid
+        """,
+        # row-level security
+        "ALTER TABLE session_stores ENABLE ROW LEVEL SECURITY",
+        "ALTER TABLE session_stores FORCE ROW LEVEL SECURITY",
+        "CREATE POLICY tenant_isolation ON session_stores USING (tenant = "
+        "current_setting('ownstate.tenant', true)) WITH CHECK (tenant = "
+        "current_setting('ownstate.tenant', true))",
+        "ALTER TABLE sessions ENABLE ROW LEVEL SECURITY",
+        "ALTER TABLE sessions FORCE ROW LEVEL SECURITY",
+        "CREATE POLICY tenant_isolation ON sessions USING (tenant = "
+        "current_setting('ownstate.tenant', true)) WITH CHECK (tenant = "
+        "current_setting('ownstate.tenant', true))",
+        "ALTER TABLE items ENABLE ROW LEVEL SECURITY",
+        "ALTER TABLE items FORCE ROW LEVEL SECURITY",
+        "CREATE POLICY tenant_isolation ON items USING (tenant = "
+        "current_setting('ownstate.tenant', true)) WITH CHECK (tenant = "
+        "current_setting('ownstate.tenant', true))",
+        "ALTER TABLE idempotency_keys ENABLE ROW LEVEL SECURITY",
+        "ALTER TABLE idempotency_keys FORCE ROW LEVEL SECURITY",
+        "CREATE POLICY tenant_isolation ON idempotency_keys USING (tenant = "
+        "current_setting('ownstate.tenant', true)) WITH CHECK (tenant = "
+        "current_setting('ownstate.tenant', true))",
+    )),
+    Migration(2, "memory facts, runs, checkpoints and assets", (
+        # memory facts (facts.py)
+        """
+        CREATE TABLE memory_stores (
+            tenant      text NOT NULL,
+            name        text COLLATE "C" NOT NULL,
+            create_time timestamptz NOT NULL,
+            PRIMARY KEY (tenant, name)
+        )
+        """,
+        """
+        CREATE TABLE facts (
+            fid               bigserial PRIMARY KEY,
+            tenant            text NOT NULL,
+            memory_store      text COLLATE "C" NOT NULL,
+            fact_id           text NOT NULL,
+            subject           text COLLATE "C" NOT NULL,
+            key               text COLLATE "C" NOT NULL,
+            value             json NOT NULL,
+            confidence        double precision CHECK (confidence BETWEEN 0 AND 1),
+            source_type       text NOT NULL
+                              CHECK (source_type IN ('agent', 'pipeline', 'user', 'import')),
+            source_store      text,
+            source_session_id text,
+            source_item_id    text,
+            valid_from        timestamptz NOT NULL,
+            valid_to          timestamptz,
+            recorded_at       timestamptz NOT NULL,
+            superseded_at     timestamptz,
+            supersedes        text,
+            closed_reason     text,
+            search            tsvector,
+            CHECK ((superseded_at IS NULL) = (valid_to IS NULL)
+                   AND (superseded_at IS NULL) = (closed_reason IS NULL)),
+            FOREIGN KEY (tenant, memory_store) REFERENCES memory_stores (tenant, name)
+        )
+        """,
+        "CREATE UNIQUE INDEX facts_by_id ON facts (tenant, fact_id)",
+        """
+        CREATE UNIQUE INDEX facts_current ON facts (tenant, memory_store, subject, key)
+               WHERE superseded_at IS NULL
+        """,
+        "CREATE INDEX facts_by_subject ON facts (tenant, subject, memory_store, key, fid)",
+        "CREATE INDEX facts_search ON facts USING gin (search) WHERE superseded_at IS NULL",
+        # runs and effects (runs.py)
+        """
+        CREATE TABLE runs (
+            rid              bigserial PRIMARY KEY,
+            sid              bigint NOT NULL REFERENCES sessions (sid) ON DELETE CASCADE,
+            tenant           text NOT NULL,
+            run_id           text NOT NULL,
+            store            text NOT NULL,
+            session_id       text NOT NULL,
+            actor_id         text NOT NULL,
+            framework        text NOT NULL,
+            thread_key       text,
+            status           text NOT NULL CHECK (status IN
+                                 ('running', 'awaiting_human', 'done', 'failed', 'cancelled')),
+            status_since     timestamptz NOT NULL,
+            awaiting         json,
+            step_count       bigint NOT NULL DEFAULT 0,
+            usd_cost         double precision NOT NULL DEFAULT 0,
+            started_at       timestamptz NOT NULL,
+            ended_at         timestamptz,
+            lease_owner      text,
+            lease_expires_at timestamptz,
+            fencing_token    bigint NOT NULL DEFAULT 0,
+            UNIQUE (tenant, run_id)
+        )
+        """,
+        """
+        CREATE UNIQUE INDEX runs_one_active_per_session ON runs (sid)
+               WHERE status IN ('running', 'awaiting_human')
+        """,
+        "CREATE INDEX runs_by_session ON runs (sid)",
+        "CREATE INDEX runs_by_tenant ON runs (tenant, rid)",
+        "CREATE INDEX runs_by_status ON runs (tenant, status, status_since, rid)",
+        """
+        CREATE TABLE run_effects (
+            rid          bigint NOT NULL REFERENCES runs (rid) ON DELETE CASCADE,
+            tool_call_id text NOT NULL,
+            tenant       text NOT NULL,
+            result       json NOT NULL,
+            recorded_at  timestamptz NOT NULL,
+            PRIMARY KEY (rid, tool_call_id)
+        )
+        """,
+        # checkpoints (checkpoints.py)
+        """
+        CREATE TABLE checkpoints (
+            cid                  bigserial PRIMARY KEY,
+            rid                  bigint NOT NULL REFERENCES runs (rid) ON DELETE CASCADE,
+            tenant               text NOT NULL,
+            namespace            text NOT NULL,
+            checkpoint_id        text NOT NULL,
+            parent_checkpoint_id text,
+            type_tag             text NOT NULL,
+            metadata             json NOT NULL DEFAULT '{}',
+            create_time          timestamptz NOT NULL,
+            size                 bigint NOT NULL,
+            payload              bytea NOT NULL,
+            UNIQUE (rid, namespace, checkpoint_id)
+        )
+        """,
+        "CREATE INDEX checkpoints_by_run ON checkpoints (rid, namespace, cid) INCLUDE "
+        "(create_time, size)",
+        """
+        CREATE TABLE checkpoint_writes (
+            wid       bigserial PRIMARY KEY,
+            cid       bigint NOT NULL REFERENCES checkpoints (cid) ON DELETE CASCADE,
+            tenant    text NOT NULL,
+            task_id   text NOT NULL,
+            idx       bigint NOT NULL,
+            channel   text NOT NULL,
+            type_tag  text NOT NULL,
+            task_path text NOT NULL DEFAULT '',
+            size      bigint NOT NULL,
+            payload   bytea NOT NULL,
+            UNIQUE (cid, task_id, idx)
+        )
+        """,
+        # assets (assets.py)
+        """
+        CREATE TABLE asset_blobs (
+            bid         bigserial PRIMARY KEY,
+            tenant      text NOT NULL,
+            sha256      text NOT NULL,
+            size        bigint NOT NULL,
+            create_time timestamptz NOT NULL,
+            data        bytea NOT NULL,
+            UNIQUE (tenant, sha256)
+        )
+        """,
+        """
+        CREATE TABLE assets (
+            aid         bigserial PRIMARY KEY,
+            tenant      text NOT NULL,
+            asset_id    text NOT NULL,
+            sid         bigint REFERENCES sessions (sid) ON DELETE CASCADE,
+            sha256      text NOT NULL,
+            size        bigint NOT NULL,
+            media_type  text NOT NULL,
+            metadata    json NOT NULL DEFAULT '{}',
+            create_time timestamptz NOT NULL,
+            FOREIGN KEY (tenant, sha256) REFERENCES asset_blobs (tenant, sha256)
+        )
+        """,
+        "CREATE UNIQUE INDEX assets_by_id ON assets (tenant, asset_id)",
+        "CREATE UNIQUE INDEX assets_by_owner ON assets (tenant, coalesce(sid, 0), sha256)",
+        "CREATE INDEX assets_by_session ON assets (sid, aid)",
+        "CREATE INDEX assets_by_content ON assets (tenant, sha256)",
+        """
+        CREATE FUNCTION assets_free_content() RETURNS trigger LANGUAGE plpgsql
+        SET search_path FROM CURRENT AS $$
+        BEGIN
+            PERFORM 1 FROM asset_blobs
+                WHERE tenant = OLD.tenant AND sha256 = OLD.sha256 FOR UPDATE;
+            DELETE FROM asset_blobs b WHERE b.tenant = OLD.tenant AND b.sha256 = OLD.sha256
+                AND NOT EXISTS (SELECT 1 FROM assets a
+                                WHERE a.tenant = OLD.tenant AND a.sha256 = OLD.sha256);
+            RETURN NULL;
+        END
+        $$
+        """,
+        """
+        CREATE TRIGGER assets_free_content AFTER DELETE ON assets
+        FOR EACH ROW EXECUTE FUNCTION assets_free_content()
+        """,
+        # row-level security
+        "ALTER TABLE memory_stores ENABLE ROW LEVEL SECURITY",
+        "ALTER TABLE memory_stores FORCE ROW LEVEL SECURITY",
+        "CREATE POLICY tenant_isolation ON memory_stores USING (tenant = "
+        "current_setting('ownstate.tenant', true)) WITH CHECK (tenant = "
+        "current_setting('ownstate.tenant', true))",
+        "ALTER TABLE facts ENABLE ROW LEVEL SECURITY",
+        "ALTER TABLE facts FORCE ROW LEVEL SECURITY",
+        "CREATE POLICY tenant_isolation ON facts USING (tenant = "
+        "current_setting('ownstate.tenant', true)) WITH CHECK (tenant = "
+        "current_setting('ownstate.tenant', true))",
+        "ALTER TABLE runs ENABLE ROW LEVEL SECURITY",
+        "ALTER TABLE runs FORCE ROW LEVEL SECURITY",
+        "CREATE POLICY tenant_isolation ON runs USING (tenant = "
+        "current_setting('ownstate.tenant', true)) WITH CHECK (tenant = "
+        "current_setting('ownstate.tenant', true))",
+        "ALTER TABLE run_effects ENABLE ROW LEVEL SECURITY",
+        "ALTER TABLE run_effects FORCE ROW LEVEL SECURITY",
+        "CREATE POLICY tenant_isolation ON run_effects USING (tenant = "
+        "current_setting('ownstate.tenant', true)) WITH CHECK (tenant = "
+        "current_setting('ownstate.tenant', true))",
+        "ALTER TABLE checkpoints ENABLE ROW LEVEL SECURITY",
+        "ALTER TABLE checkpoints FORCE ROW LEVEL SECURITY",
+        "CREATE POLICY tenant_isolation ON checkpoints USING (tenant = "
+        "current_setting('ownstate.tenant', true)) WITH CHECK (tenant = "
+        "current_setting('ownstate.tenant', true))",
+        "ALTER TABLE checkpoint_writes ENABLE ROW LEVEL SECURITY",
+        "ALTER TABLE checkpoint_writes FORCE ROW LEVEL SECURITY",
+        "CREATE POLICY tenant_isolation ON checkpoint_writes USING (tenant = "
+        "current_setting('ownstate.tenant', true)) WITH CHECK (tenant = "
+        "current_setting('ownstate.tenant', true))",
+        "ALTER TABLE asset_blobs ENABLE ROW LEVEL SECURITY",
+        "ALTER TABLE asset_blobs FORCE ROW LEVEL SECURITY",
+        "CREATE POLICY tenant_isolation ON asset_blobs USING (tenant = "
+        "current_setting('ownstate.tenant', true)) WITH CHECK (tenant = "
+        "current_setting('ownstate.tenant', true))",
+        "ALTER TABLE assets ENABLE ROW LEVEL SECURITY",
+        "ALTER TABLE assets FORCE ROW LEVEL SECURITY",
+        "CREATE POLICY tenant_isolation ON assets USING (tenant = "
+        "current_setting('ownstate.tenant', true)) WITH CHECK (tenant = "
+        "current_setting('ownstate.tenant', true))",
+    )),
+    Migration(3, "API keys and store grants", (
+        """
+        CREATE TABLE api_keys (
+            key_id      text COLLATE "C" PRIMARY KEY,
+            tenant      text NOT NULL,
+            principal   text COLLATE "C" NOT NULL,
+            admin       boolean NOT NULL,
+            create_time timestamptz NOT NULL,
+            revoked_at  timestamptz,
+            secret_hash text NOT NULL
+        )
+        """,
+        "CREATE INDEX api_keys_by_tenant ON api_keys (tenant, create_time, key_id)",
+        """
+        CREATE TABLE store_grants (
+            tenant    text NOT NULL,
+            kind      text COLLATE "C" NOT NULL,
+            store     text COLLATE "C" NOT NULL,
+            principal text COLLATE "C" NOT NULL,
+            level     text NOT NULL,
+            PRIMARY KEY (tenant, kind, store, principal)
+        )
+        """,
+        "CREATE INDEX store_grants_by_principal ON store_grants (tenant, principal, kind, store)",
+        """
+        CREATE FUNCTION find_api_key(wanted text) RETURNS SETOF api_keys LANGUAGE plpgsql
+        SET search_path FROM CURRENT AS $$
+        BEGIN
+            PERFORM set_config('ownstate.api_key', wanted, true);
+            RETURN QUERY SELECT * FROM api_keys WHERE key_id = wanted;
+            PERFORM set_config('ownstate.api_key', '', true);
+        END
+        $$
+        """,
+        # row-level security
+        "ALTER TABLE store_grants ENABLE ROW LEVEL SECURITY",
+        "ALTER TABLE store_grants FORCE ROW LEVEL SECURITY",
+        "CREATE POLICY tenant_isolation ON store_grants USING (tenant = "
+        "current_setting('ownstate.tenant', true)) WITH CHECK (tenant = "
+        "current_setting('ownstate.tenant', true))",
+        # api_keys: the tenant's rows, plus the one row find_api_key is looking up;
+        # rows written must be the tenant's
+        "ALTER TABLE api_keys ENABLE ROW LEVEL SECURITY",
+        "ALTER TABLE api_keys FORCE ROW LEVEL SECURITY",
+        "CREATE POLICY tenant_isolation ON api_keys USING (tenant = "
+        "current_setting('ownstate.tenant', true) OR key_id = "
+        "current_setting('ownstate.api_key', true)) WITH CHECK (tenant = "
+        "current_setting('ownstate.tenant', true))",
+    )),
+    Migration(4, "the API key lookup returns named columns", (
+        # find_api_key returns named columns, not SETOF api_keys (which would return any
+        # column added to the table later); STRICT: a NULL id finds nothing
+        "DROP FUNCTION find_api_key(text)",
+        """
+        CREATE FUNCTION find_api_key(wanted text) RETURNS TABLE (
+            key_id text, tenant text, principal text, admin boolean, create_time timestamptz,
+            revoked_at timestamptz, secret_hash text
+        ) LANGUAGE plpgsql STRICT SET search_path FROM CURRENT AS $$
+        BEGIN
+            PERFORM set_config('ownstate.api_key', wanted, true);
+            RETURN QUERY SELECT k.key_id, k.tenant, k.principal, k.admin, k.create_time,
+                                k.revoked_at, k.secret_hash
+                         FROM api_keys k WHERE k.key_id = wanted;
+            PERFORM set_config('ownstate.api_key', '', true);
+        END
+        $$
+        """,
+    )),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -19,85 +19,12 @@ from ...errors import (
 )
 from ...model import Item, SessionRecord, SessionStoreRecord, build_item
 from .._replay import Meta, Replay
+from .._sql import session_page
 from ..ports.sessions import NewItem, SessionOrder
 from ._core import Cursor, PostgresCore
 from .access import drop_grants, start_grants
 
-__all__ = ["SCHEMA", "SessionsInPostgres"]
-
-SCHEMA: tuple[str, ...] = (
-    """
-    CREATE TABLE session_stores (
-        tenant      text NOT NULL,
-        name        text NOT NULL,
-        create_time timestamptz NOT NULL,
-        PRIMARY KEY (tenant, name)
-    )
-    """,
-    """
-    CREATE TABLE sessions (
-        sid                bigserial PRIMARY KEY,
-        tenant             text NOT NULL,
-        store              text NOT NULL,
-        session_id         text NOT NULL,
-        actor_id           text NOT NULL,
-        parent_session_id  text,
-        root_session_id    text NOT NULL,
-        metadata           json NOT NULL DEFAULT '{}',
-        create_time        timestamptz NOT NULL,
-        last_activity_time timestamptz NOT NULL,
-        item_count         bigint NOT NULL DEFAULT 0,
-        UNIQUE (tenant, store, session_id),
-        FOREIGN KEY (tenant, store) REFERENCES session_stores (tenant, name)
-    )
-    """,
-    "CREATE INDEX sessions_by_store ON sessions (tenant, store, sid)",
-    "CREATE INDEX sessions_by_actor ON sessions (tenant, store, actor_id, sid)",
-    "CREATE INDEX sessions_by_activity ON sessions (tenant, store, last_activity_time, sid)",
-    """CREATE INDEX sessions_by_parent ON sessions (tenant, store, parent_session_id)
-       WHERE parent_session_id IS NOT NULL""",
-    """
-    CREATE TABLE items (
-        id          bigserial PRIMARY KEY,
-        sid         bigint NOT NULL REFERENCES sessions (sid) ON DELETE CASCADE,
-        seq         bigint NOT NULL,
-        tenant      text NOT NULL,
-        item_id     text NOT NULL,
-        create_time timestamptz NOT NULL,
-        format      text NOT NULL,
-        data        json NOT NULL,
-        role        text,
-        type        text,
-        tool_name   text,
-        model       text,
-        in_tokens   bigint,
-        out_tokens  bigint,
-        UNIQUE (sid, seq)
-    )
-    """,
-    "CREATE UNIQUE INDEX items_by_item_id ON items (tenant, item_id)",
-    """
-    CREATE TABLE idempotency_keys (
-        sid          bigint NOT NULL REFERENCES sessions (sid) ON DELETE CASCADE,
-        key          text NOT NULL,
-        tenant       text NOT NULL,
-        request_hash text NOT NULL,
-        item_ids     jsonb NOT NULL,
-        create_time  timestamptz NOT NULL,
-        PRIMARY KEY (sid, key)
-    )
-    """,
-    """
-    CREATE VIEW session_items WITH (security_barrier, security_invoker) AS
-    SELECT s.tenant, s.store, s.session_id, s.actor_id, i.seq, i.item_id,
-           i.create_time, i.format, i.role, i.type, i.tool_name, i.model,
-           i.in_tokens, i.out_tokens, i.data
-    FROM items i JOIN sessions s ON s.sid = i.sid
-    """,
-)
-
-#: Tables whose rows carry a tenant and get the row-level security policy.
-TENANT_TABLES = ("session_stores", "sessions", "items", "idempotency_keys")
+__all__ = ["SessionsInPostgres"]
 
 _SESSION_COLUMNS = (
     "session_id, actor_id, parent_session_id, root_session_id, metadata, create_time, "
@@ -174,8 +101,7 @@ def _meta(row: Sequence[Any]) -> Meta:
 
 
 def _not_found(store: str, session_id: str) -> SessionNotFound:
-    return SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                           store=store, session_id=session_id)
+    return SessionNotFound(store=store, session_id=session_id)
 
 
 class SessionsInPostgres(PostgresCore):
@@ -216,7 +142,7 @@ class SessionsInPostgres(PostgresCore):
             (tenant, name))
         row = await cur.fetchone()
         if row is None:
-            raise StoreNotFound(f"no session store {name!r}", store=name)
+            raise StoreNotFound(store=name)
         return SessionStoreRecord(tenant=tenant, name=name, create_time=row[0])
 
     # session stores --------------------------------------------------------------------
@@ -228,7 +154,7 @@ class SessionsInPostgres(PostgresCore):
                 "INSERT INTO session_stores (tenant, name, create_time) VALUES (%s, %s, %s) "
                 "ON CONFLICT DO NOTHING", (tenant, name, now))
             if cur.rowcount == 0:
-                raise AlreadyExists(f"session store {name!r} already exists", store=name)
+                raise AlreadyExists(store=name)
             await start_grants(cur, tenant, "session_store", name, owner)
             return SessionStoreRecord(tenant=tenant, name=name, create_time=now)
 
@@ -257,8 +183,7 @@ class SessionsInPostgres(PostgresCore):
             row = await cur.fetchone()
             count = int(row[0]) if row else 0
             if count and not force:
-                raise StoreNotEmpty(f"session store {name!r} holds {count} sessions",
-                                    store=name, sessions=count)
+                raise StoreNotEmpty(store=name, sessions=count)
             await cur.execute("DELETE FROM sessions WHERE tenant = %s AND store = %s",
                               (tenant, name))
             await cur.execute("DELETE FROM session_stores WHERE tenant = %s AND name = %s",
@@ -284,8 +209,7 @@ class SessionsInPostgres(PostgresCore):
              now))
         row = await cur.fetchone()
         if row is None:
-            raise AlreadyExists(f"session {session_id!r} already exists in store {store!r}",
-                                store=store, session_id=session_id)
+            raise AlreadyExists(store=store, session_id=session_id)
         return int(row[0])
 
     async def create_session(
@@ -322,18 +246,9 @@ class SessionsInPostgres(PostgresCore):
         for label, value in metadata.items():
             where.append("strpos(metadata::text, %s) > 0")
             params.append(_label_text(label, value))
-        compare = "<" if descending else ">"
-        direction = "DESC" if descending else "ASC"
-        if order == "create_time":
-            if after is not None:
-                where.append(f"sid {compare} %s")
-                params.append(after[0])
-            order_sql = f"sid {direction}"
-        else:
-            if after is not None:
-                where.append(f"(last_activity_time, sid) {compare} (%s::timestamptz, %s)")
-                params.extend(after[:2])
-            order_sql = f"last_activity_time {direction}, sid {direction}"
+        cut, cut_params, order_sql = session_page("%s", order, descending, after, "%s::timestamptz")
+        where += cut
+        params += cut_params
         query = (f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE {' AND '.join(where)} "
                  f"ORDER BY {order_sql} LIMIT %s")
         params.append(limit + 1)
@@ -382,8 +297,7 @@ class SessionsInPostgres(PostgresCore):
                 "AND parent_session_id = %s ORDER BY sid", (tenant, store, session_id))
             children = [r[0] for r in await cur.fetchall()]
             if children and not force:
-                raise HasChildren(f"session {session_id!r} has forks; delete with force=True",
-                                  store=store, session_id=session_id, children=children)
+                raise HasChildren(store=store, session_id=session_id, children=children)
             await cur.execute(
                 "WITH RECURSIVE tree (session_id) AS ("
                 " SELECT %s::text UNION"
@@ -412,8 +326,7 @@ class SessionsInPostgres(PostgresCore):
                     (tenant, up_to_item_id, parent_sid))
                 row = await cur.fetchone()
                 if row is None:
-                    raise ItemNotFound(f"no item {up_to_item_id!r} in session {session_id!r}",
-                                       session_id=session_id, item_id=up_to_item_id)
+                    raise ItemNotFound(session_id=session_id, item_id=up_to_item_id)
                 last_seq = int(row[0])
             child_sid = await self._insert_session(
                 cur, tenant, store, new_session_id, parent.actor_id, parent.metadata,
@@ -494,7 +407,6 @@ class SessionsInPostgres(PostgresCore):
         key, request_hash = idempotency
         if seen[0] != request_hash:
             raise IdempotencyKeyReused(
-                f"idempotency key {key!r} was used with a different request",
                 session_id=session_id, idempotency_key=key)
         await cur.execute(
             f"SELECT {_ITEM_COLUMNS} FROM items WHERE sid = %s AND item_id = ANY(%s) "
@@ -583,8 +495,7 @@ class SessionsInPostgres(PostgresCore):
             found = _items(await cur.fetchall(), session_id)
             if not found:
                 await self._sid(cur, tenant, store, session_id)
-                raise ItemNotFound(f"no item {item_id!r} in session {session_id!r}",
-                                   session_id=session_id, item_id=item_id)
+                raise ItemNotFound(session_id=session_id, item_id=item_id)
             return found[0]
 
         return await self._read(tenant, run)

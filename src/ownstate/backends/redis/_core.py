@@ -544,8 +544,7 @@ class RedisCore:
                 break
             return root, reply
         self._roots.pop(key, None)
-        raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                              store=store, session_id=session_id)
+        raise SessionNotFound(store=store, session_id=session_id)
 
     @staticmethod
     def _session_record(tenant: str, store: str, session_id: str,

@@ -139,7 +139,7 @@ class AccessInRedis(RedisCore):
         if reply[0] == b"@taken":
             if int(added) and text(reply[1]) != key.tenant:
                 await self._command("ZREM", index, key.key_id, write=True)
-            raise AlreadyExists(f"an API key {key.key_id!r} exists", key_id=key.key_id)
+            raise AlreadyExists(key_id=key.key_id)
         return key
 
     async def find_api_key(self, key_id: str) -> tuple[ApiKey, str] | None:
@@ -163,7 +163,7 @@ class AccessInRedis(RedisCore):
         reply = await self._eval("api_key_revoke", [self.api_key_key(key_id)],
                                  [tenant, format_time(now)])
         if reply[0] != b"ok":
-            raise KeyNotFound(f"no API key {key_id!r}", key_id=key_id)
+            raise KeyNotFound(key_id=key_id)
         return _key(key_id, reply[1:])
 
     # grants ----------------------------------------------------------------------------

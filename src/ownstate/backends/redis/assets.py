@@ -115,7 +115,7 @@ def _ref(asset_id: str, store: str | None, session_id: str | None, raw: bytes) -
 
 class AssetsInRedis(RedisCore):
     def _no_asset(self, asset_id: str) -> AssetNotFound:
-        return AssetNotFound(f"no asset {asset_id!r}", asset_id=asset_id)
+        return AssetNotFound(asset_id=asset_id)
 
     async def put_asset(self, tenant: str, store: str | None, session_id: str | None,
                         asset_id: str, sha256: str, data: bytes, media_type: str,

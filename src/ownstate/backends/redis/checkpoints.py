@@ -33,7 +33,8 @@ from ...model import (
     RetentionReport,
     RunUsage,
 )
-from ..ports.checkpoints import Fence, NewCheckpoint, fence_refusal, page_cut
+from ..ports.checkpoints import Fence, NewCheckpoint, page_cut
+from ..ports.runs import RunState, run_refusal
 from ._core import CHECKPOINT_KINDS, Reply, lua, pack, text, unpack
 from .runs import RunsInRedis, micros
 
@@ -349,10 +350,6 @@ def _canonical(value: JSON) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
-def _not_in_scope(run_id: str) -> RunNotFound:
-    """The one error for a run that is missing and for a run outside the caller's scope."""
-    return RunNotFound(f"no run {run_id!r} in this scope", run_id=run_id)
-
 
 def _pack_write(write: PendingWrite) -> bytes:
     return pack([write.task_id.encode(), str(write.index).encode(), write.channel.encode(),
@@ -397,9 +394,9 @@ class CheckpointsInRedis(RunsInRedis):
             _, reply = await self._tree(tenant, scope.store, scope.session_id, name,
                                         [scope.run_id, scope.actor_id, *args], write=write)
         except SessionNotFound:
-            raise _not_in_scope(scope.run_id) from None
+            raise RunNotFound(run_id=scope.run_id) from None
         if reply[0] == b"@norun":
-            raise _not_in_scope(scope.run_id)
+            raise RunNotFound(run_id=scope.run_id)
         return reply
 
     async def _fenced(self, tenant: str, scope: CheckpointScope, name: str,
@@ -411,9 +408,11 @@ class CheckpointsInRedis(RunsInRedis):
             fence.fencing_token if fence is not None else "", *args])
         if fence is not None and reply[0] in (b"@nofence", b"@stale", b"@closed"):
             if reply[0] == b"@nofence":
-                raise _not_in_scope(fence.run_id)
-            refusal = (fence_refusal(fence, "running", int(reply[1])) if reply[0] == b"@stale"
-                       else fence_refusal(fence, text(reply[1]), fence.fencing_token))
+                raise RunNotFound(run_id=fence.run_id)
+            # the script names the first rule it broke: a newer token, or the run's end
+            state = (RunState("running", int(reply[1])) if reply[0] == b"@stale"
+                     else RunState(text(reply[1]), fence.fencing_token))
+            refusal = run_refusal(fence.run_id, state, fence.fencing_token)
             assert refusal is not None
             raise refusal
         return reply
@@ -447,8 +446,7 @@ class CheckpointsInRedis(RunsInRedis):
             [self._ttl(), f"{namespace}\x00{checkpoint_id}", *map(_pack_write, writes)])
         if reply[0] == b"@nocp":
             raise CheckpointNotFound(
-                f"no checkpoint {checkpoint_id!r} in namespace {namespace!r} of run "
-                f"{scope.run_id!r}", run_id=scope.run_id, checkpoint_id=checkpoint_id,
+                run_id=scope.run_id, checkpoint_id=checkpoint_id,
                 namespace=namespace)
 
     # reads -----------------------------------------------------------------------------
@@ -472,8 +470,7 @@ class CheckpointsInRedis(RunsInRedis):
             [namespace or "", "1" if namespace is not None else "0", before or "",
              "" if limit is None or wanted else limit], write=False)
         if reply[0] == b"@nocp":
-            raise CheckpointNotFound(f"no checkpoint {before!r} in run {scope.run_id!r}",
-                                     run_id=scope.run_id, checkpoint_id=before)
+            raise CheckpointNotFound(run_id=scope.run_id, checkpoint_id=before)
         found = _records(scope.run_id, reply)
         if wanted:
             found = [r for r in found
@@ -498,8 +495,7 @@ class CheckpointsInRedis(RunsInRedis):
                 [namespace or "", "1" if namespace is not None else "0", before or "",
                  "" if cursor is None else cursor, limit + 1, max_bytes], write=False)
             if reply[0] == b"@nocp":
-                raise CheckpointNotFound(f"no checkpoint {before!r} in run {scope.run_id!r}",
-                                         run_id=scope.run_id, checkpoint_id=before)
+                raise CheckpointNotFound(run_id=scope.run_id, checkpoint_id=before)
             for i in range(2, len(reply), 5):
                 cursor = int(reply[i])
                 record = _record(scope.run_id, *reply[i + 1:i + 5])
@@ -533,8 +529,7 @@ class CheckpointsInRedis(RunsInRedis):
         _, reply = await self._tree(tenant, store, session_id, "cp_delete_session",
                                     [actor_id])
         if reply[0] != b"ok":
-            raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                                  store=store, session_id=session_id)
+            raise SessionNotFound(store=store, session_id=session_id)
         return int(reply[1])
 
     async def copy_checkpoints(self, tenant: str, source: CheckpointScope,

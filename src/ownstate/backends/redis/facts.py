@@ -268,7 +268,7 @@ class FactsInRedis(SessionsInRedis):
     async def get_memory_store(self, tenant: str, name: str) -> MemoryStoreRecord:
         (state,) = await self._memory_states(tenant, [name])
         if state[0] != b"live":
-            raise StoreNotFound(f"no memory store {name!r}", store=name)
+            raise StoreNotFound(store=name)
         return MemoryStoreRecord(tenant=tenant, name=name,
                                  create_time=parse_time(text(state[1])))
 
@@ -291,7 +291,7 @@ class FactsInRedis(SessionsInRedis):
                       write: bool = True) -> Reply:
         reply = await self._eval(name, [self.memory_key(tenant, store)], args, write=write)
         if reply[0] == b"@nostore":
-            raise StoreNotFound(f"no memory store {store!r}", store=store)
+            raise StoreNotFound(store=store)
         return reply
 
     async def _memory_store_names(self, tenant: str) -> list[str]:
@@ -312,8 +312,7 @@ class FactsInRedis(SessionsInRedis):
             except NotFound:
                 continue
             return candidate
-        raise ItemNotFound(f"no item {item_id!r} in session {session_id!r}",
-                           session_id=session_id, item_id=item_id)
+        raise ItemNotFound(session_id=session_id, item_id=item_id)
 
     async def _chains(self, tenant: str, store: str, names: Sequence[str]) -> list[_Chain]:
         reply = await self._memory(tenant, store, "facts_chains", names, write=False)
@@ -400,8 +399,7 @@ class FactsInRedis(SessionsInRedis):
     async def get_fact(self, tenant: str, store: str, fact_id: str) -> Fact:
         reply = await self._memory(tenant, store, "facts_get", [fact_id], write=False)
         if reply[1] is None:
-            raise FactNotFound(f"no fact {fact_id!r} in memory store {store!r}",
-                               store=store, fact_id=fact_id)
+            raise FactNotFound(store=store, fact_id=fact_id)
         return _fact(store, reply[1])
 
     async def explain(self, tenant: str, store: str, fact_id: str) -> FactExplanation:

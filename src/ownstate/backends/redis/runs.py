@@ -198,7 +198,7 @@ class RunsInRedis(RedisCore):
 
     @staticmethod
     def _not_found(run_id: str) -> RunNotFound:
-        return RunNotFound(f"no run {run_id!r}", run_id=run_id)
+        return RunNotFound(run_id=run_id)
 
     async def _run_home(self, tenant: str, run_id: str) -> tuple[str, str] | None:
         value = await self._command("HGET", self.tenant_key(tenant) + "runs", run_id,
@@ -237,22 +237,13 @@ class RunsInRedis(RedisCore):
     @staticmethod
     def _refusal(run_id: str, reply: Reply, fencing_token: int | None) -> OwnstateError:
         status = reply[0]
-        if status == b"@stale":
-            current = int(reply[1])
-            return StaleLease(
-                f"run {run_id!r} is held with fencing token {current}, not {fencing_token}",
-                run_id=run_id, fencing_token=fencing_token, current=current)
-        if status == b"@nolease":
-            return StaleLease(f"run {run_id!r} holds no lease", run_id=run_id,
-                              fencing_token=fencing_token, current=int(reply[1]))
+        if status in (b"@stale", b"@nolease"):  # a newer token; the token, but no lease
+            return StaleLease(run_id=run_id, fencing_token=fencing_token, current=int(reply[1]))
         if status == b"@closed":
-            closed = text(reply[1])
-            return RunClosed(f"run {run_id!r} has ended ({closed})", run_id=run_id,
-                             status=closed)
+            return RunClosed(run_id=run_id, status=text(reply[1]))
         if status == b"@held":
             owner, until = text(reply[1]), parse_time(text(reply[2]))
-            return LeaseHeld(f"run {run_id!r} is leased to {owner!r} until {until.isoformat()}",
-                             run_id=run_id, owner=owner, expires_at=until)
+            return LeaseHeld(run_id=run_id, owner=owner, expires_at=until)
         return BackendUnavailable(f"run {run_id!r} changed in an unexpected way; retry")
 
     async def _unclaim(self, tenant: str, run_id: str, value: str) -> None:
@@ -279,7 +270,7 @@ class RunsInRedis(RedisCore):
             if found[0] != b"@norun":
                 break
             takeover = current
-        raise AlreadyExists(f"run {run_id!r} already exists", run_id=run_id)
+        raise AlreadyExists(run_id=run_id)
 
     # runs ------------------------------------------------------------------------------
 
@@ -302,11 +293,10 @@ class RunsInRedis(RedisCore):
             await self._unclaim(tenant, run_id, value)
             active = text(reply[1])
             raise ActiveRunExists(
-                f"session {session_id!r} already has an active run {active!r}",
                 store=store, session_id=session_id, run_id=active)
         if reply[0] != b"ok":
             await self._unclaim(tenant, run_id, value)
-            raise AlreadyExists(f"run {run_id!r} already exists", run_id=run_id)
+            raise AlreadyExists(run_id=run_id)
         self._homes()[(tenant, run_id)] = (store, session_id)
         return Run(
             run_id=run_id, store=store, session_id=session_id, actor_id=text(reply[1]),

@@ -335,7 +335,7 @@ class SessionsInRedis(RedisCore):
     async def get_store(self, tenant: str, name: str) -> SessionStoreRecord:
         (state,) = await self._store_states(tenant, [name])
         if state[0] != b"live":
-            raise StoreNotFound(f"no session store {name!r}", store=name)
+            raise StoreNotFound(store=name)
         return SessionStoreRecord(tenant=tenant, name=name, create_time=parse_time(text(state[1])))
 
     async def list_stores(
@@ -379,15 +379,14 @@ class SessionsInRedis(RedisCore):
             reply = await self._eval("store_close", [self.store_key(tenant, name)],
                                      ["1" if force else "0", *dangling])
             if reply[0] == b"@nostore":
-                raise StoreNotFound(f"no session store {name!r}", store=name)
+                raise StoreNotFound(store=name)
             if reply[0] == b"ok":
                 nonce, members = text(reply[1]), [text(m) for m in reply[2:]]
                 break
             members = [text(m) for m in reply[1:]]
             live = await self._live_members(tenant, name, members)
             if live:
-                raise StoreNotEmpty(f"session store {name!r} holds {len(live)} sessions",
-                                    store=name, sessions=len(live))
+                raise StoreNotEmpty(store=name, sessions=len(live))
             dangling = members  # entries of creations that never finished
         else:
             raise BackendUnavailable(f"session store {name!r} kept changing; retry")
@@ -428,7 +427,7 @@ class SessionsInRedis(RedisCore):
         reply = await self._eval("store_reserve", [self.store_key(tenant, store)],
                                  [session_id, root])
         if reply[0] != b"ok":
-            raise StoreNotFound(f"no session store {store!r}", store=store)
+            raise StoreNotFound(store=store)
         return self.index_member(int(reply[1]), session_id, root)
 
     async def _unreserve(self, tenant: str, store: str, member: str) -> None:
@@ -468,8 +467,7 @@ class SessionsInRedis(RedisCore):
                 continue
             break
         await self._unreserve(tenant, store, member)
-        raise AlreadyExists(f"session {session_id!r} already exists in store {store!r}",
-                            store=store, session_id=session_id)
+        raise AlreadyExists(store=store, session_id=session_id)
 
     async def get_session(self, tenant: str, store: str, session_id: str) -> SessionRecord:
         _, reply = await self._tree(tenant, store, session_id, "session_get", [], write=False)
@@ -561,8 +559,7 @@ class SessionsInRedis(RedisCore):
         root, reply = await self._tree(tenant, store, session_id, "session_delete",
                                        ["1" if force else "0"])
         if reply[0] == b"@children":
-            raise HasChildren(f"session {session_id!r} has forks; delete with force=True",
-                              store=store, session_id=session_id,
+            raise HasChildren(store=store, session_id=session_id,
                               children=[text(c) for c in reply[1:]])
         return await self._after_sessions_dropped(tenant, store, root, reply[1:4])
 
@@ -594,7 +591,6 @@ class SessionsInRedis(RedisCore):
         if claim is None:
             await self._unreserve(tenant, store, member)
             raise AlreadyExists(
-                f"session {new_session_id!r} already exists in store {store!r}",
                 store=store, session_id=new_session_id)
         stamp = format_time(now)
         done = await self._eval(
@@ -606,14 +602,11 @@ class SessionsInRedis(RedisCore):
             await self._eval("release_fork_claim", [home], [claim])
             await self._unreserve(tenant, store, member)
             if done[0] == b"@noitem":
-                raise ItemNotFound(f"no item {up_to_item_id!r} in session {session_id!r}",
-                                   session_id=session_id, item_id=up_to_item_id)
+                raise ItemNotFound(session_id=session_id, item_id=up_to_item_id)
             if done[0] == b"@exists":
                 raise AlreadyExists(
-                    f"session {new_session_id!r} already exists in store {store!r}",
                     store=store, session_id=new_session_id)
-            raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                                  store=store, session_id=session_id)
+            raise SessionNotFound(store=store, session_id=session_id)
         self._remember_root(tenant, store, new_session_id, root)
         return SessionRecord(
             tenant=tenant, store=store, session_id=new_session_id, actor_id=parent.actor_id,
@@ -641,7 +634,6 @@ class SessionsInRedis(RedisCore):
         status = reply[0]
         if status == b"@reused":
             raise IdempotencyKeyReused(
-                f"idempotency key {key!r} was used with a different request",
                 session_id=session_id, idempotency_key=key)
         if status == b"@replay":
             return [decode_items(reply[i + 1], int(reply[i]), session_id)[0]
@@ -676,8 +668,7 @@ class SessionsInRedis(RedisCore):
         _, reply = await self._tree(tenant, store, session_id, "items_get",
                                     [item_key(item_id)], write=False)
         if reply[0] != b"ok":
-            raise ItemNotFound(f"no item {item_id!r} in session {session_id!r}",
-                               session_id=session_id, item_id=item_id)
+            raise ItemNotFound(session_id=session_id, item_id=item_id)
         return decode_items(reply[2], int(reply[1]), session_id)[0]
 
     async def pop_item(self, tenant: str, store: str, session_id: str,

@@ -226,8 +226,7 @@ class SqliteCore:
             (tenant, store, session_id),
         ).fetchone()
         if row is None:
-            raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                                  store=store, session_id=session_id)
+            raise SessionNotFound(store=store, session_id=session_id)
         return tuple(row)
 
     @staticmethod
@@ -237,8 +236,7 @@ class SqliteCore:
             (tenant, store, session_id),
         ).fetchone()
         if row is None:
-            raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                                  store=store, session_id=session_id)
+            raise SessionNotFound(store=store, session_id=session_id)
         return int(row[0])
 
     @staticmethod
@@ -248,6 +246,6 @@ class SqliteCore:
             (tenant, name),
         ).fetchone()
         if row is None:
-            raise StoreNotFound(f"no session store {name!r}", store=name)
+            raise StoreNotFound(store=name)
         return SessionStoreRecord(tenant=tenant, name=name, create_time=parse_time(row[0]))
 

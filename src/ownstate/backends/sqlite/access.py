@@ -1,4 +1,11 @@
-"""API keys and store grants in SQLite."""
+"""API keys and store grants in SQLite.
+
+``api_keys`` is keyed by ``key_id`` alone: authentication finds a key before it knows
+the tenant. ``store_grants`` names its store by kind and name, with no foreign key:
+session and memory stores live in different tables, and a store's grants are dropped
+by ownstate when the store is deleted. The tables are created by
+the migrations in ``schema.py``.
+"""
 
 from __future__ import annotations
 
@@ -12,39 +19,7 @@ from ...errors import AlreadyExists, KeyNotFound
 from ...model import ApiKey, Grant
 from ._core import SqliteCore, write
 
-__all__ = ["SCHEMA", "AccessInSqlite", "drop_grants", "start_grants"]
-
-#: This part's tables, applied by migration 3 (see schema.py).
-#:
-#: ``api_keys`` is keyed by ``key_id`` alone: authentication finds a key before it knows
-#: the tenant. ``store_grants`` names its store by kind and name, with no foreign key:
-#: session and memory stores live in different tables, and a store's grants are dropped
-#: by ownstate when the store is deleted.
-SCHEMA: tuple[str, ...] = (
-    """
-    CREATE TABLE api_keys (
-        key_id      TEXT PRIMARY KEY,
-        tenant      TEXT NOT NULL,
-        principal   TEXT NOT NULL,
-        admin       INTEGER NOT NULL CHECK (admin IN (0, 1)),
-        create_time TEXT NOT NULL,
-        revoked_at  TEXT,
-        secret_hash TEXT NOT NULL
-    ) WITHOUT ROWID
-    """,
-    "CREATE INDEX api_keys_by_tenant ON api_keys (tenant, create_time, key_id)",
-    """
-    CREATE TABLE store_grants (
-        tenant    TEXT NOT NULL,
-        kind      TEXT NOT NULL,
-        store     TEXT NOT NULL,
-        principal TEXT NOT NULL,
-        level     TEXT NOT NULL,
-        PRIMARY KEY (tenant, kind, store, principal)
-    ) WITHOUT ROWID
-    """,
-    "CREATE INDEX store_grants_by_principal ON store_grants (tenant, principal, kind, store)",
-)
+__all__ = ["AccessInSqlite", "drop_grants", "start_grants"]
 
 _KEY_COLUMNS = "key_id, tenant, principal, admin, create_time, revoked_at"
 
@@ -88,7 +63,7 @@ class AccessInSqlite(SqliteCore):
                     (key.key_id, key.tenant, key.principal, int(key.admin),
                      format_time(key.create_time), revoked, secret_hash))
                 if inserted.rowcount == 0:
-                    raise AlreadyExists(f"an API key {key.key_id!r} exists", key_id=key.key_id)
+                    raise AlreadyExists(key_id=key.key_id)
 
         await self._run(run)
         return key
@@ -117,7 +92,7 @@ class AccessInSqlite(SqliteCore):
                     f"WHERE tenant = ? AND key_id = ? RETURNING {_KEY_COLUMNS}",
                     (format_time(now), tenant, key_id)).fetchone()
                 if row is None:
-                    raise KeyNotFound(f"no API key {key_id!r}", key_id=key_id)
+                    raise KeyNotFound(key_id=key_id)
             return _key(row)
 
         return await self._run(run)

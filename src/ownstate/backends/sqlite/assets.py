@@ -1,4 +1,11 @@
-"""Assets in SQLite."""
+"""Assets in SQLite.
+
+``asset_blobs`` holds each content once per tenant; ``assets`` holds the references,
+one per owner (``sid``, NULL for none) and content. A reference goes with its session
+(foreign-key cascade); the trigger then removes content no reference holds, in the same
+transaction, however the reference was deleted. The tables are created by
+the migrations in ``schema.py``.
+"""
 
 from __future__ import annotations
 
@@ -13,52 +20,7 @@ from ...errors import AssetNotFound
 from ...model import AssetRef
 from ._core import SqliteCore, write
 
-__all__ = ["SCHEMA", "AssetsInSqlite"]
-
-#: This part's tables, indexes and trigger, applied by migration 2 (see schema.py).
-#:
-#: ``asset_blobs`` holds each content once per tenant; ``assets`` holds the references,
-#: one per owner (``sid``, NULL for none) and content. A reference goes with its session
-#: (foreign-key cascade); the trigger then removes content no reference holds, in the same
-#: transaction, however the reference was deleted.
-SCHEMA: tuple[str, ...] = (
-    """
-    CREATE TABLE asset_blobs (
-        bid         INTEGER PRIMARY KEY,
-        tenant      TEXT NOT NULL,
-        sha256      TEXT NOT NULL,
-        size        INTEGER NOT NULL,
-        create_time TEXT NOT NULL,
-        data        BLOB NOT NULL,
-        UNIQUE (tenant, sha256)
-    )
-    """,
-    """
-    CREATE TABLE assets (
-        aid         INTEGER PRIMARY KEY,
-        tenant      TEXT NOT NULL,
-        asset_id    TEXT NOT NULL,
-        sid         INTEGER REFERENCES sessions (sid) ON DELETE CASCADE,
-        sha256      TEXT NOT NULL,
-        size        INTEGER NOT NULL,
-        media_type  TEXT NOT NULL,
-        metadata    TEXT NOT NULL DEFAULT '{}',
-        create_time TEXT NOT NULL,
-        FOREIGN KEY (tenant, sha256) REFERENCES asset_blobs (tenant, sha256)
-    )
-    """,
-    "CREATE UNIQUE INDEX assets_by_id ON assets (tenant, asset_id)",
-    "CREATE UNIQUE INDEX assets_by_owner ON assets (tenant, ifnull(sid, 0), sha256)",
-    "CREATE INDEX assets_by_session ON assets (sid, aid)",
-    "CREATE INDEX assets_by_content ON assets (tenant, sha256)",
-    """
-    CREATE TRIGGER assets_free_content AFTER DELETE ON assets
-    WHEN NOT EXISTS (SELECT 1 FROM assets WHERE tenant = OLD.tenant AND sha256 = OLD.sha256)
-    BEGIN
-        DELETE FROM asset_blobs WHERE tenant = OLD.tenant AND sha256 = OLD.sha256;
-    END
-    """,
-)
+__all__ = ["AssetsInSqlite"]
 
 _REF_COLUMNS = ("a.asset_id, a.sha256, a.size, a.media_type, s.store, s.session_id, "
                 "a.metadata, a.create_time")
@@ -77,7 +39,7 @@ class AssetsInSqlite(SqliteCore):
         row = conn.execute(f"SELECT {_REF_COLUMNS} {_FROM} "
                            "WHERE a.tenant = ? AND a.asset_id = ?", (tenant, asset_id)).fetchone()
         if row is None:
-            raise AssetNotFound(f"no asset {asset_id!r}", asset_id=asset_id)
+            raise AssetNotFound(asset_id=asset_id)
         return tuple(row)
 
     async def put_asset(self, tenant: str, store: str | None, session_id: str | None,
@@ -139,6 +101,6 @@ class AssetsInSqlite(SqliteCore):
                 deleted = conn.execute("DELETE FROM assets WHERE tenant = ? AND asset_id = ?",
                                        (tenant, asset_id))
                 if deleted.rowcount == 0:
-                    raise AssetNotFound(f"no asset {asset_id!r}", asset_id=asset_id)
+                    raise AssetNotFound(asset_id=asset_id)
 
         await self._run(run)

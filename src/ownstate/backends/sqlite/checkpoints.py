@@ -1,4 +1,11 @@
-"""Checkpoints and pending writes in SQLite."""
+"""Checkpoints and pending writes in SQLite.
+
+``cid`` orders a run's checkpoints by when each was first stored (an upsert keeps it);
+``wid`` does the same for pending writes. ``size`` is the payload's length. Besides the
+unique key, one index serves the newest-first reads, and it covers what usage and every
+retention rule need, so neither reads a checkpoint row. A put writes three b-trees.
+The tables are created by the migrations in ``schema.py``.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +18,6 @@ from typing import Any
 from ..._ids import format_time, parse_time
 from ...errors import CheckpointNotFound, RunNotFound, SessionNotFound
 from ...model import (
-    CLOSED_RUN_STATUSES,
     JSON,
     CheckpointRecord,
     CheckpointScope,
@@ -20,71 +26,23 @@ from ...model import (
     RetentionReport,
     RunUsage,
 )
-from ..ports.checkpoints import Fence, NewCheckpoint, fence_refusal, page_cut
+from .._sql import (
+    CHECKPOINT_COLUMNS,
+    COPY_CHECKPOINTS,
+    COPY_WRITES,
+    SCOPED_RUN,
+    WRITE_COLUMNS,
+    retention_reasons,
+    scope_params,
+)
+from ..ports.checkpoints import Fence, NewCheckpoint, page_cut
+from ..ports.runs import RunState, run_refusal
 from ._core import SqliteCore, write
 
-__all__ = ["SCHEMA", "CheckpointsInSqlite"]
+__all__ = ["CheckpointsInSqlite"]
 
-#: This part's tables and indexes, applied by migration 2 (see schema.py).
-#:
-#: ``cid`` orders a run's checkpoints by when each was first stored (an upsert keeps it);
-#: ``wid`` does the same for pending writes. ``size`` is the payload's length. Besides the
-#: unique key, one index serves the newest-first reads, and it covers what usage and every
-#: retention rule need, so neither reads a checkpoint row. A put writes three b-trees.
-SCHEMA: tuple[str, ...] = (
-    """
-    CREATE TABLE checkpoints (
-        cid                  INTEGER PRIMARY KEY,
-        rid                  INTEGER NOT NULL REFERENCES runs (rid) ON DELETE CASCADE,
-        tenant               TEXT NOT NULL,
-        namespace            TEXT NOT NULL,
-        checkpoint_id        TEXT NOT NULL,
-        parent_checkpoint_id TEXT,
-        type_tag             TEXT NOT NULL,
-        metadata             TEXT NOT NULL DEFAULT '{}',
-        create_time          TEXT NOT NULL,
-        size                 INTEGER NOT NULL,
-        payload              BLOB NOT NULL,
-        UNIQUE (rid, namespace, checkpoint_id)
-    )
-    """,
-    "CREATE INDEX checkpoints_by_run ON checkpoints (rid, namespace, cid, create_time, size)",
-    """
-    CREATE TABLE checkpoint_writes (
-        wid       INTEGER PRIMARY KEY,
-        cid       INTEGER NOT NULL REFERENCES checkpoints (cid) ON DELETE CASCADE,
-        tenant    TEXT NOT NULL,
-        task_id   TEXT NOT NULL,
-        idx       INTEGER NOT NULL,
-        channel   TEXT NOT NULL,
-        type_tag  TEXT NOT NULL,
-        task_path TEXT NOT NULL DEFAULT '',
-        size      INTEGER NOT NULL,
-        payload   BLOB NOT NULL,
-        UNIQUE (cid, task_id, idx)
-    )
-    """,
-)
+_SCOPED_RUN = SCOPED_RUN.format(p="?")
 
-#: a checkpoint ``c`` and whether it has pending writes
-_COLUMNS = ("c.cid, c.namespace, c.checkpoint_id, c.parent_checkpoint_id, c.type_tag, "
-            "c.metadata, c.create_time, c.payload, "
-            "EXISTS (SELECT 1 FROM checkpoint_writes w WHERE w.cid = c.cid)")
-_WRITE_COLUMNS = "task_id, idx, channel, type_tag, payload, task_path"
-#: the row id of the run named by a whole scope (NULL when there is none); takes
-#: ``_scope_params``
-_SCOPED_RUN = ("(SELECT rid FROM runs WHERE tenant = ? AND run_id = ? AND store = ? "
-               "AND session_id = ? AND actor_id = ?)")
-_ENDED = ", ".join(f"'{status}'" for status in CLOSED_RUN_STATUSES)
-
-
-def _not_in_scope(run_id: str) -> RunNotFound:
-    """The one error for a run that is missing and for a run outside the caller's scope."""
-    return RunNotFound(f"no run {run_id!r} in this scope", run_id=run_id)
-
-
-def _scope_params(tenant: str, scope: CheckpointScope) -> tuple[str, ...]:
-    return (tenant, scope.run_id, scope.store, scope.session_id, scope.actor_id)
 
 
 def _write(row: Sequence[Any]) -> PendingWrite:
@@ -115,9 +73,9 @@ class CheckpointsInSqlite(SqliteCore):
     @staticmethod
     def _rid(conn: sqlite3.Connection, tenant: str, scope: CheckpointScope) -> int:
         """The run's row id, when the run exists and lies inside every part of ``scope``."""
-        row = conn.execute(f"SELECT {_SCOPED_RUN}", _scope_params(tenant, scope)).fetchone()
+        row = conn.execute(f"SELECT {_SCOPED_RUN}", scope_params(tenant, scope)).fetchone()
         if row[0] is None:
-            raise _not_in_scope(scope.run_id)
+            raise RunNotFound(run_id=scope.run_id)
         return int(row[0])
 
     @classmethod
@@ -133,24 +91,24 @@ class CheckpointsInSqlite(SqliteCore):
             "SELECT status, fencing_token FROM runs WHERE tenant = ? AND run_id = ? "
             "AND store = ? AND session_id = ? AND actor_id = ?",
             (tenant, fence.run_id, scope.store, scope.session_id, scope.actor_id)).fetchone()
-        if row is None:
-            raise _not_in_scope(fence.run_id)
-        refusal = fence_refusal(fence, row[0], int(row[1]))
+        state = None if row is None else RunState(row[0], int(row[1]))
+        refusal = run_refusal(fence.run_id, state, fence.fencing_token)
         if refusal is not None:
             raise refusal
 
     @staticmethod
     def _records(conn: sqlite3.Connection, rows: list[Any], run_id: str) -> list[CheckpointRecord]:
-        """Checkpoint records of ``rows`` (selected as ``_COLUMNS``), with pending writes."""
+        """Checkpoint records of ``rows`` (selected as ``CHECKPOINT_COLUMNS``), with pending
+        writes."""
         writes: dict[int, list[PendingWrite]] = {}
         holders = [r[0] for r in rows if r[8]]
         if len(holders) == 1:
             writes[holders[0]] = [_write(w) for w in conn.execute(
-                f"SELECT {_WRITE_COLUMNS} FROM checkpoint_writes WHERE cid = ? ORDER BY wid",
+                f"SELECT {WRITE_COLUMNS} FROM checkpoint_writes WHERE cid = ? ORDER BY wid",
                 (holders[0],))]
         elif holders:
             for w in conn.execute(
-                    f"SELECT {_WRITE_COLUMNS}, cid FROM checkpoint_writes "
+                    f"SELECT {WRITE_COLUMNS}, cid FROM checkpoint_writes "
                     "WHERE cid IN (SELECT value FROM json_each(?)) ORDER BY wid",
                     (json.dumps(holders),)):
                 writes.setdefault(w[6], []).append(_write(w))
@@ -178,7 +136,7 @@ class CheckpointsInSqlite(SqliteCore):
                   "ON CONFLICT (rid, namespace, checkpoint_id) DO NOTHING")
         values = (tenant, c.namespace, c.checkpoint_id, c.parent_checkpoint_id, c.type_tag,
                   c.metadata_json, stamp, len(c.payload), c.payload,
-                  *_scope_params(tenant, scope))
+                  *scope_params(tenant, scope))
 
         def run(conn: sqlite3.Connection) -> CheckpointRecord:
             created = now
@@ -196,7 +154,7 @@ class CheckpointsInSqlite(SqliteCore):
                          c.payload, rid, c.namespace, c.checkpoint_id, tenant)).fetchone()
                     created = parse_time(kept)
                     pending = tuple(_write(w) for w in conn.execute(
-                        f"SELECT {_WRITE_COLUMNS} FROM checkpoint_writes WHERE cid = ? "
+                        f"SELECT {WRITE_COLUMNS} FROM checkpoint_writes WHERE cid = ? "
                         "ORDER BY wid", (cid,)))
             return CheckpointRecord(
                 run_id=scope.run_id, namespace=c.namespace, checkpoint_id=c.checkpoint_id,
@@ -216,12 +174,11 @@ class CheckpointsInSqlite(SqliteCore):
                 row = conn.execute(
                     f"SELECT cid FROM checkpoints WHERE rid = {_SCOPED_RUN} AND namespace = ? "
                     "AND checkpoint_id = ? AND tenant = ?",
-                    (*_scope_params(tenant, scope), namespace, checkpoint_id, tenant)).fetchone()
+                    (*scope_params(tenant, scope), namespace, checkpoint_id, tenant)).fetchone()
                 if row is None:
                     self._rid(conn, tenant, scope)
                     raise CheckpointNotFound(
-                        f"no checkpoint {checkpoint_id!r} in namespace {namespace!r} of run "
-                        f"{scope.run_id!r}", run_id=scope.run_id, checkpoint_id=checkpoint_id,
+                        run_id=scope.run_id, checkpoint_id=checkpoint_id,
                         namespace=namespace)
                 conn.executemany(
                     "INSERT INTO checkpoint_writes (cid, tenant, task_id, idx, channel, "
@@ -238,9 +195,9 @@ class CheckpointsInSqlite(SqliteCore):
 
     async def get_checkpoint(self, tenant: str, scope: CheckpointScope, namespace: str,
                              checkpoint_id: str | None) -> CheckpointRecord | None:
-        sql = (f"SELECT {_COLUMNS} FROM checkpoints c WHERE c.rid = {_SCOPED_RUN} "
+        sql = (f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints c WHERE c.rid = {_SCOPED_RUN} "
                "AND c.namespace = ? AND c.tenant = ?")
-        params: tuple[Any, ...] = (*_scope_params(tenant, scope), namespace, tenant)
+        params: tuple[Any, ...] = (*scope_params(tenant, scope), namespace, tenant)
         if checkpoint_id is None:
             sql += " ORDER BY c.cid DESC LIMIT 1"
         else:
@@ -280,7 +237,6 @@ class CheckpointsInSqlite(SqliteCore):
             (mark,) = conn.execute(mark_sql, marks).fetchone()
             if mark is None:
                 raise CheckpointNotFound(
-                    f"no checkpoint {before!r} in run {scope.run_id!r}",
                     run_id=scope.run_id, checkpoint_id=before)
             conditions.append("c.cid < ?")
             values.append(mark)
@@ -292,8 +248,8 @@ class CheckpointsInSqlite(SqliteCore):
         def run(conn: sqlite3.Connection) -> list[CheckpointRecord]:
             conditions, values = self._listing(conn, tenant, scope, namespace, metadata,
                                                before)
-            sql = (f"SELECT {_COLUMNS} FROM checkpoints c WHERE {' AND '.join(conditions)} "
-                   "ORDER BY c.cid DESC LIMIT ?")
+            sql = (f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints c "
+                   f"WHERE {' AND '.join(conditions)} ORDER BY c.cid DESC LIMIT ?")
             rows = conn.execute(sql, [*values, -1 if limit is None else limit]).fetchall()
             return self._records(conn, rows, scope.run_id)
 
@@ -320,7 +276,7 @@ class CheckpointsInSqlite(SqliteCore):
                 taken, more = page_cut([r[1] for r in sizes], limit, max_bytes)
                 chosen = [r[0] for r in sizes[:taken]]
                 rows = conn.execute(
-                    f"SELECT {_COLUMNS} FROM checkpoints c WHERE c.cid IN "
+                    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints c WHERE c.cid IN "
                     "(SELECT value FROM json_each(?)) ORDER BY c.cid DESC",
                     (json.dumps(chosen),)).fetchall()
                 records = self._records(conn, rows, scope.run_id)
@@ -338,7 +294,7 @@ class CheckpointsInSqlite(SqliteCore):
         # one statement, the scope in its predicate; pending writes go by cascade
         sql = (f"DELETE FROM checkpoints WHERE rid = {_SCOPED_RUN} AND tenant = ? "
                "AND checkpoint_id IN (SELECT value FROM json_each(?))")
-        params: list[Any] = [*_scope_params(tenant, scope), tenant, json.dumps(checkpoint_ids)]
+        params: list[Any] = [*scope_params(tenant, scope), tenant, json.dumps(checkpoint_ids)]
         if namespace is not None:
             sql += " AND namespace = ?"
             params.append(namespace)
@@ -371,8 +327,7 @@ class CheckpointsInSqlite(SqliteCore):
                     "AND session_id = ? AND actor_id = ?",
                     (tenant, store, session_id, actor_id)).fetchone()
                 if row is None:
-                    raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                                          store=store, session_id=session_id)
+                    raise SessionNotFound(store=store, session_id=session_id)
                 return int(conn.execute(
                     "DELETE FROM checkpoints WHERE tenant = ? AND rid IN "
                     "(SELECT rid FROM runs WHERE tenant = ? AND sid = ?)",
@@ -393,21 +348,10 @@ class CheckpointsInSqlite(SqliteCore):
                 conn.execute("DELETE FROM checkpoints WHERE rid = ? AND tenant = ?",
                              (destination, tenant))
                 copied = conn.execute(
-                    "INSERT INTO checkpoints (rid, tenant, namespace, checkpoint_id, "
-                    "parent_checkpoint_id, type_tag, metadata, create_time, size, payload) "
-                    "SELECT ?, tenant, namespace, checkpoint_id, parent_checkpoint_id, "
-                    "type_tag, metadata, create_time, size, payload FROM checkpoints "
-                    "WHERE rid = ? AND tenant = ? ORDER BY cid",
+                    COPY_CHECKPOINTS.format(p="?"),
                     (destination, origin, tenant)).rowcount
                 conn.execute(
-                    "INSERT INTO checkpoint_writes (cid, tenant, task_id, idx, channel, "
-                    "type_tag, task_path, size, payload) "
-                    "SELECT t.cid, w.tenant, w.task_id, w.idx, w.channel, w.type_tag, "
-                    "w.task_path, w.size, w.payload FROM checkpoint_writes w "
-                    "JOIN checkpoints s ON s.cid = w.cid "
-                    "JOIN checkpoints t ON t.rid = ? AND t.namespace = s.namespace "
-                    "AND t.checkpoint_id = s.checkpoint_id "
-                    "WHERE s.rid = ? AND w.tenant = ? ORDER BY w.wid",
+                    COPY_WRITES.format(p="?"),
                     (destination, origin, tenant))
                 return int(copied)
 
@@ -417,16 +361,10 @@ class CheckpointsInSqlite(SqliteCore):
 
     async def apply_retention(self, tenant: str, policy: RetentionPolicy,
                               now: datetime) -> RetentionReport:
-        reasons: list[str] = []
-        params: list[Any] = [tenant]
-        if policy.drop_when_run_ends:
-            reasons.append(f"status IN ({_ENDED})")
-        if policy.max_age_seconds is not None:
-            reasons.append("create_time < ?")
-            params.append(format_time(now - timedelta(seconds=policy.max_age_seconds)))
-        if policy.keep_last is not None:
-            reasons.append("newer >= ?")
-            params.append(policy.keep_last)
+        cutoff = (None if policy.max_age_seconds is None
+                  else format_time(now - timedelta(seconds=policy.max_age_seconds)))
+        reasons, params = retention_reasons("?", policy, cutoff)
+        params.insert(0, tenant)
         if not reasons:
             return RetentionReport(checkpoints_deleted=0, bytes_freed=0)
         doomed_sql = (

@@ -37,65 +37,7 @@ from ..ports.facts import NewFact, fact_words
 from ._core import ITEM_COLUMNS, SqliteCore, to_items, write
 from .access import drop_grants, start_grants
 
-__all__ = ["SCHEMA", "FactsInSqlite"]
-
-#: This part's tables and indexes, applied by migration 2 (see schema.py).
-SCHEMA: tuple[str, ...] = (
-    """
-    CREATE TABLE memory_stores (
-        tenant      TEXT NOT NULL,
-        name        TEXT NOT NULL,
-        create_time TEXT NOT NULL,
-        PRIMARY KEY (tenant, name)
-    )
-    """,
-    """
-    CREATE TABLE facts (
-        fid               INTEGER PRIMARY KEY,
-        tenant            TEXT NOT NULL,
-        memory_store      TEXT NOT NULL,
-        fact_id           TEXT NOT NULL,
-        subject           TEXT NOT NULL,
-        key               TEXT NOT NULL,
-        value             TEXT NOT NULL,
-        confidence        REAL CHECK (confidence BETWEEN 0 AND 1),
-        source_type       TEXT NOT NULL
-                          CHECK (source_type IN ('agent', 'pipeline', 'user', 'import')),
-        source_store      TEXT,
-        source_session_id TEXT,
-        source_item_id    TEXT,
-        valid_from        TEXT NOT NULL,
-        valid_to          TEXT,
-        recorded_at       TEXT NOT NULL,
-        superseded_at     TEXT,
-        supersedes        TEXT,
-        closed_reason     TEXT,
-        CHECK ((superseded_at IS NULL) = (valid_to IS NULL)
-               AND (superseded_at IS NULL) = (closed_reason IS NULL)),
-        FOREIGN KEY (tenant, memory_store) REFERENCES memory_stores (tenant, name)
-    )
-    """,
-    "CREATE UNIQUE INDEX facts_by_id ON facts (tenant, fact_id)",
-    """CREATE UNIQUE INDEX facts_current ON facts (tenant, memory_store, subject, key)
-       WHERE superseded_at IS NULL""",
-    "CREATE INDEX facts_by_subject ON facts (tenant, subject, memory_store, key)",
-    """CREATE VIRTUAL TABLE fact_search USING fts5 (
-           words, tokenize = 'ascii', detail = none, columnsize = 0)""",
-    """
-    CREATE TRIGGER facts_closed_leave_search AFTER UPDATE OF superseded_at ON facts
-    WHEN old.superseded_at IS NULL AND new.superseded_at IS NOT NULL
-    BEGIN
-        DELETE FROM fact_search WHERE rowid = old.fid;
-    END
-    """,
-    """
-    CREATE TRIGGER facts_deleted_leave_search AFTER DELETE ON facts
-    WHEN old.superseded_at IS NULL
-    BEGIN
-        DELETE FROM fact_search WHERE rowid = old.fid;
-    END
-    """,
-)
+__all__ = ["FactsInSqlite"]
 
 _FACT_COLUMNS = (
     "fact_id, memory_store, subject, key, value, confidence, source_type, source_session_id, "
@@ -142,7 +84,7 @@ class FactsInSqlite(SqliteCore):
             "SELECT create_time FROM memory_stores WHERE tenant = ? AND name = ?",
             (tenant, name)).fetchone()
         if row is None:
-            raise StoreNotFound(f"no memory store {name!r}", store=name)
+            raise StoreNotFound(store=name)
         return MemoryStoreRecord(tenant=tenant, name=name, create_time=parse_time(row[0]))
 
     # memory stores ---------------------------------------------------------------------
@@ -155,7 +97,7 @@ class FactsInSqlite(SqliteCore):
                     "INSERT INTO memory_stores (tenant, name, create_time) VALUES (?, ?, ?) "
                     "ON CONFLICT DO NOTHING", (tenant, name, format_time(now)))
                 if inserted.rowcount == 0:
-                    raise AlreadyExists(f"memory store {name!r} already exists", store=name)
+                    raise AlreadyExists(store=name)
                 start_grants(conn, tenant, "memory_store", name, owner)
             return MemoryStoreRecord(tenant=tenant, name=name, create_time=now)
 
@@ -200,8 +142,7 @@ class FactsInSqlite(SqliteCore):
             "AND (? IS NULL OR s.store = ?)",
             (tenant, item_id, tenant, session_id, store, store)).fetchone()
         if row is None:
-            raise ItemNotFound(f"no item {item_id!r} in session {session_id!r}",
-                               session_id=session_id, item_id=item_id)
+            raise ItemNotFound(session_id=session_id, item_id=item_id)
         return str(row[0])
 
     async def remember(self, tenant: str, store: str, facts: Sequence[NewFact],
@@ -302,8 +243,7 @@ class FactsInSqlite(SqliteCore):
             f"SELECT {_FACT_COLUMNS} FROM facts WHERE tenant = ? AND fact_id = ? "
             "AND memory_store = ?", (tenant, fact_id, store)).fetchone()
         if row is None:
-            raise FactNotFound(f"no fact {fact_id!r} in memory store {store!r}",
-                               store=store, fact_id=fact_id)
+            raise FactNotFound(store=store, fact_id=fact_id)
         return _fact(row)
 
     async def get_fact(self, tenant: str, store: str, fact_id: str) -> Fact:

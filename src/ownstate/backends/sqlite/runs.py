@@ -21,67 +21,16 @@ from ...errors import (
     ActiveRunExists,
     AlreadyExists,
     BackendUnavailable,
-    LeaseHeld,
     OwnstateError,
-    RunClosed,
     RunNotFound,
     SessionNotFound,
-    StaleLease,
 )
 from ...model import Effect, Lease, Run
+from .._sql import ACTIVE, RUN_COLUMNS, RUN_STATE, outstanding_filter, runs_filter
+from ..ports.runs import RunState, run_refusal
 from ._core import SqliteCore, write
 
-__all__ = ["RUN_COLUMNS", "SCHEMA", "RunsInSqlite"]
-
-#: This part's tables and indexes, applied by migration 2 (see schema.py).
-SCHEMA: tuple[str, ...] = (
-    """
-    CREATE TABLE runs (
-        rid              INTEGER PRIMARY KEY,
-        sid              INTEGER NOT NULL REFERENCES sessions (sid) ON DELETE CASCADE,
-        tenant           TEXT NOT NULL,
-        run_id           TEXT NOT NULL,
-        store            TEXT NOT NULL,
-        session_id       TEXT NOT NULL,
-        actor_id         TEXT NOT NULL,
-        framework        TEXT NOT NULL,
-        thread_key       TEXT,
-        status           TEXT NOT NULL CHECK (status IN
-                             ('running', 'awaiting_human', 'done', 'failed', 'cancelled')),
-        status_since     TEXT NOT NULL,
-        awaiting         TEXT,
-        step_count       INTEGER NOT NULL DEFAULT 0,
-        usd_cost         REAL NOT NULL DEFAULT 0,
-        started_at       TEXT NOT NULL,
-        ended_at         TEXT,
-        lease_owner      TEXT,
-        lease_expires_at TEXT,
-        fencing_token    INTEGER NOT NULL DEFAULT 0,
-        UNIQUE (tenant, run_id)
-    )
-    """,
-    """CREATE UNIQUE INDEX runs_one_active_per_session ON runs (sid)
-       WHERE status IN ('running', 'awaiting_human')""",
-    "CREATE INDEX runs_by_session ON runs (sid)",
-    "CREATE INDEX runs_by_tenant ON runs (tenant)",
-    "CREATE INDEX runs_by_status ON runs (tenant, status, status_since)",
-    """
-    CREATE TABLE run_effects (
-        rid          INTEGER NOT NULL REFERENCES runs (rid) ON DELETE CASCADE,
-        tool_call_id TEXT NOT NULL,
-        tenant       TEXT NOT NULL,
-        result       TEXT NOT NULL,
-        recorded_at  TEXT NOT NULL,
-        PRIMARY KEY (rid, tool_call_id)
-    ) WITHOUT ROWID
-    """,
-)
-
-RUN_COLUMNS = (
-    "run_id, store, session_id, actor_id, framework, thread_key, status, awaiting, "
-    "step_count, usd_cost, started_at, ended_at, lease_owner, lease_expires_at, fencing_token"
-)
-_ACTIVE = "status IN ('running', 'awaiting_human')"
+__all__ = ["RunsInSqlite"]
 
 
 def _time(text: str | None) -> datetime | None:
@@ -99,33 +48,18 @@ def _run(row: Sequence[Any]) -> Run:
     )
 
 
-def _refusal(conn: sqlite3.Connection, tenant: str, run_id: str, fencing_token: int | None,
-             *, lease_needed: bool = False, claim: bool = False) -> OwnstateError:
-    """Why a conditional write on the run changed nothing, read in the same transaction.
+def _state(conn: sqlite3.Connection, tenant: str, run_id: str) -> RunState | None:
+    row = conn.execute(RUN_STATE.format(p="?"), (tenant, run_id)).fetchone()
+    return None if row is None else RunState(row[0], int(row[1]), row[2], _time(row[3]))
 
-    Checked in the documented order: the run exists, the token is current, the run is
-    open; then, for a heartbeat, that it holds a lease, and for a claim, who holds it.
-    """
-    row = conn.execute(
-        "SELECT status, fencing_token, lease_owner, lease_expires_at FROM runs "
-        "WHERE tenant = ? AND run_id = ?", (tenant, run_id)).fetchone()
-    if row is None:
-        return RunNotFound(f"no run {run_id!r}", run_id=run_id)
-    status, current, owner, expires = row
-    if fencing_token is not None and fencing_token != current:
-        return StaleLease(
-            f"run {run_id!r} is held with fencing token {current}, not {fencing_token}",
-            run_id=run_id, fencing_token=fencing_token, current=current)
-    if status not in ("running", "awaiting_human"):
-        return RunClosed(f"run {run_id!r} has ended ({status})", run_id=run_id, status=status)
-    if lease_needed and owner is None:
-        return StaleLease(f"run {run_id!r} holds no lease", run_id=run_id,
-                          fencing_token=fencing_token, current=current)
-    if claim and owner is not None:
-        until = parse_time(expires)
-        return LeaseHeld(f"run {run_id!r} is leased to {owner!r} until {until.isoformat()}",
-                         run_id=run_id, owner=owner, expires_at=until)
-    return BackendUnavailable(f"run {run_id!r} changed in an unexpected way; retry")
+
+def _refusal(conn: sqlite3.Connection, tenant: str, run_id: str, fencing_token: int | None,
+             *, lease_needed: bool = False, claimant: str | None = None,
+             now: datetime | None = None) -> OwnstateError:
+    """Why a conditional write on the run changed nothing, read in the same transaction."""
+    refusal = run_refusal(run_id, _state(conn, tenant, run_id), fencing_token,
+                          lease_needed=lease_needed, claimant=claimant, now=now)
+    return refusal or BackendUnavailable(f"run {run_id!r} changed in an unexpected way; retry")
 
 
 class RunsInSqlite(SqliteCore):
@@ -145,8 +79,7 @@ class RunsInSqlite(SqliteCore):
                     "WHERE tenant = ? AND store = ? AND session_id = ?",
                     (tenant, store, session_id)).fetchone()
                 if found is None:
-                    raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                                          store=store, session_id=session_id)
+                    raise SessionNotFound(store=store, session_id=session_id)
                 sid, actor_id = found
                 inserted = conn.execute(
                     "INSERT INTO runs (sid, tenant, run_id, store, session_id, actor_id, "
@@ -173,12 +106,11 @@ class RunsInSqlite(SqliteCore):
         """Which uniqueness rule refused the insert: the run id, or the active run."""
         if conn.execute("SELECT 1 FROM runs WHERE tenant = ? AND run_id = ?",
                         (tenant, run_id)).fetchone() is not None:
-            return AlreadyExists(f"run {run_id!r} already exists", run_id=run_id)
-        active = conn.execute(f"SELECT run_id FROM runs WHERE sid = ? AND {_ACTIVE}",
+            return AlreadyExists(run_id=run_id)
+        active = conn.execute(f"SELECT run_id FROM runs WHERE sid = ? AND {ACTIVE}",
                               (sid,)).fetchone()
         if active is not None:
             return ActiveRunExists(
-                f"session {session_id!r} already has an active run {active[0]!r}",
                 store=store, session_id=session_id, run_id=active[0])
         return BackendUnavailable("the run could not be stored; retry")
 
@@ -187,7 +119,7 @@ class RunsInSqlite(SqliteCore):
             row = conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE tenant = ? AND run_id = ?",
                                (tenant, run_id)).fetchone()
             if row is None:
-                raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+                raise RunNotFound(run_id=run_id)
             return _run(row)
 
         return await self._run(run)
@@ -195,29 +127,8 @@ class RunsInSqlite(SqliteCore):
     async def list_runs(self, tenant: str, *, store: str | None, session_id: str | None,
                         status: str | None, framework: str | None, limit: int,
                         after: Sequence[Any] | None) -> tuple[list[Run], list[Any] | None]:
-        where = ["tenant = ?"]
-        params: list[Any] = [tenant]
-        if store is not None and session_id is not None:
-            where.append("sid = (SELECT sid FROM sessions "
-                         "WHERE tenant = ? AND store = ? AND session_id = ?)")
-            params.extend((tenant, store, session_id))
-        elif store is not None:
-            where.append("store = ?")
-            params.append(store)
-        elif session_id is not None:
-            where.append("session_id = ?")
-            params.append(session_id)
-        if status is not None:
-            where.append("status = ?")
-            params.append(status)
-        if framework is not None:
-            where.append("framework = ?")
-            params.append(framework)
-        if after is not None:
-            where.append("rid < ?")
-            params.append(after[0])
-        sql = (f"SELECT {RUN_COLUMNS}, rid FROM runs WHERE {' AND '.join(where)} "
-               "ORDER BY rid DESC LIMIT ?")
+        where, params = runs_filter("?", tenant, store, session_id, status, framework, after)
+        sql = f"SELECT {RUN_COLUMNS}, rid FROM runs WHERE {where} ORDER BY rid DESC LIMIT ?"
         params.append(limit + 1)
 
         def run(conn: sqlite3.Connection) -> tuple[list[Run], list[Any] | None]:
@@ -235,7 +146,7 @@ class RunsInSqlite(SqliteCore):
                 row = conn.execute(
                     "UPDATE runs SET status = 'awaiting_human', awaiting = ?, status_since = ?, "
                     "lease_owner = NULL, lease_expires_at = NULL "
-                    f"WHERE tenant = ? AND run_id = ? AND {_ACTIVE} "
+                    f"WHERE tenant = ? AND run_id = ? AND {ACTIVE} "
                     "AND (? IS NULL OR fencing_token = ?) "
                     f"RETURNING {RUN_COLUMNS}",
                     (awaiting_json, format_time(now), tenant, run_id, fencing_token,
@@ -256,13 +167,13 @@ class RunsInSqlite(SqliteCore):
                 row = conn.execute(
                     "UPDATE runs SET status = 'running', awaiting = NULL, status_since = ?, "
                     "lease_owner = ?, lease_expires_at = ?, fencing_token = fencing_token + 1 "
-                    f"WHERE tenant = ? AND run_id = ? AND {_ACTIVE} "
+                    f"WHERE tenant = ? AND run_id = ? AND {ACTIVE} "
                     "AND (lease_owner IS NULL OR lease_expires_at <= ? OR lease_owner = ?) "
                     "RETURNING fencing_token",
                     (stamp, owner, format_time(expires), tenant, run_id, stamp, owner),
                 ).fetchone()
                 if row is None:
-                    raise _refusal(conn, tenant, run_id, None, claim=True)
+                    raise _refusal(conn, tenant, run_id, None, claimant=owner, now=now)
                 return Lease(run_id, owner, int(row[0]), expires)
 
         return await self._run(run)
@@ -275,7 +186,7 @@ class RunsInSqlite(SqliteCore):
             with write(conn):
                 row = conn.execute(
                     "UPDATE runs SET lease_expires_at = ? "
-                    f"WHERE tenant = ? AND run_id = ? AND {_ACTIVE} AND fencing_token = ? "
+                    f"WHERE tenant = ? AND run_id = ? AND {ACTIVE} AND fencing_token = ? "
                     "AND lease_owner IS NOT NULL RETURNING lease_owner",
                     (format_time(expires), tenant, run_id, fencing_token)).fetchone()
                 if row is None:
@@ -295,7 +206,7 @@ class RunsInSqlite(SqliteCore):
                     "UPDATE runs SET status = ?, status_since = ?, ended_at = ?, "
                     "lease_owner = NULL, lease_expires_at = NULL, usd_cost = usd_cost + ?, "
                     "step_count = coalesce(?, step_count) "
-                    f"WHERE tenant = ? AND run_id = ? AND {_ACTIVE} "
+                    f"WHERE tenant = ? AND run_id = ? AND {ACTIVE} "
                     "AND (? IS NULL OR fencing_token = ?) "
                     f"RETURNING {RUN_COLUMNS}",
                     (status, stamp, stamp, usd_cost or 0.0, step_count, tenant, run_id,
@@ -308,16 +219,10 @@ class RunsInSqlite(SqliteCore):
 
     async def outstanding(self, tenant: str, status: str, framework: str | None,
                           entered_before: datetime | None, limit: int) -> list[Run]:
-        where = ["tenant = ?", "status = ?"]
-        params: list[Any] = [tenant, status]
-        if framework is not None:
-            where.append("framework = ?")
-            params.append(framework)
-        if entered_before is not None:
-            where.append("status_since < ?")
-            params.append(format_time(entered_before))
-        sql = (f"SELECT {RUN_COLUMNS} FROM runs WHERE {' AND '.join(where)} "
-               "ORDER BY status_since, rid LIMIT ?")
+        where, params = outstanding_filter(
+            "?", tenant, status, framework,
+            None if entered_before is None else format_time(entered_before))
+        sql = f"SELECT {RUN_COLUMNS} FROM runs WHERE {where} ORDER BY status_since, rid LIMIT ?"
         params.append(limit)
         return await self._run(lambda conn: [_run(r) for r in conn.execute(sql, params)])
 
@@ -333,14 +238,11 @@ class RunsInSqlite(SqliteCore):
                 row = conn.execute(
                     "SELECT rid, status, fencing_token FROM runs WHERE tenant = ? AND run_id = ?",
                     (tenant, run_id)).fetchone()
-                if row is None:
-                    raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
-                rid, status, current = row
-                if fencing_token is not None and fencing_token != current:
-                    raise StaleLease(
-                        f"run {run_id!r} is held with fencing token {current}, "
-                        f"not {fencing_token}",
-                        run_id=run_id, fencing_token=fencing_token, current=current)
+                state = None if row is None else RunState(row[1], int(row[2]))
+                refusal = run_refusal(run_id, state, fencing_token, ended_ok=True)
+                if refusal is not None:
+                    raise refusal
+                rid = row[0]
                 earlier = conn.execute(
                     "SELECT result, recorded_at FROM run_effects "
                     "WHERE rid = ? AND tool_call_id = ?",
@@ -348,9 +250,9 @@ class RunsInSqlite(SqliteCore):
                 if earlier is not None:
                     return Effect(run_id, tool_call_id, json.loads(earlier[0]),
                                   parse_time(earlier[1]), False)
-                if status not in ("running", "awaiting_human"):
-                    raise RunClosed(f"run {run_id!r} has ended ({status})", run_id=run_id,
-                                    status=status)
+                refusal = run_refusal(run_id, state, None)
+                if refusal is not None:
+                    raise refusal
                 conn.execute(
                     "INSERT INTO run_effects (rid, tool_call_id, tenant, result, recorded_at) "
                     "VALUES (?, ?, ?, ?, ?)", (rid, tool_call_id, tenant, result_json, stamp))
@@ -365,7 +267,7 @@ class RunsInSqlite(SqliteCore):
                 "ON e.rid = r.rid AND e.tool_call_id = ? WHERE r.tenant = ? AND r.run_id = ?",
                 (tool_call_id, tenant, run_id)).fetchone()
             if found is None:
-                raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+                raise RunNotFound(run_id=run_id)
             if found[1] is None:
                 return None
             return Effect(run_id, tool_call_id, json.loads(found[1]), parse_time(found[2]),

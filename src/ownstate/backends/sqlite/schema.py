@@ -1,15 +1,16 @@
-"""The SQLite schema, as an ordered list of migrations.
+"""The SQLite schema, as a literal, append-only list of migrations.
 
 Each migration is applied once, in its own ``BEGIN IMMEDIATE`` transaction, and recorded in
-``ownstate_schema``. Never edit a released migration: add a new one. ``docs/schema.md``
-describes the tables for people who query them directly.
+``ownstate_schema``. A released migration is never edited, reordered or removed: a change
+to the schema is a new migration at the end (``tests/test_schema_migrations.py`` pins every
+released one). The SQL is written out here, not assembled from the modules that use the
+tables, so that changing those modules cannot change what a migration does.
+``docs/schema.md`` describes the tables for people who query them directly.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from . import access, assets, checkpoints, facts, runs
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration"]
 
@@ -22,86 +23,280 @@ class Migration:
 
 
 MIGRATIONS: tuple[Migration, ...] = (
-    Migration(
-        1,
-        "session stores, sessions, items and idempotency keys",
-        (
-            """
-            CREATE TABLE session_stores (
-                tenant      TEXT NOT NULL,
-                name        TEXT NOT NULL,
-                create_time TEXT NOT NULL,
-                PRIMARY KEY (tenant, name)
-            )
-            """,
-            """
-            CREATE TABLE sessions (
-                sid                INTEGER PRIMARY KEY,
-                tenant             TEXT NOT NULL,
-                store              TEXT NOT NULL,
-                session_id         TEXT NOT NULL,
-                actor_id           TEXT NOT NULL,
-                parent_session_id  TEXT,
-                root_session_id    TEXT NOT NULL,
-                metadata           TEXT NOT NULL DEFAULT '{}',
-                create_time        TEXT NOT NULL,
-                last_activity_time TEXT NOT NULL,
-                item_count         INTEGER NOT NULL DEFAULT 0,
-                UNIQUE (tenant, store, session_id),
-                FOREIGN KEY (tenant, store) REFERENCES session_stores (tenant, name)
-            )
-            """,
-            "CREATE INDEX sessions_by_store ON sessions (tenant, store, sid)",
-            "CREATE INDEX sessions_by_actor ON sessions (tenant, store, actor_id, sid)",
-            """CREATE INDEX sessions_by_activity
-               ON sessions (tenant, store, last_activity_time, sid)""",
-            """CREATE INDEX sessions_by_parent ON sessions (tenant, store, parent_session_id)
-               WHERE parent_session_id IS NOT NULL""",
-            """
-            CREATE TABLE items (
-                id          INTEGER PRIMARY KEY,
-                sid         INTEGER NOT NULL REFERENCES sessions (sid) ON DELETE CASCADE,
-                seq         INTEGER NOT NULL,
-                tenant      TEXT NOT NULL,
-                item_id     TEXT NOT NULL,
-                create_time TEXT NOT NULL,
-                format      TEXT NOT NULL,
-                data        TEXT NOT NULL,
-                role        TEXT,
-                type        TEXT,
-                tool_name   TEXT,
-                model       TEXT,
-                in_tokens   INTEGER,
-                out_tokens  INTEGER,
-                UNIQUE (sid, seq)
-            )
-            """,
-            "CREATE UNIQUE INDEX items_by_item_id ON items (tenant, item_id)",
-            """
-            CREATE TABLE idempotency_keys (
-                sid          INTEGER NOT NULL REFERENCES sessions (sid) ON DELETE CASCADE,
-                key          TEXT NOT NULL,
-                tenant       TEXT NOT NULL,
-                request_hash TEXT NOT NULL,
-                item_ids     TEXT NOT NULL,
-                create_time  TEXT NOT NULL,
-                PRIMARY KEY (sid, key)
-            ) WITHOUT ROWID
-            """,
-            """
-            CREATE VIEW session_items AS
-            SELECT s.tenant, s.store, s.session_id, s.actor_id, i.seq, i.item_id,
-                   i.create_time, i.format, i.role, i.type, i.tool_name, i.model,
-                   i.in_tokens, i.out_tokens, i.data
-            FROM items i JOIN sessions s ON s.sid = i.sid
-            """,
-        ),
-    ),
+    Migration(1, "session stores, sessions, items and idempotency keys", (
+        """
+        CREATE TABLE session_stores (
+            tenant      TEXT NOT NULL,
+            name        TEXT NOT NULL,
+            create_time TEXT NOT NULL,
+            PRIMARY KEY (tenant, name)
+        )
+        """,
+        """
+        CREATE TABLE sessions (
+            sid                INTEGER PRIMARY KEY,
+            tenant             TEXT NOT NULL,
+            store              TEXT NOT NULL,
+            session_id         TEXT NOT NULL,
+            actor_id           TEXT NOT NULL,
+            parent_session_id  TEXT,
+            root_session_id    TEXT NOT NULL,
+            metadata           TEXT NOT NULL DEFAULT '{}',
+            create_time        TEXT NOT NULL,
+            last_activity_time TEXT NOT NULL,
+            item_count         INTEGER NOT NULL DEFAULT 0,
+            UNIQUE (tenant, store, session_id),
+            FOREIGN KEY (tenant, store) REFERENCES session_stores (tenant, name)
+        )
+        """,
+        "CREATE INDEX sessions_by_store ON sessions (tenant, store, sid)",
+        "CREATE INDEX sessions_by_actor ON sessions (tenant, store, actor_id, sid)",
+        """
+        CREATE INDEX sessions_by_activity
+                       ON sessions (tenant, store, last_activity_time, sid)
+        """,
+        """
+        CREATE INDEX sessions_by_parent ON sessions (tenant, store, parent_session_id)
+                       WHERE parent_session_id IS NOT NULL
+        """,
+        """
+        CREATE TABLE items (
+            id          INTEGER PRIMARY KEY,
+            sid         INTEGER NOT NULL REFERENCES sessions (sid) ON DELETE CASCADE,
+            seq         INTEGER NOT NULL,
+            tenant      TEXT NOT NULL,
+            item_id     TEXT NOT NULL,
+            create_time TEXT NOT NULL,
+            format      TEXT NOT NULL,
+            data        TEXT NOT NULL,
+            role        TEXT,
+            type        TEXT,
+            tool_name   TEXT,
+            model       TEXT,
+            in_tokens   INTEGER,
+            out_tokens  INTEGER,
+            UNIQUE (sid, seq)
+        )
+        """,
+        "CREATE UNIQUE INDEX items_by_item_id ON items (tenant, item_id)",
+        """
+        CREATE TABLE idempotency_keys (
+            sid          INTEGER NOT NULL REFERENCES sessions (sid) ON DELETE CASCADE,
+            key          TEXT NOT NULL,
+            tenant       TEXT NOT NULL,
+            request_hash TEXT NOT NULL,
+            item_ids     TEXT NOT NULL,
+            create_time  TEXT NOT NULL,
+            PRIMARY KEY (sid, key)
+        ) WITHOUT ROWID
+        """,
+        """
+        CREATE VIEW session_items AS
+        SELECT s.tenant, s.store, s.session_id, s.actor_id, i.seq, i.item_id,
+               i.create_time, i.format, i.role, i.type, i.tool_name, i.model,
+               i.in_tokens, i.out_tokens, i.data
+        FROM items i JOIN sessions s ON s.sid = i.sid
+        """,
+    )),
+    Migration(2, "memory facts, runs, checkpoints and assets", (
+        # memory facts (facts.py)
+        """
+        CREATE TABLE memory_stores (
+            tenant      TEXT NOT NULL,
+            name        TEXT NOT NULL,
+            create_time TEXT NOT NULL,
+            PRIMARY KEY (tenant, name)
+        )
+        """,
+        """
+        CREATE TABLE facts (
+            fid               INTEGER PRIMARY KEY,
+            tenant            TEXT NOT NULL,
+            memory_store      TEXT NOT NULL,
+            fact_id           TEXT NOT NULL,
+            subject           TEXT NOT NULL,
+            key               TEXT NOT NULL,
+            value             TEXT NOT NULL,
+            confidence        REAL CHECK (confidence BETWEEN 0 AND 1),
+            source_type       TEXT NOT NULL
+                              CHECK (source_type IN ('agent', 'pipeline', 'user', 'import')),
+            source_store      TEXT,
+            source_session_id TEXT,
+            source_item_id    TEXT,
+            valid_from        TEXT NOT NULL,
+            valid_to          TEXT,
+            recorded_at       TEXT NOT NULL,
+            superseded_at     TEXT,
+            supersedes        TEXT,
+            closed_reason     TEXT,
+            CHECK ((superseded_at IS NULL) = (valid_to IS NULL)
+                   AND (superseded_at IS NULL) = (closed_reason IS NULL)),
+            FOREIGN KEY (tenant, memory_store) REFERENCES memory_stores (tenant, name)
+        )
+        """,
+        "CREATE UNIQUE INDEX facts_by_id ON facts (tenant, fact_id)",
+        """
+        CREATE UNIQUE INDEX facts_current ON facts (tenant, memory_store, subject, key)
+               WHERE superseded_at IS NULL
+        """,
+        "CREATE INDEX facts_by_subject ON facts (tenant, subject, memory_store, key)",
+        """
+        CREATE VIRTUAL TABLE fact_search USING fts5 (
+                   words, tokenize = 'ascii', detail = none, columnsize = 0)
+        """,
+        """
+        CREATE TRIGGER facts_closed_leave_search AFTER UPDATE OF superseded_at ON facts
+        WHEN old.superseded_at IS NULL AND new.superseded_at IS NOT NULL
+        BEGIN
+            DELETE FROM fact_search WHERE rowid = old.fid;
+        END
+        """,
+        """
+        CREATE TRIGGER facts_deleted_leave_search AFTER DELETE ON facts
+        WHEN old.superseded_at IS NULL
+        BEGIN
+            DELETE FROM fact_search WHERE rowid = old.fid;
+        END
+        """,
+        # runs and effects (runs.py)
+        """
+        CREATE TABLE runs (
+            rid              INTEGER PRIMARY KEY,
+            sid              INTEGER NOT NULL REFERENCES sessions (sid) ON DELETE CASCADE,
+            tenant           TEXT NOT NULL,
+            run_id           TEXT NOT NULL,
+            store            TEXT NOT NULL,
+            session_id       TEXT NOT NULL,
+            actor_id         TEXT NOT NULL,
+            framework        TEXT NOT NULL,
+            thread_key       TEXT,
+            status           TEXT NOT NULL CHECK (status IN
+                                 ('running', 'awaiting_human', 'done', 'failed', 'cancelled')),
+            status_since     TEXT NOT NULL,
+            awaiting         TEXT,
+            step_count       INTEGER NOT NULL DEFAULT 0,
+            usd_cost         REAL NOT NULL DEFAULT 0,
+            started_at       TEXT NOT NULL,
+            ended_at         TEXT,
+            lease_owner      TEXT,
+            lease_expires_at TEXT,
+            fencing_token    INTEGER NOT NULL DEFAULT 0,
+            UNIQUE (tenant, run_id)
+        )
+        """,
+        """
+        CREATE UNIQUE INDEX runs_one_active_per_session ON runs (sid)
+               WHERE status IN ('running', 'awaiting_human')
+        """,
+        "CREATE INDEX runs_by_session ON runs (sid)",
+        "CREATE INDEX runs_by_tenant ON runs (tenant)",
+        "CREATE INDEX runs_by_status ON runs (tenant, status, status_since)",
+        """
+        CREATE TABLE run_effects (
+            rid          INTEGER NOT NULL REFERENCES runs (rid) ON DELETE CASCADE,
+            tool_call_id TEXT NOT NULL,
+            tenant       TEXT NOT NULL,
+            result       TEXT NOT NULL,
+            recorded_at  TEXT NOT NULL,
+            PRIMARY KEY (rid, tool_call_id)
+        ) WITHOUT ROWID
+        """,
+        # checkpoints (checkpoints.py)
+        """
+        CREATE TABLE checkpoints (
+            cid                  INTEGER PRIMARY KEY,
+            rid                  INTEGER NOT NULL REFERENCES runs (rid) ON DELETE CASCADE,
+            tenant               TEXT NOT NULL,
+            namespace            TEXT NOT NULL,
+            checkpoint_id        TEXT NOT NULL,
+            parent_checkpoint_id TEXT,
+            type_tag             TEXT NOT NULL,
+            metadata             TEXT NOT NULL DEFAULT '{}',
+            create_time          TEXT NOT NULL,
+            size                 INTEGER NOT NULL,
+            payload              BLOB NOT NULL,
+            UNIQUE (rid, namespace, checkpoint_id)
+        )
+        """,
+        "CREATE INDEX checkpoints_by_run ON checkpoints (rid, namespace, cid, create_time, size)",
+        """
+        CREATE TABLE checkpoint_writes (
+            wid       INTEGER PRIMARY KEY,
+            cid       INTEGER NOT NULL REFERENCES checkpoints (cid) ON DELETE CASCADE,
+            tenant    TEXT NOT NULL,
+            task_id   TEXT NOT NULL,
+            idx       INTEGER NOT NULL,
+            channel   TEXT NOT NULL,
+            type_tag  TEXT NOT NULL,
+            task_path TEXT NOT NULL DEFAULT '',
+            size      INTEGER NOT NULL,
+            payload   BLOB NOT NULL,
+            UNIQUE (cid, task_id, idx)
+        )
+        """,
+        # assets (assets.py)
+        """
+        CREATE TABLE asset_blobs (
+            bid         INTEGER PRIMARY KEY,
+            tenant      TEXT NOT NULL,
+            sha256      TEXT NOT NULL,
+            size        INTEGER NOT NULL,
+            create_time TEXT NOT NULL,
+            data        BLOB NOT NULL,
+            UNIQUE (tenant, sha256)
+        )
+        """,
+        """
+        CREATE TABLE assets (
+            aid         INTEGER PRIMARY KEY,
+            tenant      TEXT NOT NULL,
+            asset_id    TEXT NOT NULL,
+            sid         INTEGER REFERENCES sessions (sid) ON DELETE CASCADE,
+            sha256      TEXT NOT NULL,
+            size        INTEGER NOT NULL,
+            media_type  TEXT NOT NULL,
+            metadata    TEXT NOT NULL DEFAULT '{}',
+            create_time TEXT NOT NULL,
+            FOREIGN KEY (tenant, sha256) REFERENCES asset_blobs (tenant, sha256)
+        )
+        """,
+        "CREATE UNIQUE INDEX assets_by_id ON assets (tenant, asset_id)",
+        "CREATE UNIQUE INDEX assets_by_owner ON assets (tenant, ifnull(sid, 0), sha256)",
+        "CREATE INDEX assets_by_session ON assets (sid, aid)",
+        "CREATE INDEX assets_by_content ON assets (tenant, sha256)",
+        """
+        CREATE TRIGGER assets_free_content AFTER DELETE ON assets
+        WHEN NOT EXISTS (SELECT 1 FROM assets WHERE tenant = OLD.tenant AND sha256 = OLD.sha256)
+        BEGIN
+            DELETE FROM asset_blobs WHERE tenant = OLD.tenant AND sha256 = OLD.sha256;
+        END
+        """,
+    )),
+    Migration(3, "API keys and store grants", (
+        """
+        CREATE TABLE api_keys (
+            key_id      TEXT PRIMARY KEY,
+            tenant      TEXT NOT NULL,
+            principal   TEXT NOT NULL,
+            admin       INTEGER NOT NULL CHECK (admin IN (0, 1)),
+            create_time TEXT NOT NULL,
+            revoked_at  TEXT,
+            secret_hash TEXT NOT NULL
+        ) WITHOUT ROWID
+        """,
+        "CREATE INDEX api_keys_by_tenant ON api_keys (tenant, create_time, key_id)",
+        """
+        CREATE TABLE store_grants (
+            tenant    TEXT NOT NULL,
+            kind      TEXT NOT NULL,
+            store     TEXT NOT NULL,
+            principal TEXT NOT NULL,
+            level     TEXT NOT NULL,
+            PRIMARY KEY (tenant, kind, store, principal)
+        ) WITHOUT ROWID
+        """,
+        "CREATE INDEX store_grants_by_principal ON store_grants (tenant, principal, kind, store)",
+    )),
 )
-
-_SECOND = facts.SCHEMA + runs.SCHEMA + checkpoints.SCHEMA + assets.SCHEMA
-if _SECOND:
-    MIGRATIONS += (Migration(2, "memory facts, runs, checkpoints and assets", _SECOND),)
-MIGRATIONS += (Migration(3, "API keys and store grants", access.SCHEMA),)
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

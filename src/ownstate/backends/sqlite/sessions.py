@@ -19,6 +19,7 @@ from ...errors import (
     StoreNotEmpty,
 )
 from ...model import Item, SessionRecord, SessionStoreRecord
+from .._sql import session_page
 from ..ports.sessions import NewItem, SessionOrder
 from ._core import (
     ITEM_COLUMNS,
@@ -45,7 +46,7 @@ class SessionsInSqlite(SqliteCore):
                     "INSERT INTO session_stores (tenant, name, create_time) VALUES (?, ?, ?) "
                     "ON CONFLICT DO NOTHING", (tenant, name, format_time(now)))
                 if inserted.rowcount == 0:
-                    raise AlreadyExists(f"session store {name!r} already exists", store=name)
+                    raise AlreadyExists(store=name)
                 start_grants(conn, tenant, "session_store", name, owner)
             return SessionStoreRecord(tenant=tenant, name=name, create_time=now)
 
@@ -74,8 +75,7 @@ class SessionsInSqlite(SqliteCore):
                     "SELECT count(*) FROM sessions WHERE tenant = ? AND store = ?",
                     (tenant, name)).fetchone()
                 if count and not force:
-                    raise StoreNotEmpty(f"session store {name!r} holds {count} sessions",
-                                        store=name, sessions=count)
+                    raise StoreNotEmpty(store=name, sessions=count)
                 conn.execute("DELETE FROM sessions WHERE tenant = ? AND store = ?", (tenant, name))
                 conn.execute("DELETE FROM session_stores WHERE tenant = ? AND name = ?",
                              (tenant, name))
@@ -100,8 +100,7 @@ class SessionsInSqlite(SqliteCore):
              json.dumps(dict(metadata), ensure_ascii=False), stamp, stamp),
         )
         if cursor.rowcount == 0:
-            raise AlreadyExists(f"session {session_id!r} already exists in store {store!r}",
-                                store=store, session_id=session_id)
+            raise AlreadyExists(store=store, session_id=session_id)
         return int(cursor.lastrowid or 0)
 
     async def create_session(
@@ -137,18 +136,9 @@ class SessionsInSqlite(SqliteCore):
         for key, value in metadata.items():
             where.append("json_extract(metadata, ?) = ?")
             params.extend((f'$."{key}"', value))
-        compare = "<" if descending else ">"
-        direction = "DESC" if descending else "ASC"
-        if order == "create_time":
-            if after is not None:
-                where.append(f"sid {compare} ?")
-                params.append(after[0])
-            order_sql = f"sid {direction}"
-        else:
-            if after is not None:
-                where.append(f"(last_activity_time, sid) {compare} (?, ?)")
-                params.extend(after[:2])
-            order_sql = f"last_activity_time {direction}, sid {direction}"
+        cut, cut_params, order_sql = session_page("?", order, descending, after)
+        where += cut
+        params += cut_params
         sql = (f"SELECT {SESSION_COLUMNS} FROM sessions WHERE {' AND '.join(where)} "
                f"ORDER BY {order_sql} LIMIT ?")
         params.append(limit + 1)
@@ -196,7 +186,6 @@ class SessionsInSqlite(SqliteCore):
                     "AND parent_session_id = ? ORDER BY sid", (tenant, store, session_id))]
                 if children and not force:
                     raise HasChildren(
-                        f"session {session_id!r} has forks; delete with force=True",
                         store=store, session_id=session_id, children=children)
                 conn.execute(
                     "WITH RECURSIVE tree (session_id) AS ("
@@ -227,7 +216,6 @@ class SessionsInSqlite(SqliteCore):
                         (tenant, up_to_item_id, parent_sid)).fetchone()
                     if row is None:
                         raise ItemNotFound(
-                            f"no item {up_to_item_id!r} in session {session_id!r}",
                             session_id=session_id, item_id=up_to_item_id)
                     last_seq = int(row[0])
                 child_sid = self._insert_session(
@@ -266,8 +254,7 @@ class SessionsInSqlite(SqliteCore):
                     "WHERE tenant = ? AND store = ? AND session_id = ?",
                     (tenant, store, session_id)).fetchone()
                 if row is None:
-                    raise SessionNotFound(f"no session {session_id!r} in store {store!r}",
-                                          store=store, session_id=session_id)
+                    raise SessionNotFound(store=store, session_id=session_id)
                 sid, count = row
                 if idempotency is not None:
                     earlier = self._replayed(conn, tenant, sid, session_id, idempotency)
@@ -310,7 +297,6 @@ class SessionsInSqlite(SqliteCore):
             return None
         if seen[0] != request_hash:
             raise IdempotencyKeyReused(
-                f"idempotency key {key!r} was used with a different request",
                 session_id=session_id, idempotency_key=key)
         rows = conn.execute(
             f"SELECT {ITEM_COLUMNS} FROM items WHERE sid = ? AND item_id IN "
@@ -343,8 +329,7 @@ class SessionsInSqlite(SqliteCore):
                 f"SELECT {ITEM_COLUMNS} FROM items WHERE tenant = ? AND item_id = ? AND sid = ?",
                 (tenant, item_id, sid)), session_id)
             if not found:
-                raise ItemNotFound(f"no item {item_id!r} in session {session_id!r}",
-                                   session_id=session_id, item_id=item_id)
+                raise ItemNotFound(session_id=session_id, item_id=item_id)
             return found[0]
 
         return await self._run(run)

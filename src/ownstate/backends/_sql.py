@@ -1,0 +1,150 @@
+"""SQL text that the SQLite and PostgreSQL backends share, written once for both.
+
+Each builder takes the driver's placeholder (``?`` for sqlite3, ``%s`` for psycopg) and
+returns SQL conditions with their parameters in order; values whose type differs between
+the drivers (times) arrive already converted. Only statements that read the same in both
+dialects live here: what one database does faster its own way stays in its backend.
+Imports nothing but the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..model import CLOSED_RUN_STATUSES, CheckpointScope, RetentionPolicy
+
+__all__ = ["ACTIVE", "CHECKPOINT_COLUMNS", "COPY_CHECKPOINTS", "COPY_WRITES", "RUN_COLUMNS",
+           "RUN_STATE", "SCOPED_RUN", "WRITE_COLUMNS", "outstanding_filter",
+           "retention_reasons", "runs_filter", "scope_params", "session_page"]
+
+#: a run's columns in the order both backends' ``_run`` read them
+RUN_COLUMNS = (
+    "run_id, store, session_id, actor_id, framework, thread_key, status, awaiting, "
+    "step_count, usd_cost, started_at, ended_at, lease_owner, lease_expires_at, fencing_token"
+)
+#: a run that may still change
+ACTIVE = "status IN ('running', 'awaiting_human')"
+#: what a refused run write is checked against (``run_refusal``), by tenant and run id
+RUN_STATE = ("SELECT status, fencing_token, lease_owner, lease_expires_at FROM runs "
+             "WHERE tenant = {p} AND run_id = {p}")
+
+
+def runs_filter(p: str, tenant: str, store: str | None, session_id: str | None,
+                status: str | None, framework: str | None,
+                after: Sequence[Any] | None) -> tuple[str, list[Any]]:
+    """The ``WHERE`` clause of a run listing (newest first by ``rid``, after a cursor)."""
+    where = [f"tenant = {p}"]
+    params: list[Any] = [tenant]
+    if store is not None and session_id is not None:
+        where.append(f"sid = (SELECT sid FROM sessions "
+                     f"WHERE tenant = {p} AND store = {p} AND session_id = {p})")
+        params.extend((tenant, store, session_id))
+    elif store is not None:
+        where.append(f"store = {p}")
+        params.append(store)
+    elif session_id is not None:
+        where.append(f"session_id = {p}")
+        params.append(session_id)
+    for column, value in (("status", status), ("framework", framework)):
+        if value is not None:
+            where.append(f"{column} = {p}")
+            params.append(value)
+    if after is not None:
+        where.append(f"rid < {p}")
+        params.append(int(after[0]))
+    return " AND ".join(where), params
+
+
+def outstanding_filter(p: str, tenant: str, status: str, framework: str | None,
+                       entered_before: object | None) -> tuple[str, list[Any]]:
+    """The ``WHERE`` clause of ``outstanding``; ``entered_before`` as the driver stores
+    times."""
+    where = [f"tenant = {p}", f"status = {p}"]
+    params: list[Any] = [tenant, status]
+    if framework is not None:
+        where.append(f"framework = {p}")
+        params.append(framework)
+    if entered_before is not None:
+        where.append(f"status_since < {p}")
+        params.append(entered_before)
+    return " AND ".join(where), params
+
+
+# checkpoints --------------------------------------------------------------------------
+
+#: a checkpoint ``c`` and whether it has pending writes
+CHECKPOINT_COLUMNS = (
+    "c.cid, c.namespace, c.checkpoint_id, c.parent_checkpoint_id, c.type_tag, "
+    "c.metadata, c.create_time, c.payload, "
+    "EXISTS (SELECT 1 FROM checkpoint_writes w WHERE w.cid = c.cid)")
+#: a pending write, in the order both backends' ``_write`` read it
+WRITE_COLUMNS = "task_id, idx, channel, type_tag, payload, task_path"
+#: the row id of the run named by a whole scope (NULL when there is none); takes
+#: :func:`scope_params`
+SCOPED_RUN = ("(SELECT rid FROM runs WHERE tenant = {p} AND run_id = {p} AND store = {p} "
+              "AND session_id = {p} AND actor_id = {p})")
+#: copies a run's checkpoints onto another run (target rid, source rid, tenant), keeping
+#: their order and create times; then :data:`COPY_WRITES` copies their pending writes
+COPY_CHECKPOINTS = (
+    "INSERT INTO checkpoints (rid, tenant, namespace, checkpoint_id, "
+    "parent_checkpoint_id, type_tag, metadata, create_time, size, payload) "
+    "SELECT {p}, tenant, namespace, checkpoint_id, parent_checkpoint_id, "
+    "type_tag, metadata, create_time, size, payload FROM checkpoints "
+    "WHERE rid = {p} AND tenant = {p} ORDER BY cid")
+COPY_WRITES = (
+    "INSERT INTO checkpoint_writes (cid, tenant, task_id, idx, channel, "
+    "type_tag, task_path, size, payload) "
+    "SELECT t.cid, w.tenant, w.task_id, w.idx, w.channel, w.type_tag, "
+    "w.task_path, w.size, w.payload FROM checkpoint_writes w "
+    "JOIN checkpoints s ON s.cid = w.cid "
+    "JOIN checkpoints t ON t.rid = {p} AND t.namespace = s.namespace "
+    "AND t.checkpoint_id = s.checkpoint_id "
+    "WHERE s.rid = {p} AND w.tenant = {p} ORDER BY w.wid")
+
+
+def scope_params(tenant: str, scope: CheckpointScope) -> tuple[str, ...]:
+    """The parameters of :data:`SCOPED_RUN`."""
+    return (tenant, scope.run_id, scope.store, scope.session_id, scope.actor_id)
+
+
+def retention_reasons(p: str, policy: RetentionPolicy,
+                      cutoff: object | None) -> tuple[list[str], list[Any]]:
+    """Why a ranked checkpoint (columns ``status``, ``create_time`` and ``newer``, how many
+    newer ones its run and namespace hold) goes under ``policy``: conditions to join with
+    ``OR``, and their parameters; ``cutoff`` is ``now - max_age`` as the driver stores
+    times. No conditions: nothing goes."""
+    reasons: list[str] = []
+    params: list[Any] = []
+    if policy.drop_when_run_ends:
+        ended = ", ".join(f"'{status}'" for status in CLOSED_RUN_STATUSES)
+        reasons.append(f"status IN ({ended})")
+    if policy.max_age_seconds is not None:
+        reasons.append(f"create_time < {p}")
+        params.append(cutoff)
+    if policy.keep_last is not None:
+        reasons.append(f"newer >= {p}")
+        params.append(policy.keep_last)
+    return reasons, params
+
+
+# sessions -----------------------------------------------------------------------------
+
+
+def session_page(p: str, order: str, descending: bool, after: Sequence[Any] | None,
+                 time_p: str | None = None) -> tuple[list[str], list[Any], str]:
+    """Where a session listing resumes and how it is ordered: conditions strictly past
+    the cursor ``after`` (``[sid]`` by create time, ``[last_activity_time, sid]`` by
+    activity), their parameters, and the ``ORDER BY`` clause. ``time_p`` is the
+    placeholder for the time (``p`` unless the dialect needs a cast)."""
+    compare = "<" if descending else ">"
+    direction = "DESC" if descending else "ASC"
+    if order == "create_time":
+        if after is None:
+            return [], [], f"sid {direction}"
+        return [f"sid {compare} {p}"], [after[0]], f"sid {direction}"
+    order_sql = f"last_activity_time {direction}, sid {direction}"
+    if after is None:
+        return [], [], order_sql
+    return ([f"(last_activity_time, sid) {compare} ({time_p or p}, {p})"], list(after[:2]),
+            order_sql)

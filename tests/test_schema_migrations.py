@@ -1,0 +1,53 @@
+"""Released migrations are append-only: each one's SQL is pinned here by its digest.
+
+A database records only the versions applied to it, so a released migration whose SQL
+changed would leave databases migrated before and after the change with different
+schemas under the same version. Changing a schema means appending a migration; once it is
+released, pin it below. A digest that no longer matches means a released migration was
+edited: undo that and append a new migration instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import pytest
+
+from ownstate.backends.postgres import schema as postgres_schema
+from ownstate.backends.sqlite import schema as sqlite_schema
+
+RELEASED = {
+    "sqlite": {
+        1: "5c1ccfca0e7d007967001898a74f02dc81abb3620e37f30eac773aa81e11a711",
+        2: "d848e105d7e85f07b74d4dca34ac4ce0f02508930e6a58914941af32514c1008",
+        3: "be74d4bd520cf1ca5433c8b05b5fe055e5c71e9dd5888be3844adac306949309",
+    },
+    "postgres": {
+        1: "31c25f0bec00f4f93e7f646372a6c28947aa085fe1057242963c3d4d7611137f",
+        2: "47cd1aaf8d5dba787061bc16ed1f37bba28d784de4d77dfe4941ff9b2928f1b5",
+        3: "e7bda58b5d41a22a9646db2571300acc83886946ac912b3c3acdb2c376ea122b",
+        4: "7f396d45bd5582321a2ebbc78a663ce30f2bd7d9b984ae79a67a966cfa7aeede",
+    },
+}
+SCHEMAS: dict[str, Any] = {"sqlite": sqlite_schema, "postgres": postgres_schema}
+
+
+def digest(migration: Any) -> str:
+    """The SHA-256 of a migration's version, description and statements, exactly."""
+    text = json.dumps([migration.version, migration.description, list(migration.statements)])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@pytest.mark.parametrize("backend", sorted(RELEASED))
+def test_released_migrations_are_unchanged(backend: str) -> None:
+    migrations = SCHEMAS[backend].MIGRATIONS
+    assert [m.version for m in migrations] == list(range(1, len(migrations) + 1))
+    released = RELEASED[backend]
+    assert len(migrations) >= len(released), "a released migration was removed"
+    for version, pinned in released.items():
+        assert digest(migrations[version - 1]) == pinned, (
+            f"released {backend} migration {version} was edited; append a new one instead")
+    assert migrations[-1].version == SCHEMAS[backend].SCHEMA_VERSION
+
