@@ -20,7 +20,7 @@ TARGET = ROOT / "src" / "ownstate" / "api" / "sync.py"
 
 #: async class -> (its module in ownstate.api, its sync twin), in the order written out
 SOURCES = {
-    "AsyncSession": ("aio", "Session"),
+    "AsyncSession": ("session", "Session"),
     "AsyncSessionStore": ("aio", "SessionStore"),
     "AsyncSessionStores": ("aio", "SessionStores"),
     "AsyncMemoryStore": ("memory", "MemoryStore"),

@@ -1,16 +1,20 @@
-"""Auto-paging shared by the async API and its sync twin."""
+"""Paging shared by the async API and its sync twin: the auto-pager, token positions,
+listing orders and name-ordered pages.
+
+It may touch page tokens (``ownstate._tokens``) and the limits, never a backend.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Generic, Protocol, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, Generic, Protocol, TypeVar
 
 from .._tokens import decode_token, encode_token
 from ..errors import InvalidInput
 from ..limits import Limits
 from ..model import Page
 
-__all__ = ["AsyncPager", "page_by_name"]
+__all__ = ["AsyncPager", "order_key", "page_by_name", "token_position"]
 
 T = TypeVar("T")
 
@@ -38,6 +42,31 @@ class AsyncPager(Generic[T]):
 
     def __aiter__(self) -> AsyncIterator[T]:
         return self._iterate()
+
+
+def order_key(order_by: str, choices: Mapping[str, Any]) -> str:
+    """The key of ``choices`` that ``order_by`` names (``"create_time"`` alone is ascending).
+
+    Raises :class:`~ownstate.errors.InvalidInput`.
+    """
+    normal = " ".join(order_by.lower().split()) if isinstance(order_by, str) else ""
+    if normal in choices:
+        return normal
+    if normal in {name.split()[0] for name in choices}:
+        return f"{normal} asc"
+    raise InvalidInput(f"order_by must be one of {sorted(choices)}", field="order_by")
+
+
+def token_position(position: list[Any], size: int) -> list[Any]:
+    """A decoded token's position when it holds ``size`` ints or strings.
+
+    Raises :class:`~ownstate.errors.InvalidInput` (the token is malformed).
+    """
+    if len(position) != size or not all(
+        isinstance(p, (int, str)) and not isinstance(p, bool) for p in position
+    ):
+        raise InvalidInput("page_token is malformed", field="page_token")
+    return position
 
 
 class _Named(Protocol):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from .. import _ids
 from .. import limits as _validate
@@ -24,9 +23,7 @@ from ..model import (
 )
 from ._paging import AsyncPager
 from ._scope import Scope
-
-if TYPE_CHECKING:
-    from .aio import AsyncSession
+from .session import AsyncSession
 
 __all__ = ["MAX_LEASE_TTL_SECONDS", "AsyncRuns"]
 
@@ -120,8 +117,6 @@ class AsyncRuns:
         :class:`~ownstate.errors.AlreadyExists` for a taken ``run_id``,
         :class:`~ownstate.errors.SessionNotFound`, :class:`~ownstate.errors.InvalidInput`.
         """
-        from .aio import AsyncSession
-
         s = self._scope
         if not isinstance(session, AsyncSession):
             raise InvalidInput("session must be a Session handle (store.get(...))",
@@ -324,8 +319,6 @@ class AsyncRuns:
         Raises :class:`~ownstate.errors.InvalidInput` (bad filter, malformed or foreign
         page token), :class:`~ownstate.errors.LimitExceeded` (page_size out of range).
         """
-        from .aio import AsyncSession
-
         s = self._scope
         if session is not None and not isinstance(session, AsyncSession):
             raise InvalidInput("session must be a Session handle", field="session")

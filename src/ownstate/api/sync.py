@@ -40,7 +40,7 @@ from ..model import (
     SessionRecord,
     SessionStoreRecord,
 )
-from . import access, aio, assets, checkpoints, memory, runs
+from . import access, aio, assets, checkpoints, memory, runs, session
 from ._portal import Portal
 
 __all__ = ["ApiKeys", "Assets", "Checkpoints", "Client", "MemoryStore", "MemoryStores", "Runs", "Session", "SessionStore", "SessionStores"]
@@ -69,7 +69,7 @@ class Session:
     has read nothing yet: only ``store`` and ``session_id`` are known until ``refresh()``.
     """
 
-    def __init__(self, portal: Portal, impl: aio.AsyncSession) -> None:
+    def __init__(self, portal: Portal, impl: session.AsyncSession) -> None:
         self._portal = portal
         self._impl = impl
 
@@ -1091,7 +1091,7 @@ class Client:
 
 
 _TWINS: dict[type, Any] = {
-    aio.AsyncSession: Session,
+    session.AsyncSession: Session,
     aio.AsyncSessionStore: SessionStore,
     aio.AsyncSessionStores: SessionStores,
     memory.AsyncMemoryStore: MemoryStore,

@@ -18,9 +18,9 @@ from ...limits import (
     printable,
 )
 from ...model import JSON, Grant, Item
-from ..app import BoundedRoute
 from ..auth import Caller
 from ..permissions import SESSION_STORE, require
+from ..routing import BoundedRoute
 from ..schemas import GrantOut, GrantsOut, Problem
 
 __all__ = [
@@ -73,7 +73,7 @@ StorePath = Annotated[str, Path(pattern=STORE_PATTERN, description="The store's 
 
 def api_router(tag: str) -> APIRouter:
     """A router for one kind of state, under the API's prefix, documenting :data:`ERRORS`,
-    whose routes hold request bodies to their own bounds (see ``app.BoundedRoute``)."""
+    whose routes hold request bodies to their own bounds (see ``routing.BoundedRoute``)."""
     return APIRouter(prefix="/api/2.0/agents", tags=[tag], responses=ERRORS,
                      route_class=BoundedRoute)
 

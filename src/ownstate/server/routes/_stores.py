@@ -21,9 +21,9 @@ from ...api.aio import AsyncClient
 from ...errors import NotFound
 from ...limits import MAX_STORE_NAME_CHARS
 from ...model import Grant
-from ..app import CallerDep
 from ..auth import Caller
 from ..permissions import require, visible_stores
+from ..routing import CallerDep
 from ..schemas import Empty, GrantRequest, GrantsOut, RevokeRequest, StoreOut, StrictModel
 from ._common import STORE_PATTERN, grants_out, keyset_mode
 

@@ -12,7 +12,7 @@ from ...api.access import new_key
 from ...backends import Capability
 from ...limits import KEY_ID_RE, PRINCIPAL_RE, anchored
 from ...model import ApiKey
-from ..app import CallerDep
+from ..routing import CallerDep
 from ..schemas import GrantsOut, StrictModel
 from ._common import api_router, grants_out, require_admin
 

@@ -25,9 +25,9 @@ from ...api.memory import AsyncMemoryStore
 from ...errors import InvalidInput, ItemNotFound, NotFound
 from ...limits import MAX_NAME_CHARS, NAME_PATTERN
 from ...model import JSON, SOURCE_TYPES, Fact, Item
-from ..app import CallerDep
 from ..auth import Caller
 from ..permissions import MEMORY_STORE, SESSION_STORE, require, visible_stores
+from ..routing import CallerDep
 from ..schemas import ItemOut, StrictModel
 from ._common import api_router, item_json, require_admin
 from ._stores import StoreKind, add_store_routes

@@ -29,9 +29,9 @@ from ..._tokens import decode_token, encode_token
 from ...errors import InvalidInput
 from ...limits import FRAMEWORK_RE, MAX_NAME_CHARS, anchored, printable
 from ...model import Effect, Lease, Run
-from ..app import CallerDep
 from ..auth import Caller
 from ..permissions import SESSION_STORE, require, require_run, visible_stores
+from ..routing import CallerDep
 from ..schemas import StrictModel
 from ._common import (
     CHOSEN_ID_PATTERN,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from ..app import CallerDep
 from ..permissions import SESSION_STORE, require
+from ..routing import CallerDep
 from ._common import api_router
 from ._stores import StoreKind, add_store_routes
 

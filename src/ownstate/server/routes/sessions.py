@@ -25,8 +25,8 @@ from ...errors import InvalidInput
 from ...formats.derive import infer_format
 from ...limits import FORMAT_RE, LABEL_KEY_RE, anchored, decode_json
 from ...model import Item, SessionRecord
-from ..app import CallerDep
 from ..auth import Caller
+from ..routing import CallerDep
 from ..schemas import ItemOut, StrictModel
 from ._common import (
     CHOSEN_ID_PATTERN,
