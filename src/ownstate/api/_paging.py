@@ -11,10 +11,11 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from .._tokens import decode_token, encode_token
 from ..errors import InvalidInput
-from ..limits import Limits
+from ..limits import Limits, int64
 from ..model import Page
 
-__all__ = ["AsyncPager", "order_key", "page_by_name", "token_position"]
+__all__ = ["AsyncPager", "keyset_limit", "name_cursor", "order_key", "page_by_name",
+           "token_position"]
 
 T = TypeVar("T")
 
@@ -67,6 +68,21 @@ def token_position(position: list[Any], size: int) -> list[Any]:
     ):
         raise InvalidInput("page_token is malformed", field="page_token")
     return position
+
+
+def keyset_limit(limit: object, limits: Limits) -> int:
+    """A store listing's ``limit``: a positive integer. It is not held to the page bound,
+    so a reader with larger pages than this client's still lists every store."""
+    if limit is None:
+        return limits.default_page_size
+    return int64(limit, field="limit", minimum=1)
+
+
+def name_cursor(after: object) -> str | None:
+    """A store listing's ``after``: a name (any text; stores are listed after it)."""
+    if after is not None and not isinstance(after, str):
+        raise InvalidInput("after must be a store name", field="after")
+    return after
 
 
 class _Named(Protocol):

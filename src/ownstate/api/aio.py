@@ -11,10 +11,12 @@ methods through a portal; change behaviour here, then run ``python scripts/gener
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
 from datetime import datetime
 from types import TracebackType
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from .. import limits as _validate
 from .._ids import new_id, now
@@ -25,7 +27,14 @@ from ..errors import InvalidInput, PermissionDenied
 from ..limits import TENANT_RE, Limits
 from ..model import Grant, Page, SessionStoreRecord
 from . import access as _access
-from ._paging import AsyncPager, order_key, page_by_name, token_position
+from ._paging import (
+    AsyncPager,
+    keyset_limit,
+    name_cursor,
+    order_key,
+    page_by_name,
+    token_position,
+)
 from ._scope import Scope as _Scope
 from .assets import AsyncAssets
 from .checkpoints import AsyncCheckpoints
@@ -154,6 +163,38 @@ class AsyncSessionStore:
         token = encode_token(scope, cursor) if cursor is not None else None
         return Page([AsyncSession(s, r) for r in records], token)
 
+    async def list_sessions_after(
+        self,
+        *,
+        actor_id: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        order_by: str = "create_time desc",
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> tuple[list[AsyncSession], str | None]:
+        """Up to ``limit`` matching sessions after the cursor ``after``, and the cursor
+        after the last of them (``None`` when no more remain): the keyset listing behind
+        :meth:`list_sessions_page`, whose cursor is the storage position itself (JSON
+        text) rather than a token bound to this listing. ``limit`` is as in
+        :meth:`AsyncSession.list_items_after`.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (bad filter or order, ``after``
+        not a cursor of this order), :class:`~ownstate.errors.LimitExceeded`,
+        :class:`~ownstate.errors.StoreNotFound`.
+        """
+        s = self._scope
+        order = order_key(order_by, _SESSION_ORDERS)
+        column, descending = _SESSION_ORDERS[order]
+        size = s.limits.keyset_size(limit)
+        labels = s.limits.metadata(metadata)
+        actor = s.limits.actor_id(actor_id) if actor_id is not None else None
+        start = _session_cursor(after, column) if after is not None else None
+        records, cursor = await s.backend.list_sessions(
+            s.tenant, self.name, actor_id=actor, metadata=labels, order=column,
+            descending=descending, limit=size, after=start)
+        return ([AsyncSession(s, r) for r in records],
+                json.dumps(cursor) if cursor is not None else None)
+
     def list_sessions(
         self,
         *,
@@ -226,6 +267,18 @@ class AsyncSessionStores:
             lambda limit, after: s.backend.list_stores(s.tenant, limit, after))
         return Page([AsyncSessionStore(s, r) for r in records], token)
 
+    async def list_after(
+        self, *, after: str | None = None, limit: int | None = None
+    ) -> list[AsyncSessionStore]:
+        """Up to ``limit`` stores (``Limits.default_page_size`` by default) named after
+        ``after``, by name: the keyset listing behind :meth:`list_page`.
+
+        Raises :class:`~ownstate.errors.InvalidInput`.
+        """
+        s = self._scope
+        return [AsyncSessionStore(s, r) for r in await s.backend.list_stores(
+            s.tenant, keyset_limit(limit, s.limits), name_cursor(after))]
+
     def list(
         self, *, page_size: int | None = None, page_token: str | None = None
     ) -> AsyncPager[AsyncSessionStore]:
@@ -245,6 +298,36 @@ class AsyncSessionStores:
         deleted = await s.backend.delete_store(s.tenant, valid, force)
         await s.backend.drop_grants(s.tenant, "session_store", valid)
         return deleted
+
+
+_TIME_CURSOR_RE = re.compile(
+    r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})")
+
+
+def _session_cursor(text: object, order: str) -> list[Any]:
+    """A keyset cursor from its JSON text, checked to be of the shape the storage made:
+    ``[ordinal]`` in creation order, ``[time text, ordinal]`` in activity order."""
+    try:
+        cursor = _validate.decode_json(text, field="after") if isinstance(text, str) else None
+    except InvalidInput:
+        cursor = None
+    size = 1 if order == "create_time" else 2
+    refused = InvalidInput("after is not a cursor of this listing", field="after")
+    if not isinstance(cursor, list) or len(cursor) != size:
+        raise refused
+    position = cursor[-1]
+    if isinstance(position, bool) or not isinstance(position, int) \
+            or not 0 <= position <= _validate.MAX_INT64:
+        raise refused
+    if size == 2:
+        moment = cursor[0]
+        if not isinstance(moment, str) or _TIME_CURSOR_RE.fullmatch(moment) is None:
+            raise refused
+        try:
+            datetime.fromisoformat(moment)
+        except ValueError:
+            raise refused from None
+    return cursor
 
 
 def _tenant_name(tenant: str) -> str:
@@ -300,6 +383,11 @@ class AsyncClient:
     @property
     def limits(self) -> Limits:
         return self._scope.limits
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """What the backend can do: names from ``ownstate.backends.Capability``."""
+        return frozenset(type(self._scope.backend).capabilities)
 
     async def migrate(self) -> tuple[int, int]:
         """Bring the schema to the current version; returns ``(found, now)`` versions."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from .. import _ids
@@ -103,17 +104,27 @@ class AsyncSession:
         self._record = await s.backend.get_session(s.tenant, self.store, self.session_id)
         return self
 
-    async def update_metadata(self, labels: Mapping[str, str | None]) -> AsyncSession:
+    async def update_metadata(self, labels: Mapping[str, str | None], *,
+                              max_labels: int | None = None) -> AsyncSession:
         """Set metadata labels; a value of ``None`` removes that label. Returns this handle.
 
+        ``max_labels`` refuses an update that would leave more labels than that: a bound
+        of the caller's own, applied with ``Limits.max_metadata_labels`` (the smaller
+        wins); the count after the update is only known where it is stored.
+
         Raises :class:`~ownstate.errors.InvalidInput` for a label that is not a string,
-        :class:`~ownstate.errors.LimitExceeded` past ``Limits.max_metadata_labels``,
+        :class:`~ownstate.errors.LimitExceeded` past either bound,
         :class:`~ownstate.errors.SessionNotFound`.
         """
         s = self._scope
         if not isinstance(labels, Mapping):
             raise InvalidInput("labels must be a mapping", field="metadata")
-        to_set = s.limits.metadata({k: v for k, v in labels.items() if v is not None})
+        limits = s.limits
+        if max_labels is not None:
+            bound = _validate.int64(max_labels, field="max_labels", minimum=1)
+            if bound < limits.max_metadata_labels:
+                limits = replace(limits, max_metadata_labels=bound)
+        to_set = limits.metadata({k: v for k, v in labels.items() if v is not None})
         to_remove = [k for k, v in labels.items() if v is None]
         for key in to_remove:  # a key named for removal obeys the same naming rules
             if not isinstance(key, str) or not _validate.LABEL_KEY_RE.fullmatch(key):
@@ -122,7 +133,7 @@ class AsyncSession:
         changes: dict[str, str | None] = dict.fromkeys(to_remove)
         changes.update(to_set)
         self._record = await s.backend.update_metadata(
-            s.tenant, self.store, self.session_id, changes, s.limits.max_metadata_labels)
+            s.tenant, self.store, self.session_id, changes, limits.max_metadata_labels)
         return self
 
     async def append_items(
@@ -206,6 +217,32 @@ class AsyncSession:
         del found[size:]
         token = encode_token(scope, [found[-1].seq]) if more else None
         return Page(found, token)
+
+    async def list_items_after(
+        self,
+        *,
+        order_by: str = "create_time desc",
+        after_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[Item]:
+        """Up to ``limit`` items (``Limits.default_page_size`` by default) after the item
+        with ``after_seq`` (from the start without it), in ``order_by`` order: a keyset
+        listing, whose next slice starts after the last item's ``seq``. ``limit`` may be
+        one more than ``Limits.max_page_size``, so that a caller paging by pages learns
+        whether another follows.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (bad order or ``after_seq``),
+        :class:`~ownstate.errors.LimitExceeded` (``limit`` out of range),
+        :class:`~ownstate.errors.SessionNotFound`.
+        """
+        s = self._scope
+        order = order_key(order_by, _ITEM_ORDERS)
+        size = s.limits.keyset_size(limit)
+        after = (_validate.int64(after_seq, field="after_seq", minimum=0)
+                 if after_seq is not None else None)
+        return await s.backend.list_items(
+            s.tenant, self.store, self.session_id, descending=_ITEM_ORDERS[order],
+            limit=size, after_seq=after)
 
     def list_items(
         self,
