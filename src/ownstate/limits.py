@@ -45,6 +45,8 @@ TYPE_TAG_RE = re.compile(r"[!-~]{1,64}")
 PRINCIPAL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@:+-]{0,127}")
 #: API key ids: 16 lowercase hex digits, made with the key.
 KEY_ID_RE = re.compile(r"[0-9a-f]{16}")
+#: The SHA-256 digest of a key's secret, as a caller that keeps the secret sends it.
+SECRET_DIGEST_RE = re.compile(r"[0-9a-f]{64}")
 TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
 #: Free-text names of printable characters: fact subjects and keys, thread keys, lease
 #: owners, tool call ids, checkpoint ids and namespaces, asset ids.
@@ -99,6 +101,23 @@ class Limits:
         if self.max_item_bytes > self.max_batch_bytes:
             raise InvalidInput("Limits.max_item_bytes must not exceed max_batch_bytes",
                                field="max_item_bytes")
+
+    def keyset_size(self, limit: int | None) -> int:
+        """How many records a keyset listing reads: ``limit``, else ``default_page_size``.
+
+        A keyset reader asks for one more than a page to learn whether another follows,
+        so ``limit`` runs to ``max_page_size + 1``. Raises :class:`InvalidInput` (not an
+        integer) and :class:`LimitExceeded` (out of range).
+        """
+        if limit is None:
+            return self.default_page_size
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise InvalidInput("limit must be an integer", field="limit")
+        most = self.max_page_size + 1
+        if not 1 <= limit <= most:
+            raise LimitExceeded(f"limit must be between 1 and {most}", field="limit",
+                                limit=most, actual=limit)
+        return limit
 
     def page_size(self, page_size: int | None) -> int:
         """The page size to use, or :class:`InvalidInput` if out of ``1..max_page_size``."""

@@ -1,16 +1,21 @@
-"""Auto-paging shared by the async API and its sync twin."""
+"""Paging shared by the async API and its sync twin: the auto-pager, token positions,
+listing orders and name-ordered pages.
+
+It may touch page tokens (``ownstate._tokens``) and the limits, never a backend.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Generic, Protocol, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, Generic, Protocol, TypeVar
 
 from .._tokens import decode_token, encode_token
 from ..errors import InvalidInput
-from ..limits import Limits
+from ..limits import Limits, int64
 from ..model import Page
 
-__all__ = ["AsyncPager", "page_by_name"]
+__all__ = ["AsyncPager", "keyset_limit", "name_cursor", "order_key", "page_by_name",
+           "token_position"]
 
 T = TypeVar("T")
 
@@ -38,6 +43,46 @@ class AsyncPager(Generic[T]):
 
     def __aiter__(self) -> AsyncIterator[T]:
         return self._iterate()
+
+
+def order_key(order_by: str, choices: Mapping[str, Any]) -> str:
+    """The key of ``choices`` that ``order_by`` names (``"create_time"`` alone is ascending).
+
+    Raises :class:`~ownstate.errors.InvalidInput`.
+    """
+    normal = " ".join(order_by.lower().split()) if isinstance(order_by, str) else ""
+    if normal in choices:
+        return normal
+    if normal in {name.split()[0] for name in choices}:
+        return f"{normal} asc"
+    raise InvalidInput(f"order_by must be one of {sorted(choices)}", field="order_by")
+
+
+def token_position(position: list[Any], size: int) -> list[Any]:
+    """A decoded token's position when it holds ``size`` ints or strings.
+
+    Raises :class:`~ownstate.errors.InvalidInput` (the token is malformed).
+    """
+    if len(position) != size or not all(
+        isinstance(p, (int, str)) and not isinstance(p, bool) for p in position
+    ):
+        raise InvalidInput("page_token is malformed", field="page_token")
+    return position
+
+
+def keyset_limit(limit: object, limits: Limits) -> int:
+    """A store listing's ``limit``: a positive integer. It is not held to the page bound,
+    so a reader with larger pages than this client's still lists every store."""
+    if limit is None:
+        return limits.default_page_size
+    return int64(limit, field="limit", minimum=1)
+
+
+def name_cursor(after: object) -> str | None:
+    """A store listing's ``after``: a name (any text; stores are listed after it)."""
+    if after is not None and not isinstance(after, str):
+        raise InvalidInput("after must be a store name", field="after")
+    return after
 
 
 class _Named(Protocol):

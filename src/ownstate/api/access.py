@@ -3,7 +3,10 @@
 A key's secret is shown once, when the key is made; only its SHA-256 digest is stored (the
 secret is 256 random bits, so a fast digest is as strong as a slow one) and checks compare
 digests in constant time. Grants are records: the library itself trusts its caller and
-checks none of them; the HTTP server checks them on every request.
+checks none of them; the HTTP server checks them on every request, asking
+:meth:`AsyncApiKeys.permission_of` and :meth:`AsyncApiKeys.grants_of`.
+
+It may touch the backend's key and grant operations through its scope, nothing else.
 """
 
 from __future__ import annotations
@@ -15,12 +18,13 @@ import secrets
 
 from .._ids import now
 from ..errors import InvalidInput, Unauthenticated
-from ..limits import KEY_ID_RE, PRINCIPAL_RE
+from ..limits import KEY_ID_RE, PRINCIPAL_RE, SECRET_DIGEST_RE
 from ..model import PERMISSION_LEVELS, ApiKey, Grant
 from ._scope import Scope
 
-__all__ = ["TOKEN_PREFIX", "AsyncApiKeys", "grant_permission", "new_key", "parse_token",
-           "permission_level", "permissions", "principal_name", "revoke_permission"]
+__all__ = ["STORE_KINDS", "TOKEN_PREFIX", "AsyncApiKeys", "grant_permission", "new_key",
+           "parse_token", "permission_level", "permissions", "principal_name",
+           "revoke_permission"]
 
 #: Every API key starts with this, so a leaked one is easy to find in logs and scanners.
 TOKEN_PREFIX = "osk_"
@@ -28,6 +32,8 @@ TOKEN_PREFIX = "osk_"
 #: unknown, wrong secret, revoked), so that a refusal tells nothing about which it was.
 UNKNOWN_KEY = "send a live API key as 'Authorization: Bearer osk_...'"
 _SECRET_RE = re.compile(r"[A-Za-z0-9_-]{43}")
+#: The kinds of store a grant can be on.
+STORE_KINDS = ("session_store", "memory_store")
 
 
 def _digest(secret: str) -> str:
@@ -87,6 +93,46 @@ class AsyncApiKeys:
         key = await s.backend.create_api_key(new_key(s.tenant, principal, admin),
                                              _digest(secret))
         return key, f"{TOKEN_PREFIX}{key.key_id}_{secret}"
+
+    async def register(self, principal: str, secret_sha256: str, *,
+                       admin: bool = False) -> ApiKey:
+        """A new key for ``principal`` whose secret the caller made and keeps: only its
+        digest, ``secret_sha256`` (64 lowercase hex digits), is given and stored. The key's
+        token is ``osk_{key_id}_{secret}``, with the ``key_id`` returned here.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (bad principal name, not a SHA-256
+        hex digest).
+        """
+        s = self._scope
+        if not isinstance(secret_sha256, str) or not SECRET_DIGEST_RE.fullmatch(secret_sha256):
+            raise InvalidInput("secret_sha256 must be 64 lowercase hex digits",
+                               field="secret_sha256")
+        return await s.backend.create_api_key(new_key(s.tenant, principal, admin),
+                                              secret_sha256)
+
+    async def permission_of(self, principal: str, kind: str, store: str) -> str | None:
+        """The level ``principal`` holds on a store of ``kind`` (``"session_store"`` or
+        ``"memory_store"``): ``READ``, ``WRITE``, ``MANAGE`` or ``OWNER``; None for none.
+
+        A name no store can have (even ``""``) holds nothing and is looked up like any
+        other, so the cost of an answer never tells whether the store exists.
+        Raises :class:`~ownstate.errors.InvalidInput` (bad principal or kind).
+        """
+        s = self._scope
+        name = principal_name(principal)
+        if kind not in STORE_KINDS:
+            raise InvalidInput(f"kind must be one of {list(STORE_KINDS)}", field="kind")
+        if not isinstance(store, str):
+            raise InvalidInput("store must be a string", field="store")
+        return await s.backend.get_grant(s.tenant, kind, store, name)
+
+    async def grants_of(self, principal: str) -> list[Grant]:
+        """Every grant ``principal`` holds in this tenant, ownerships included.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (bad principal name).
+        """
+        s = self._scope
+        return await s.backend.list_principal_grants(s.tenant, principal_name(principal))
 
     async def list(self) -> list[ApiKey]:
         """Every key of this tenant, revoked ones included, oldest first."""

@@ -6,16 +6,13 @@ import asyncio
 import hashlib
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from .. import _ids
 from ..errors import InvalidInput, LimitExceeded
 from ..limits import MAX_NAME_CHARS
 from ..model import JSON, AssetRef
 from ._scope import Scope
-
-if TYPE_CHECKING:
-    from .aio import AsyncSession
+from .session import AsyncSession
 
 __all__ = ["AsyncAssets"]
 
@@ -33,8 +30,6 @@ def _asset_id(value: object, field: str = "asset_id") -> str:
 
 
 def _owner(session: object) -> tuple[str, str]:
-    from .aio import AsyncSession
-
     if not isinstance(session, AsyncSession):
         raise InvalidInput("session must be a session handle (from store.add or store.get)",
                            field="session")

@@ -33,7 +33,7 @@ from ..model import (
     SessionRecord,
 )
 from . import access as _access
-from ._paging import AsyncPager, page_by_name
+from ._paging import AsyncPager, keyset_limit, name_cursor, page_by_name
 from ._scope import Scope
 
 __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "AsyncMemoryStore", "AsyncMemoryStores"]
@@ -423,6 +423,27 @@ class AsyncMemoryStores:
             s.limits, f"memory_stores\x00{s.tenant}", page_size, page_token,
             lambda limit, after: s.backend.list_memory_stores(s.tenant, limit, after))
         return Page([AsyncMemoryStore(s, r) for r in records], token)
+
+    async def subject_facts(self, subject: str) -> list[Fact]:
+        """Every fact about ``subject``, history included, in every memory store of the
+        tenant, by store, key and record order.
+
+        Raises :class:`~ownstate.errors.InvalidInput`.
+        """
+        s = self._scope
+        return await s.backend.subject_facts(s.tenant, _name(subject, "subject"))
+
+    async def list_after(
+        self, *, after: str | None = None, limit: int | None = None
+    ) -> list[AsyncMemoryStore]:
+        """Up to ``limit`` stores (``Limits.default_page_size`` by default) named after
+        ``after``, by name: the keyset listing behind :meth:`list_page`.
+
+        Raises :class:`~ownstate.errors.InvalidInput`.
+        """
+        s = self._scope
+        return [AsyncMemoryStore(s, r) for r in await s.backend.list_memory_stores(
+            s.tenant, keyset_limit(limit, s.limits), name_cursor(after))]
 
     def list(
         self, *, page_size: int | None = None, page_token: str | None = None

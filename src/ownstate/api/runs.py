@@ -1,11 +1,14 @@
-"""Runs, leases and the effects ledger: the async public API (``client.runs``)."""
+"""Runs, leases and the effects ledger: the async public API (``client.runs``).
+
+It may touch the backend's run operations through its scope and the session handle's ids.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from datetime import timedelta
-from typing import TYPE_CHECKING
+from collections.abc import Collection, Mapping
+from datetime import datetime, timedelta
+from typing import Any
 
 from .. import _ids
 from .. import limits as _validate
@@ -24,14 +27,17 @@ from ..model import (
 )
 from ._paging import AsyncPager
 from ._scope import Scope
-
-if TYPE_CHECKING:
-    from .aio import AsyncSession
+from .session import AsyncSession
 
 __all__ = ["MAX_LEASE_TTL_SECONDS", "AsyncRuns"]
 
 #: The longest lease one claim or heartbeat may take; hold a run longer by heartbeating.
 MAX_LEASE_TTL_SECONDS = 24 * 60 * 60
+#: How many backend slices one filtered listing reads while passing over the runs of
+#: stores outside ``stores``; it then answers with fewer runs and a cursor to go on from.
+_MAX_SCAN_ROUNDS = 16
+#: How far ``outstanding(stores=...)`` widens its search (a multiple of ``limit``).
+_MAX_OUTSTANDING_WIDENING = 64
 
 
 
@@ -68,6 +74,13 @@ def check_fencing_token(value: object, *, required: bool = False) -> int | None:
     if value is None and not required:
         return None
     return _validate.int64(value, field="fencing_token", minimum=0)
+
+
+def _store_set(stores: object) -> frozenset[str]:
+    if isinstance(stores, str) or not isinstance(stores, Collection) or not all(
+            isinstance(name, str) for name in stores):
+        raise InvalidInput("stores must be a collection of store names", field="stores")
+    return frozenset(stores)
 
 
 def _status(value: object, allowed: tuple[str, ...]) -> str:
@@ -120,8 +133,6 @@ class AsyncRuns:
         :class:`~ownstate.errors.AlreadyExists` for a taken ``run_id``,
         :class:`~ownstate.errors.SessionNotFound`, :class:`~ownstate.errors.InvalidInput`.
         """
-        from .aio import AsyncSession
-
         s = self._scope
         if not isinstance(session, AsyncSession):
             raise InvalidInput("session must be a Session handle (store.get(...))",
@@ -241,6 +252,8 @@ class AsyncRuns:
         *,
         framework: str | None = None,
         older_than: timedelta | float | None = None,
+        entered_before: datetime | None = None,
+        stores: Collection[str] | None = None,
         limit: int = 100,
     ) -> list[Run]:
         """Runs in ``status`` (``awaiting_human`` by default, or ``running``) across the
@@ -248,7 +261,10 @@ class AsyncRuns:
 
         ``older_than`` (a timedelta or seconds) keeps only runs that have been in that
         status for longer: marked awaiting (``awaiting["requested_at"]``), or opened or
-        resumed, that long ago. ``limit`` is 1 to ``Limits.max_page_size``.
+        resumed, that long ago; ``entered_before`` (an aware datetime, instead) only those
+        that entered it before that moment. ``stores`` keeps only the runs of those session
+        stores (a principal's view); runs of others are passed over, reading at most
+        ``64 * limit`` runs. ``limit`` is 1 to ``Limits.max_page_size``.
 
         Raises :class:`~ownstate.errors.InvalidInput`.
         """
@@ -271,7 +287,84 @@ class AsyncRuns:
                 raise InvalidInput("older_than must be a timedelta or seconds, >= 0",
                                    field="older_than")
             cutoff = _ids.now() - timedelta(seconds=seconds)
-        return await s.backend.outstanding(s.tenant, wanted, kind, cutoff, limit)
+        if entered_before is not None:
+            if older_than is not None:
+                raise InvalidInput("give older_than or entered_before, not both",
+                                   field="older_than")
+            if not isinstance(entered_before, datetime) or entered_before.tzinfo is None:
+                raise InvalidInput("entered_before must be an aware datetime",
+                                   field="entered_before")
+            cutoff = entered_before
+        if stores is None:
+            return await s.backend.outstanding(s.tenant, wanted, kind, cutoff, limit)
+        visible = _store_set(stores)
+        if not visible:
+            return []
+        # Others' runs are skipped, so ask for more until enough are left (or none remain).
+        asked = limit
+        while True:
+            found = await s.backend.outstanding(s.tenant, wanted, kind, cutoff, asked)
+            kept = [r for r in found if r.store in visible]
+            if (len(kept) >= limit or len(found) < asked
+                    or asked >= limit * _MAX_OUTSTANDING_WIDENING):
+                return kept[:limit]
+            asked *= 4
+
+    async def list_after(
+        self,
+        *,
+        store: str | None = None,
+        session: AsyncSession | None = None,
+        stores: Collection[str] | None = None,
+        status: str | None = None,
+        framework: str | None = None,
+        after: int | None = None,
+        limit: int | None = None,
+    ) -> tuple[list[Run], int | None]:
+        """Up to ``limit`` runs, newest first, after the cursor ``after``, and the cursor of
+        the last run read when more remain (``None`` on the last): the keyset listing
+        behind :meth:`list_page`, filtered by one session store (``store``), a
+        ``session``, status and framework. ``stores`` keeps only the runs of those session
+        stores (a principal's view): runs of others are passed over, reading at most 16
+        slices, so a slice may hold fewer runs while the cursor still leads on. ``limit``
+        is as in :meth:`AsyncSession.list_items_after`.
+
+        Raises :class:`~ownstate.errors.InvalidInput`, :class:`~ownstate.errors.LimitExceeded`.
+        """
+        s = self._scope
+        if session is not None and not isinstance(session, AsyncSession):
+            raise InvalidInput("session must be a Session handle", field="session")
+        if store is not None and session is not None and store != session.store:
+            raise InvalidInput("store and session name different stores", field="store")
+        where = session.store if session is not None else (
+            _validate.store_name(store) if store is not None else None)
+        session_id = session.session_id if session is not None else None
+        wanted = _status(status, RUN_STATUSES) if status is not None else None
+        kind = _framework(framework) if framework is not None else None
+        size = s.limits.keyset_size(limit)
+        cursor = ([_validate.int64(after, field="after")] if after is not None else None)
+        visible = _store_set(stores) if stores is not None else None
+
+        async def fetch(count: int, start: list[Any] | None
+                        ) -> tuple[list[Run], list[Any] | None]:
+            return await s.backend.list_runs(s.tenant, store=where, session_id=session_id,
+                                             status=wanted, framework=kind, limit=count,
+                                             after=start)
+
+        if visible is not None and not visible:
+            return [], None
+        runs, cursor = await fetch(size, cursor)
+        if visible is not None:
+            # Each round asks for no more runs than are still wanted, so the cursor is
+            # always that of the last run read and going on from it skips nothing.
+            kept = [r for r in runs if r.store in visible]
+            rounds = 1
+            while cursor is not None and len(kept) < size and rounds < _MAX_SCAN_ROUNDS:
+                runs, cursor = await fetch(size - len(kept), cursor)
+                kept.extend(r for r in runs if r.store in visible)
+                rounds += 1
+            runs = kept
+        return runs, (cursor[0] if cursor is not None else None)
 
     async def record_effect(
         self,
@@ -324,8 +417,6 @@ class AsyncRuns:
         Raises :class:`~ownstate.errors.InvalidInput` (bad filter, malformed or foreign
         page token), :class:`~ownstate.errors.LimitExceeded` (page_size out of range).
         """
-        from .aio import AsyncSession
-
         s = self._scope
         if session is not None and not isinstance(session, AsyncSession):
             raise InvalidInput("session must be a Session handle", field="session")

@@ -6,9 +6,8 @@ import hashlib
 import time
 from dataclasses import dataclass
 
-from ..api._scope import Scope
-from ..api.access import UNKNOWN_KEY, AsyncApiKeys
-from ..api.aio import AsyncClient
+from ..api import AsyncClient
+from ..api.access import UNKNOWN_KEY
 from ..backends import Backend
 from ..errors import Unauthenticated
 from ..limits import Limits
@@ -49,7 +48,8 @@ class KeyCheck:
         self.backend = backend
         self.limits = limits
         self.cache_seconds = cache_seconds
-        self._keys = AsyncApiKeys(Scope(backend, "-", limits))
+        # Keys are looked up in every tenant, so any tenant's client finds them.
+        self._keys = AsyncClient(backend, limits=limits, owns_backend=False).api_keys
         self._cache: dict[bytes, tuple[Caller, float]] = {}
 
     async def caller(self, authorization: str | None) -> Caller:

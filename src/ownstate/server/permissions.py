@@ -6,11 +6,13 @@ caller without even READ learns nothing: it gets exactly the not-found a missing
 gives, built here from the ids alone so that the two cannot differ by a byte, and at the
 same cost: a thing found in a store it may not read (a run, an asset) and an unknown one
 both take one lookup of the thing and one of a grant, never a different number of calls.
+
+It asks only the caller's client (``client.api_keys.permission_of``, ``grants_of``).
 """
 
 from __future__ import annotations
 
-from ..errors import NotFound, PermissionDenied, RunNotFound, StoreNotFound
+from ..errors import InvalidInput, NotFound, PermissionDenied, RunNotFound, StoreNotFound
 from ..model import Run
 from .auth import Caller
 
@@ -34,17 +36,17 @@ async def require(caller: Caller, kind: str, store: str, level: str) -> None:
     Raises :class:`~ownstate.errors.StoreNotFound` (no such store, or not even READ on it)
     and :class:`~ownstate.errors.PermissionDenied` (it may read but not do this).
     """
-    backend = caller.client.backend
+    client = caller.client
     if caller.admin:
         try:
             if kind == SESSION_STORE:
-                await backend.get_store(caller.tenant, store)
+                await client.session_stores.get(store)
             else:
-                await backend.get_memory_store(caller.tenant, store)
-        except NotFound as exc:
+                await client.memory_stores.get(store)
+        except (NotFound, InvalidInput) as exc:  # a name no store can have names none
             raise _store_not_found(store) from exc
         return
-    granted = await backend.get_grant(caller.tenant, kind, store, caller.principal)
+    granted = await client.api_keys.permission_of(caller.principal, kind, store)
     if granted is None:
         raise _store_not_found(store)
     if _RANK.get(granted, 0) < _RANK[level]:
@@ -76,13 +78,12 @@ async def unseen(caller: Caller, kind: str) -> None:
     caller who is not an admin, so that an unknown id and one the caller may not see take
     the same storage calls (and so the same time)."""
     if not caller.admin:
-        await caller.client.backend.get_grant(caller.tenant, kind, _NO_STORE, caller.principal)
+        await caller.client.api_keys.permission_of(caller.principal, kind, _NO_STORE)
 
 
 async def visible_stores(caller: Caller, kind: str) -> set[str] | None:
     """The stores ``caller`` may read, or None for all of them (an admin)."""
     if caller.admin:
         return None
-    grants = await caller.client.backend.list_principal_grants(caller.tenant,
-                                                               caller.principal)
+    grants = await caller.client.api_keys.grants_of(caller.principal)
     return {g.store for g in grants if g.kind == kind}

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path
 
 from ..._wire import PROBLEM_MEDIA_TYPE
-from ...errors import InvalidInput, LimitExceeded, PermissionDenied, SessionNotFound, StoreNotFound
+from ...errors import InvalidInput, PermissionDenied, SessionNotFound, StoreNotFound
 from ...limits import (
     MAX_LOOKUP_CHARS,
     SESSION_ID_RE,
@@ -18,9 +18,9 @@ from ...limits import (
     printable,
 )
 from ...model import JSON, Grant, Item
-from ..app import BoundedRoute
 from ..auth import Caller
 from ..permissions import SESSION_STORE, require
+from ..routing import BoundedRoute
 from ..schemas import GrantOut, GrantsOut, Problem
 
 __all__ = [
@@ -35,7 +35,6 @@ __all__ = [
     "item_json",
     "json_utf8",
     "keyset_mode",
-    "keyset_size",
     "require_admin",
     "require_session",
     "require_session_store",
@@ -73,7 +72,7 @@ StorePath = Annotated[str, Path(pattern=STORE_PATTERN, description="The store's 
 
 def api_router(tag: str) -> APIRouter:
     """A router for one kind of state, under the API's prefix, documenting :data:`ERRORS`,
-    whose routes hold request bodies to their own bounds (see ``app.BoundedRoute``)."""
+    whose routes hold request bodies to their own bounds (see ``routing.BoundedRoute``)."""
     return APIRouter(prefix="/api/2.0/agents", tags=[tag], responses=ERRORS,
                      route_class=BoundedRoute)
 
@@ -121,25 +120,6 @@ def keyset_mode(page_size: int | None, page_token: str | None, *,
     if page_token is not None or page_size is not None:
         raise InvalidInput(f"give page_size/page_token or {cursor}/limit, not both",
                            field="limit")
-
-
-def keyset_size(caller: Caller, limit: int | None, page_size: int | None,
-                page_token: str | None, *, cursor: str = "after") -> int:
-    """How many records a keyset listing reads: ``limit``, else the default page size.
-
-    Raises :class:`~ownstate.errors.InvalidInput` when token paging is given too (see
-    :func:`keyset_mode`), :class:`~ownstate.errors.LimitExceeded` for a limit beyond the
-    server's bounds.
-    """
-    keyset_mode(page_size, page_token, cursor=cursor)
-    limits = caller.client.limits
-    size = limits.default_page_size if limit is None else limit
-    # The client asks for one more than a page, to learn whether another page follows.
-    most = limits.max_page_size + 1
-    if not 1 <= size <= most:
-        raise LimitExceeded(f"limit must be between 1 and {most}", field="limit",
-                            limit=most, actual=size)
-    return size
 
 
 def utf8_text(value: str) -> str:

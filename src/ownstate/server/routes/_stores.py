@@ -8,22 +8,22 @@ stays in each kind's module.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field, create_model
 
+from ...api import AsyncClient
 from ...api._paging import page_by_name
 from ...api.access import permission_level
-from ...api.aio import AsyncClient
 from ...errors import NotFound
 from ...limits import MAX_STORE_NAME_CHARS
 from ...model import Grant
-from ..app import CallerDep
 from ..auth import Caller
 from ..permissions import require, visible_stores
+from ..routing import CallerDep
 from ..schemas import Empty, GrantRequest, GrantsOut, RevokeRequest, StoreOut, StrictModel
 from ._common import STORE_PATTERN, grants_out, keyset_mode
 
@@ -52,8 +52,8 @@ class _Handle(Protocol):
 class StoreKind:
     """One kind of store, as the routes see it.
 
-    ``stores(client)`` is the public API's collection (``client.session_stores``);
-    ``list_records`` and ``get_record`` are the backend's keyset listing and lookup.
+    ``stores(client)`` is the public API's collection (``client.session_stores``), whose
+    ``get``, ``list_page`` and keyset ``list_after`` the routes call.
     """
 
     kind: str
@@ -61,8 +61,6 @@ class StoreKind:
     label: str
     list_field: str
     stores: Callable[[AsyncClient], Any]
-    list_records: Callable[[AsyncClient, int, str | None], Awaitable[list[Any]]]
-    get_record: Callable[[AsyncClient, str], Awaitable[Any]]
 
 
 class CreateStore(StrictModel):
@@ -83,7 +81,7 @@ async def _readable(client: AsyncClient, spec: StoreKind, names: set[str], limit
 
     async def record(name: str) -> Any:
         try:
-            return await spec.get_record(client, name)
+            return await spec.stores(client).get(name)
         except NotFound:
             return None
 
@@ -124,7 +122,9 @@ def add_store_routes(router: APIRouter, spec: StoreKind) -> type[BaseModel]:
 
         async def fetch(size: int, start: str | None) -> list[Any]:
             if visible is None:
-                return await spec.list_records(client, size, start)
+                found: list[Any] = await spec.stores(client).list_after(after=start,
+                                                                      limit=size)
+                return found
             return await _readable(client, spec, visible, size, start)
 
         if after is not None or limit is not None:

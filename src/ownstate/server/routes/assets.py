@@ -26,9 +26,9 @@ from ...limits import (
     decode_json,
 )
 from ...model import AssetRef
-from ..app import CallerDep, upload_body
 from ..auth import Caller
 from ..permissions import SESSION_STORE, require, unseen
+from ..routing import CallerDep, upload_body
 from ..schemas import Empty
 from ._common import api_router, require_admin
 

@@ -24,9 +24,9 @@ from pydantic import AfterValidator, BaseModel, Field, ValidationError
 from ...errors import InvalidInput, LimitExceeded, NotFound, RunNotFound
 from ...limits import MAX_NAME_CHARS, TYPE_TAG_RE, Limits, anchored, decode_json, printable
 from ...model import CheckpointRecord, CheckpointScope, PendingWrite, RetentionPolicy
-from ..app import CallerDep, upload_body
 from ..auth import Caller
 from ..permissions import require_run
+from ..routing import CallerDep, upload_body
 from ..schemas import Empty, StrictModel
 from ._common import (
     MAX_BIGINT,

@@ -8,11 +8,10 @@ from typing import Annotated
 from fastapi import Path, Request
 from pydantic import BaseModel, Field
 
-from ...api.access import new_key
 from ...backends import Capability
-from ...limits import KEY_ID_RE, PRINCIPAL_RE, anchored
+from ...limits import KEY_ID_RE, PRINCIPAL_RE, SECRET_DIGEST_RE, anchored
 from ...model import ApiKey
-from ..app import CallerDep
+from ..routing import CallerDep
 from ..schemas import GrantsOut, StrictModel
 from ._common import api_router, grants_out, require_admin
 
@@ -49,7 +48,8 @@ class ApiKeysOut(BaseModel):
 class CreateKey(StrictModel):
     principal: str = Field(pattern=anchored(PRINCIPAL_RE))
     admin: bool = False
-    secret_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$", description=(
+    secret_sha256: str | None = Field(default=None, pattern=anchored(SECRET_DIGEST_RE),
+                                      description=(
         "Register a key whose secret the caller made: only its digest is sent, and the "
         "token is osk_{key_id}_{secret}. The server always makes the key id."))
 
@@ -67,8 +67,7 @@ def _out(key: ApiKey) -> ApiKeyOut:
 @router.get("/whoami", response_model=WhoAmI)
 async def whoami(caller: CallerDep) -> WhoAmI:
     """The caller's tenant, principal and key, and what the server can do."""
-    caps = set(type(caller.client.backend).capabilities) | {Capability.MULTIPROCESS,
-                                                           Capability.PERSISTENT}
+    caps = set(caller.client.capabilities) | {Capability.MULTIPROCESS, Capability.PERSISTENT}
     caps -= {Capability.MIGRATIONS, Capability.OPERATOR}
     return WhoAmI(tenant=caller.tenant, principal=caller.principal, admin=caller.admin,
                   key_id=caller.key.key_id, api_version=API_VERSION,
@@ -78,8 +77,7 @@ async def whoami(caller: CallerDep) -> WhoAmI:
 @router.get("/whoami/grants", response_model=GrantsOut)
 async def my_grants(caller: CallerDep) -> GrantsOut:
     """Every grant the caller's principal holds."""
-    return grants_out(await caller.client.backend.list_principal_grants(caller.tenant,
-                                                                        caller.principal))
+    return grants_out(await caller.client.api_keys.grants_of(caller.principal))
 
 
 @router.post("/api-keys", response_model=CreatedKey)
@@ -88,8 +86,8 @@ async def create_api_key(body: CreateKey, caller: CallerDep) -> CreatedKey:
     key id; a body naming one is refused like any unknown field, whatever the id."""
     require_admin(caller, "manage API keys")
     if body.secret_sha256 is not None:
-        key = await caller.client.backend.create_api_key(
-            new_key(caller.tenant, body.principal, body.admin), body.secret_sha256)
+        key = await caller.client.api_keys.register(body.principal, body.secret_sha256,
+                                                    admin=body.admin)
         return CreatedKey(**_out(key).model_dump())
     key, token = await caller.client.api_keys.create(body.principal, admin=body.admin)
     return CreatedKey(**_out(key).model_dump(), token=token)

@@ -25,9 +25,9 @@ from ...api.memory import AsyncMemoryStore
 from ...errors import InvalidInput, ItemNotFound, NotFound
 from ...limits import MAX_NAME_CHARS, NAME_PATTERN
 from ...model import JSON, SOURCE_TYPES, Fact, Item
-from ..app import CallerDep
 from ..auth import Caller
 from ..permissions import MEMORY_STORE, SESSION_STORE, require, visible_stores
+from ..routing import CallerDep
 from ..schemas import ItemOut, StrictModel
 from ._common import api_router, item_json, require_admin
 from ._stores import StoreKind, add_store_routes
@@ -38,9 +38,7 @@ router = api_router("memory")
 
 MEMORY_STORES = StoreKind(
     kind=MEMORY_STORE, collection="memory-stores", label="memory store",
-    list_field="memory_stores", stores=lambda client: client.memory_stores,
-    list_records=lambda c, limit, after: c.backend.list_memory_stores(c.tenant, limit, after),
-    get_record=lambda c, name: c.backend.get_memory_store(c.tenant, name))
+    list_field="memory_stores", stores=lambda client: client.memory_stores)
 MemoryStoresOut = add_store_routes(router, MEMORY_STORES)
 
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS, pattern=NAME_PATTERN)]
@@ -227,8 +225,7 @@ async def _readable(caller: Caller, store: str) -> bool:
     """Whether the caller may read the session store (which may no longer exist)."""
     if caller.admin:
         return True
-    level = await caller.client.backend.get_grant(caller.tenant, SESSION_STORE, store,
-                                                  caller.principal)
+    level = await caller.client.api_keys.permission_of(caller.principal, SESSION_STORE, store)
     return level is not None
 
 
@@ -254,11 +251,11 @@ class _Sources:
             return _item_ref(source.session_id, source.item_id)
         if self._visible is None:
             self._visible = sorted(await visible_stores(caller, SESSION_STORE) or ())
-        backend = caller.client.backend
+        stores = caller.client.session_stores
         for store in self._visible:
             try:
-                await backend.get_item(caller.tenant, store, source.session_id,
-                                       source.item_id)
+                session = await stores.session(store, source.session_id)
+                await session.get_item(source.item_id)
             except NotFound:
                 continue
             return (store, source.session_id, source.item_id)
@@ -420,4 +417,4 @@ async def subject_facts(
     """Every fact about a subject, history included, in every memory store of the tenant,
     by store, key and record order (admin)."""
     require_admin(caller, "read a subject across memory stores")
-    return _facts_response(await caller.client.backend.subject_facts(caller.tenant, subject))
+    return _facts_response(await caller.client.memory_stores.subject_facts(subject))

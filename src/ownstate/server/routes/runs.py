@@ -10,8 +10,8 @@ caller only the runs of the stores it may read.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime, timedelta
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import Query
@@ -24,14 +24,13 @@ from pydantic import (
     Field,
 )
 
-from ... import _ids
 from ..._tokens import decode_token, encode_token
 from ...errors import InvalidInput
 from ...limits import FRAMEWORK_RE, MAX_NAME_CHARS, anchored, printable
 from ...model import Effect, Lease, Run
-from ..app import CallerDep
 from ..auth import Caller
 from ..permissions import SESSION_STORE, require, require_run, visible_stores
+from ..routing import CallerDep
 from ..schemas import StrictModel
 from ._common import (
     CHOSEN_ID_PATTERN,
@@ -41,7 +40,7 @@ from ._common import (
     StorePath,
     api_router,
     json_utf8,
-    keyset_size,
+    keyset_mode,
     require_session,
     utf8_text,
 )
@@ -50,12 +49,6 @@ __all__ = ["router"]
 
 router = api_router("runs")
 
-#: How many backend pages one listing request may read while skipping the runs of stores
-#: the caller may not see; it then answers with fewer runs and a cursor to go on from.
-_MAX_SCAN_ROUNDS = 16
-#: How far ``runs:outstanding`` widens its search for a non-admin caller (a multiple of
-#: the requested limit) before answering with what it found.
-_MAX_OUTSTANDING_WIDENING = 64
 _FRAMEWORK = anchored(FRAMEWORK_RE)
 _STATUSES = Literal["running", "awaiting_human", "done", "failed", "cancelled"]
 
@@ -220,34 +213,11 @@ async def get_run(run_id: str, caller: CallerDep) -> RunOut:
     return _run_out(await require_run(caller, run_id, "READ"))
 
 
-Fetch = Callable[[int, list[Any] | None], Awaitable[tuple[list[Run], list[Any] | None]]]
-
-
-async def _scan(fetch: Fetch, keep: Callable[[Run], bool] | None, size: int,
-                after: list[Any] | None) -> tuple[list[Run], list[Any] | None]:
-    """Up to ``size`` runs that ``keep`` accepts, and the cursor of the last run scanned
-    (kept or not) when more remain.
-
-    Each round asks for no more runs than are still wanted, so the backend's cursor is
-    always that of the last run scanned and paging on from it skips nothing.
-    """
-    runs, cursor = await fetch(size, after)
-    if keep is None:
-        return runs, cursor
-    kept = [r for r in runs if keep(r)]
-    rounds = 1
-    while cursor is not None and len(kept) < size and rounds < _MAX_SCAN_ROUNDS:
-        runs, cursor = await fetch(size - len(kept), cursor)
-        kept.extend(r for r in runs if keep(r))
-        rounds += 1
-    return kept, cursor
-
-
-def _cursor_position(position: Sequence[Any]) -> list[Any]:
+def _token_position(position: Sequence[Any]) -> int:
     if (len(position) != 1 or isinstance(position[0], bool)
             or not isinstance(position[0], int)):
         raise InvalidInput("page_token is malformed", field="page_token")
-    return list(position)
+    return position[0]
 
 
 @router.get("/runs", response_model=RunsOut)
@@ -276,46 +246,37 @@ async def list_runs(
     s = caller.client
     if session_id is not None and store is None:
         raise InvalidInput("session_id needs store", field="session_id")
-    keep: Callable[[Run], bool] | None = None
+    visible: set[str] | None = None
     if store is not None:
         await require(caller, SESSION_STORE, store, "READ")
     else:
         visible = await visible_stores(caller, SESSION_STORE)
-        if visible is not None:
-            if not visible:
-                return RunsOut(runs=[])
-            keep = lambda run: run.store in visible  # noqa: E731
-
-    async def fetch(count: int, cursor: list[Any] | None) -> tuple[list[Run], list[Any] | None]:
-        return await s.backend.list_runs(s.tenant, store=store, session_id=session_id,
-                                         status=status, framework=framework, limit=count,
-                                         after=cursor)
-
+    # The store was checked above; the listing of a session that does not exist is empty.
+    handle = (await s.session_stores.session(store, session_id)
+              if store is not None and session_id is not None else None)
     if after is not None or limit is not None:
-        size = keyset_size(caller, limit, page_size, page_token)
-        runs, cursor = await _scan(fetch, keep, size, [after] if after is not None else None)
-        return RunsOut(runs=[_run_out(r) for r in runs],
-                       next_after=cursor[0] if cursor is not None else None)
-    if keep is None and (store is None or session_id is not None):
-        handle = None
-        if store is not None and session_id is not None:
-            # The store was checked above; like the keyset mode, the listing of a session
-            # that does not exist is empty.
-            handle = await s.session_stores.session(store, session_id)
+        keyset_mode(page_size, page_token)
+        runs, cursor = await s.runs.list_after(store=store, session=handle, stores=visible,
+                                               status=status, framework=framework,
+                                               after=after, limit=limit)
+        return RunsOut(runs=[_run_out(r) for r in runs], next_after=cursor)
+    if visible is None and (store is None or session_id is not None):
         page = await s.runs.list_page(session=handle, status=status, framework=framework,
                                       page_size=page_size, page_token=page_token)
         return RunsOut(runs=[_run_out(r) for r in page.items],
                        next_page_token=page.next_page_token)
-    # A listing the public API cannot express (one store, or only the visible stores):
-    # the same order, paged by a token of its own.
+    # A listing the public API's tokens cannot name (one store, or only the visible
+    # stores): the same order, paged by a token of its own over the keyset listing.
     size = s.limits.page_size(page_size)
     listing = "\x00".join(["http-runs", s.tenant, caller.principal, store or "",
                            session_id or "", status or "", framework or ""])
-    start = (_cursor_position(decode_token(page_token, listing))
+    start = (_token_position(decode_token(page_token, listing))
              if page_token is not None else None)
-    runs, cursor = await _scan(fetch, keep, size, start)
+    runs, cursor = await s.runs.list_after(store=store, session=handle, stores=visible,
+                                           status=status, framework=framework, after=start,
+                                           limit=size)
     return RunsOut(runs=[_run_out(r) for r in runs],
-                   next_page_token=(encode_token(listing, cursor) if cursor is not None
+                   next_page_token=(encode_token(listing, [cursor]) if cursor is not None
                                     else None))
 
 
@@ -335,34 +296,11 @@ async def outstanding_runs(
 ) -> OutstandingOut:
     """Runs in a status (awaiting_human by default, or running) across the stores the
     caller may read, the longest-waiting first."""
-    s = caller.client
-    if older_than is not None and entered_before is not None:
-        raise InvalidInput("give older_than or entered_before, not both", field="older_than")
-    if limit > s.limits.max_page_size:
-        raise InvalidInput(f"limit must be an integer from 1 to {s.limits.max_page_size}",
-                           field="limit")
     visible = await visible_stores(caller, SESSION_STORE)
-    if visible is None and entered_before is None:
-        runs = await s.runs.outstanding(status, framework=framework, older_than=older_than,
-                                        limit=limit)
-        return OutstandingOut(runs=[_run_out(r) for r in runs])
-    cutoff = entered_before
-    if older_than is not None:
-        cutoff = _ids.now() - timedelta(seconds=older_than)
-    if visible is None:
-        runs = await s.backend.outstanding(s.tenant, status, framework, cutoff, limit)
-        return OutstandingOut(runs=[_run_out(r) for r in runs])
-    if not visible:
-        return OutstandingOut(runs=[])
-    # Others' runs are skipped, so ask for more until enough are left (or none remain).
-    wanted = limit
-    while True:
-        found = await s.backend.outstanding(s.tenant, status, framework, cutoff, wanted)
-        kept = [r for r in found if r.store in visible]
-        if (len(kept) >= limit or len(found) < wanted
-                or wanted >= limit * _MAX_OUTSTANDING_WIDENING):
-            return OutstandingOut(runs=[_run_out(r) for r in kept[:limit]])
-        wanted *= 4
+    runs = await caller.client.runs.outstanding(
+        status, framework=framework, older_than=older_than, entered_before=entered_before,
+        stores=visible, limit=limit)
+    return OutstandingOut(runs=[_run_out(r) for r in runs])
 
 
 @router.post("/runs/{run_id}:await", response_model=RunOut)

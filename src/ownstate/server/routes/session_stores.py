@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from ..app import CallerDep
 from ..permissions import SESSION_STORE, require
+from ..routing import CallerDep
 from ._common import api_router
 from ._stores import StoreKind, add_store_routes
 
@@ -15,9 +15,7 @@ router = api_router("session stores")
 
 SESSION_STORES = StoreKind(
     kind=SESSION_STORE, collection="session-stores", label="session store",
-    list_field="session_stores", stores=lambda client: client.session_stores,
-    list_records=lambda c, limit, after: c.backend.list_stores(c.tenant, limit, after),
-    get_record=lambda c, name: c.backend.get_store(c.tenant, name))
+    list_field="session_stores", stores=lambda client: client.session_stores)
 StoresOut = add_store_routes(router, SESSION_STORES)
 
 

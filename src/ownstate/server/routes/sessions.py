@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -19,14 +18,13 @@ from fastapi import Path, Query, Response
 from pydantic import BaseModel, Field
 from pydantic_core import to_json
 
-from ...api.aio import AsyncClient, AsyncSession, AsyncSessionStore
-from ...backends.ports.sessions import SessionOrder
+from ...api import AsyncSession, AsyncSessionStore
 from ...errors import InvalidInput
 from ...formats.derive import infer_format
-from ...limits import FORMAT_RE, LABEL_KEY_RE, anchored, decode_json
+from ...limits import FORMAT_RE, LABEL_KEY_RE, anchored
 from ...model import Item, SessionRecord
-from ..app import CallerDep
 from ..auth import Caller
+from ..routing import CallerDep
 from ..schemas import ItemOut, StrictModel
 from ._common import (
     CHOSEN_ID_PATTERN,
@@ -35,7 +33,7 @@ from ._common import (
     StorePath,
     api_router,
     item_json,
-    keyset_size,
+    keyset_mode,
     require_session,
     require_session_store,
 )
@@ -47,8 +45,6 @@ router = api_router("sessions")
 _ID = LOOKUP_ID_PATTERN
 _CHOSEN_ID = CHOSEN_ID_PATTERN
 _FORMAT = anchored(FORMAT_RE)
-_TIME_CURSOR_RE = re.compile(
-    r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})")
 
 SessionPath = Annotated[str, Path(pattern=_ID, description="The session's id.")]
 ItemPath = Annotated[str, Path(pattern=_ID, description="The item's id.")]
@@ -183,16 +179,6 @@ async def _session(caller: Caller, store: str, session_id: str, level: str) -> A
     return await caller.client.session_stores.session(store, session_id)
 
 
-def _order(order_by: str, choices: tuple[str, ...]) -> tuple[str, bool]:
-    words = order_by.lower().split()
-    if len(words) == 1:
-        words.append("asc")
-    if len(words) != 2 or words[0] not in choices or words[1] not in ("asc", "desc"):
-        raise InvalidInput(f"order_by must be one of {', '.join(choices)} with asc or desc",
-                           field="order_by")
-    return words[0], words[1] == "desc"
-
-
 _CLAUSE_RE = re.compile(
     rf'\s*(actor_id|metadata\.({LABEL_KEY_RE.pattern}))\s*=\s*("(?:[^"\\\x00-\x1f]|\\.)*")\s*')
 _AND_RE = re.compile(r"AND\b", re.IGNORECASE)
@@ -229,32 +215,6 @@ def _filter(text: str | None) -> tuple[str | None, dict[str, str] | None]:
         if joined is None:
             raise InvalidInput("filter clauses are joined by AND", field="filter")
         position = joined.end()
-
-
-def _cursor(text: str, order: str) -> list[Any]:
-    """A keyset cursor from its JSON text, checked to be of the shape the storage made."""
-    try:
-        cursor = decode_json(text, field="after")
-    except InvalidInput:
-        cursor = None
-    size = 1 if order == "create_time" else 2
-    if not isinstance(cursor, list) or len(cursor) != size:
-        raise InvalidInput("after is not a cursor of this listing", field="after")
-    position = cursor[-1]
-    if isinstance(position, bool) or not isinstance(position, int) \
-            or not 0 <= position <= MAX_BIGINT:
-        raise InvalidInput("after is not a cursor of this listing", field="after")
-    if size == 2:
-        moment = cursor[0]
-        valid = isinstance(moment, str) and _TIME_CURSOR_RE.fullmatch(moment) is not None
-        if valid:
-            try:
-                datetime.fromisoformat(moment)
-            except ValueError:
-                valid = False
-        if not valid:
-            raise InvalidInput("after is not a cursor of this listing", field="after")
-    return cursor
 
 
 # sessions --------------------------------------------------------------------------------
@@ -298,7 +258,6 @@ async def list_sessions(
         "next_page_token."))] = None,
 ) -> SessionsOut:
     """The sessions of a store, filtered by actor and labels (READ)."""
-    client = caller.client
     actor_id, metadata = _filter(filter)
     if after is None and limit is None:
         found = await _store(caller, store, "READ")
@@ -307,18 +266,12 @@ async def list_sessions(
             page_size=page_size, page_token=page_token)
         return SessionsOut(sessions=[_session_out(s.record) for s in page.items],
                            next_page_token=page.next_page_token)
-    size = keyset_size(caller, limit, page_size, page_token)
-    await require_session_store(caller, store, "READ")
-    column, descending = _order(order_by, ("create_time", "last_activity_time"))
-    order: SessionOrder = "create_time" if column == "create_time" else "last_activity_time"
-    labels = client.limits.metadata(metadata)
-    actor = client.limits.actor_id(actor_id) if actor_id is not None else None
-    records, cursor = await client.backend.list_sessions(
-        client.tenant, store, actor_id=actor, metadata=labels, order=order,
-        descending=descending, limit=size,
-        after=_cursor(after, order) if after is not None else None)
-    return SessionsOut(sessions=[_session_out(r) for r in records],
-                       next_after=json.dumps(cursor) if cursor is not None else None)
+    keyset_mode(page_size, page_token)
+    found = await _store(caller, store, "READ")
+    sessions, next_after = await found.list_sessions_after(
+        actor_id=actor_id, metadata=metadata, order_by=order_by, after=after, limit=limit)
+    return SessionsOut(sessions=[_session_out(s.record) for s in sessions],
+                       next_after=next_after)
 
 
 @router.patch("/session-stores/{store}/sessions/{session_id}", response_model=SessionOut)
@@ -332,15 +285,11 @@ async def update_session(
         "applied with the server's (the smaller wins)."))] = None,
 ) -> SessionOut:
     """Set or remove metadata labels (WRITE); other fields are immutable."""
-    await require_session(caller, store, session_id, "WRITE")
-    client = caller.client
-    if max_labels is not None and max_labels < client.limits.max_metadata_labels:
-        # The count after the update is only known where it is stored, so a client's
-        # stricter bound travels with the request instead of being checked before it.
-        client = AsyncClient(client.backend, tenant=client.tenant, owns_backend=False,
-                             limits=replace(client.limits, max_metadata_labels=max_labels))
-    session = await client.session_stores.session(store, session_id)
-    return _session_out((await session.update_metadata(body.metadata)).record)
+    session = await _session(caller, store, session_id, "WRITE")
+    # The count after the update is only known where it is stored, so a client's
+    # stricter bound travels with the request instead of being checked before it.
+    updated = await session.update_metadata(body.metadata, max_labels=max_labels)
+    return _session_out(updated.record)
 
 
 @router.delete("/session-stores/{store}/sessions/{session_id}",
@@ -409,13 +358,9 @@ async def list_items(
         page = await session.list_items_page(order_by=order_by, page_size=page_size,
                                              page_token=page_token, after_seq=after_seq)
         return _items_response(page.items, page.next_page_token)
-    size = keyset_size(caller, limit, page_size, page_token, cursor="after_seq")
-    _, descending = _order(order_by, ("create_time",))
-    client = caller.client
-    found = await client.backend.list_items(
-        client.tenant, store, session_id, descending=descending, limit=size,
-        after_seq=after_seq)
-    return _items_response(found)
+    keyset_mode(page_size, page_token, cursor="after_seq")
+    return _items_response(await session.list_items_after(order_by=order_by,
+                                                          after_seq=after_seq, limit=limit))
 
 
 @router.get("/session-stores/{store}/sessions/{session_id}/items/{item_id}",
