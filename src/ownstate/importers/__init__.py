@@ -2,7 +2,7 @@
 
 >>> from ownstate.importers import sources
 >>> sources()
-['claude', 'langgraph']
+['claude', 'langgraph', 'langgraph-store']
 
 Each importer reads its framework's storage read-only, decodes it with the framework's
 own package, and writes through the public API what the matching adapter writes, with ids

@@ -63,10 +63,12 @@ class DecodeError(Exception):
 @dataclass(frozen=True, slots=True)
 class Unit:
     """One independently imported piece of the source: its ``key`` (unique in the source,
-    shown in reports) and the source ids that name it."""
+    shown in reports), the source ids that name it (shown with its failures), and what
+    else the listing learned of it for :meth:`Importer.decode` (``listed``, not shown)."""
 
     key: str
     ids: Mapping[str, Any] = field(default_factory=dict)
+    listed: Any = None
 
 
 @dataclass(frozen=True, slots=True)

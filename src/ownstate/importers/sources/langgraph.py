@@ -31,13 +31,13 @@ import base64
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...api import AsyncClient
 from ...errors import Conflict, OwnstateError, RunNotFound, SessionNotFound
 from ...limits import LABEL_KEY_RE, Limits
 from ..base import DecodeError, Importer, ImportOption, Unit, Written, canonical_digest
+from ._sql import ReadOnlyDatabase
 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
@@ -95,13 +95,6 @@ def _labels(metadata: dict[str, Any], room: int, max_chars: int) -> dict[str, st
     return labels
 
 
-def _sqlite_path(source: str) -> Path:
-    path = source.removeprefix("sqlite://")
-    if source.startswith("sqlite://"):
-        path = path.removeprefix("/") if path.startswith("//") else path
-    return Path(path).expanduser()
-
-
 class LangGraphImporter(Importer[_Thread]):
     """LangGraph threads (PostgresSaver or SqliteSaver tables) into OwnstateSaver's store."""
 
@@ -115,62 +108,34 @@ class LangGraphImporter(Importer[_Thread]):
 
         self._serde = JsonPlusSerializer(pickle_fallback=False)
         self._savers: dict[int, OwnstateSaver] = {}
-        if self.source.startswith(("postgresql://", "postgres://")):
-            await self._open_postgres()
+        self._db = ReadOnlyDatabase(self.source, size=self.concurrency)
+        await self._db.open()
+        if self._db.pool is not None:
+            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+            self._reader: BaseCheckpointSaver[Any] = AsyncPostgresSaver(self._db.pool)
         else:
-            await self._open_sqlite()
+            from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    async def _open_postgres(self) -> None:
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-        from psycopg.rows import dict_row
-        from psycopg_pool import AsyncConnectionPool
-
-        self._pool: Any = AsyncConnectionPool(
-            self.source, min_size=1, max_size=self.concurrency, open=False,
-            kwargs={"autocommit": True, "prepare_threshold": None, "row_factory": dict_row,
-                    "options": "-c default_transaction_read_only=on"})
-        await self._pool.open(wait=True)
-        self._reader: BaseCheckpointSaver[Any] = AsyncPostgresSaver(self._pool)
-        self._sqlite: Any = None
-
-    async def _open_sqlite(self) -> None:
-        import aiosqlite
-        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-        path = _sqlite_path(self.source)
-        if not path.is_file():
-            raise ValueError(f"{self.source} is neither a PostgreSQL URL nor a SQLite file")
-        self._pool = None
-        self._sqlite = await aiosqlite.connect(f"file:{path}?mode=ro", uri=True)
-        reader = AsyncSqliteSaver(self._sqlite)
-        reader.is_setup = True  # its setup() writes (WAL mode, CREATE TABLE): not here
-        self._reader = reader
+            reader = AsyncSqliteSaver(self._db.sqlite)
+            reader.is_setup = True  # its setup() writes (WAL mode, CREATE TABLE): not here
+            self._reader = reader
 
     async def close(self) -> None:
-        if getattr(self, "_pool", None) is not None:
-            await self._pool.close()
-        if getattr(self, "_sqlite", None) is not None:
-            await self._sqlite.close()
-
-    async def _query(self, sql: str) -> list[tuple[Any, ...]]:
-        if self._pool is not None:
-            async with self._pool.connection() as conn:
-                cur = await conn.execute(sql)
-                return [tuple(row.values()) for row in await cur.fetchall()]
-        async with self._sqlite.execute(sql) as cur:
-            return [tuple(row) for row in await cur.fetchall()]
+        await self._db.close()
 
     async def count(self) -> int | None:
-        rows = await self._query("SELECT count(DISTINCT thread_id) FROM checkpoints")
-        return int(rows[0][0])
+        rows = await self._db.query("SELECT count(DISTINCT thread_id) AS n FROM checkpoints")
+        return int(rows[0]["n"])
 
     async def units(self) -> AsyncIterator[Unit]:
-        rows = await self._query("SELECT thread_id, checkpoint_ns FROM checkpoints "
+        rows = await self._db.query("SELECT thread_id, checkpoint_ns FROM checkpoints "
                                  "GROUP BY thread_id, checkpoint_ns "
                                  "ORDER BY thread_id, checkpoint_ns")
         current: str | None = None
         namespaces: list[str] = []
-        for thread_id, namespace in [*rows, (None, None)]:
+        for thread_id, namespace in [*((r["thread_id"], r["checkpoint_ns"]) for r in rows),
+                                     (None, None)]:
             if thread_id != current and current is not None:
                 yield Unit(current, {"thread_id": current, "namespaces": tuple(namespaces)})
                 namespaces = []
