@@ -100,6 +100,7 @@ class LangGraphImporter(Importer[_Thread]):
 
     name = "langgraph"
     default_store = "langgraph"
+    concurrency = 16  # waits on two databases per thread: more in flight hides them
     options = (ImportOption("checkpoints", "Which checkpoints of each thread to import.",
                             "latest", ("latest", "all", "none")),)
 
@@ -226,6 +227,10 @@ class LangGraphImporter(Importer[_Thread]):
         session = await store.add(actor_id=decoded.actor or "langgraph",
                                   session_id=session_id, metadata=labels)
         if decoded.tuples:
+            # The saver starts from the session just made, as if it had made it itself.
+            saver = self._saver(client)
+            saver._drop(decoded.thread_id)
+            saver._remember(decoded.thread_id, session, store.name)
             await self._replay(client, decoded)
         elif decoded.messages:
             from ...formats.langchain import FORMAT, message_to_item
@@ -241,7 +246,6 @@ class LangGraphImporter(Importer[_Thread]):
 
     async def _replay(self, client: AsyncClient, thread: _Thread) -> None:
         saver = self._saver(client)
-        saver._drop(thread.thread_id)
         mode = self.settings["checkpoints"]
         previous: dict[tuple[str, str], dict[str, Any]] = {}
         for t in thread.tuples:
@@ -362,7 +366,9 @@ class LangGraphImporter(Importer[_Thread]):
                 session = None
             if session is not None:
                 stored_counts["sessions"] = 1
-                saver._drop(decoded.thread_id)  # read what is stored, not what was cached
+                # Read what is stored, not what the saver remembers of writing it.
+                saver._drop(decoded.thread_id)
+                saver._remember(decoded.thread_id, session, store.name)
                 for t in decoded.tuples:
                     try:
                         got = await saver.aget_tuple(t.config)
