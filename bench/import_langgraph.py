@@ -15,7 +15,7 @@ the script checks that every unit was imported and verified. Run by hand::
 
     /work/venv/bin/python bench/import_langgraph.py                  # the full 80,000
     /work/venv/bin/python bench/import_langgraph.py --threads 2000   # a quick look
-    /work/venv/bin/python bench/import_langgraph.py --profile out.html
+    /work/venv/bin/python bench/import_langgraph.py --processes 1 --profile out.html
 
 Needs the ``bench`` extra and a PostgreSQL server at ``OWNSTATE_BENCH_POSTGRES_URL``
 (default ``postgresql://postgres@127.0.0.1:5432/test``; its databases are created next to
@@ -31,6 +31,8 @@ import os
 import random
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from typing import Any
 
 import psycopg
@@ -40,7 +42,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.types import interrupt
 
 import ownstate
-from ownstate.importers import arun
+from ownstate.importers import ImportReport, arun
 from ownstate.importers.progress import for_stream
 
 POSTGRES_URL = os.environ.get("OWNSTATE_BENCH_POSTGRES_URL",
@@ -152,8 +154,9 @@ def build_fixture(threads: int, paused: int, templates: int) -> None:
                 ("checkpoint_blobs", "checkpoint_ns, channel, version, type, blob"),
                 ("checkpoint_writes", "checkpoint_ns, checkpoint_id, task_id, idx, channel, "
                                       "type, blob, task_path")):
+            copied = ", ".join("t." + c.strip() for c in columns.split(","))
             conn.execute(f"INSERT INTO {table} (thread_id, {columns}) "
-                         f"SELECT m.thread_id, {', '.join('t.' + c.strip() for c in columns.split(','))} "
+                         f"SELECT m.thread_id, {copied} "
                          f"FROM bench_map m JOIN {table} t ON t.thread_id = m.template")
             conn.execute(f"DELETE FROM {table} WHERE thread_id LIKE 'tpl-%%'")
             print(f"{table} replicated ({time.monotonic() - began:.0f}s)", file=sys.stderr)
@@ -169,18 +172,43 @@ def describe_source() -> dict[str, Any]:
         checkpoints = conn.execute("SELECT count(*) FROM checkpoints").fetchone()
         size = conn.execute("SELECT pg_size_pretty(pg_database_size(current_database()))"
                             ).fetchone()
-    assert threads and checkpoints and size
+    if not (threads and checkpoints and size):
+        raise SystemExit(f"{SOURCE_DB} holds no PostgresSaver tables")
     return {"threads": threads[0], "checkpoints": checkpoints[0], "size": size[0]}
 
 
-async def run_import(concurrency: int | None) -> ownstate.importers.ImportReport:
+async def run_import(concurrency: int | None, shard: tuple[int, int] = (0, 1)
+                     ) -> ImportReport:
     client = await ownstate.connect_async(url_of(TARGET_DB))
     try:
+        label = "import langgraph" + (f" [{shard[0] + 1}/{shard[1]}]" if shard[1] > 1 else "")
         return await arun("langgraph", client, url_of(SOURCE_DB), verify=True,
-                          concurrency=concurrency,
-                          progress=for_stream("import langgraph", sys.stderr))
+                          concurrency=concurrency, shard=shard,
+                          progress=for_stream(label, sys.stderr))
     finally:
         await client.close()
+
+
+def one_shard(concurrency: int | None, shard: tuple[int, int]) -> ImportReport:
+    return asyncio.run(run_import(concurrency, shard))
+
+
+def import_all(concurrency: int | None, processes: int) -> ImportReport:
+    """The import as ``processes`` processes side by side, one shard each (what running
+    ``ownstate import ... --shard I/N`` N times does), their reports added up."""
+    if processes == 1:
+        return one_shard(concurrency, (0, 1))
+    with ProcessPoolExecutor(processes, mp_context=get_context("spawn")) as pool:
+        parts = list(pool.map(one_shard, [concurrency] * processes,
+                              [(i, processes) for i in range(processes)]))
+    total = ImportReport(parts[0].source)
+    for part in parts:
+        for name in ("units", "imported", "already", "failed", "verified"):
+            setattr(total, name, getattr(total, name) + getattr(part, name))
+        for name in ("written", "source_counts", "stored_counts"):
+            getattr(total, name).update(getattr(part, name))
+        total.failures += part.failures
+    return total
 
 
 def main() -> None:
@@ -189,7 +217,10 @@ def main() -> None:
     parser.add_argument("--paused", type=int, default=500)
     parser.add_argument("--templates", type=int, default=300,
                         help="template threads of the common shapes run through LangGraph")
-    parser.add_argument("--concurrency", type=int, default=None)
+    parser.add_argument("--concurrency", type=int, default=None,
+                        help="threads in flight per process (default: the importer's)")
+    parser.add_argument("--processes", type=int, default=2,
+                        help="processes side by side, one shard each")
     parser.add_argument("--rebuild", action="store_true")
     parser.add_argument("--profile", metavar="HTML", help="profile with pyinstrument")
     args = parser.parse_args()
@@ -209,7 +240,7 @@ def main() -> None:
         profiler = Profiler(async_mode="enabled")
         profiler.start()
     began = time.monotonic()
-    report = asyncio.run(run_import(args.concurrency))
+    report = import_all(args.concurrency, args.processes)
     elapsed = time.monotonic() - began
     if profiler is not None:
         profiler.stop()
@@ -221,7 +252,8 @@ def main() -> None:
     print(f"imported and verified in {elapsed:.0f}s ({report.units / elapsed:.0f} threads/s); "
           f"load average before {load_before[0]:.1f}, after {os.getloadavg()[0]:.1f} "
           f"(1 min) on {os.cpu_count()} cores")
-    assert report.ok and report.verified == report.units == source["threads"], "mismatch"
+    if not report.ok or not report.verified == report.units == source["threads"]:
+        raise SystemExit("the import does not match the source")
 
 
 if __name__ == "__main__":

@@ -254,3 +254,50 @@ def test_cli(tmp_path: Path, disk: Written) -> None:
                                   str(tmp_path / "nowhere")])
     assert missing.exit_code == 1
     assert "is not a directory" in missing.output
+
+
+def test_shards_split_the_units_between_them(client: ownstate.Client, tmp_path: Path) -> None:
+    disk = Written(tmp_path, count=6)
+    parts = [run_import("claude", client, str(disk.config), shard=(i, 3)) for i in range(3)]
+    assert sum(p.units for p in parts) == 6
+    assert all(p.failed == 0 for p in parts)
+    for key in disk.transcripts():
+        assert loaded(client, key) == disk.reference.get_entries(key)
+    with pytest.raises(ValueError, match="shard 3/3"):
+        run_import("claude", client, str(disk.config), shard=(3, 3))
+    bad = CliRunner().invoke(cli, ["import", "claude", "--from", str(disk.config),
+                                   "--shard", "0/2"])
+    assert bad.exit_code == 2
+    assert "I must be from 1 to N" in bad.output
+
+
+def test_progress_lines_and_bar() -> None:
+    import io
+
+    from ownstate.importers.progress import PlainProgress, for_stream
+
+    out = io.StringIO()
+    plain = for_stream("import x", out)
+    assert isinstance(plain, PlainProgress)  # not a terminal
+    plain.start(4)
+    plain.advance()
+    plain.advance(failed=True)
+    plain.finish()
+    line = out.getvalue().strip()
+    assert line.startswith("import x: 2/4 units (")
+    assert "/s, ETA " in line
+    assert line.endswith("1 failed")
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    bar = for_stream("import x", screen)
+    assert not isinstance(bar, PlainProgress)
+    bar.start(2)
+    bar.advance()
+    bar.advance(failed=True)
+    bar.finish()
+    assert "2/2" in screen.getvalue()
+    assert "1 failed" in screen.getvalue()

@@ -10,20 +10,18 @@ import sqlite3
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
 from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from click.testing import CliRunner
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, MessagesState, StateGraph
-from langgraph.types import Command, interrupt
+from langgraph.types import Command
+from test_langgraph import approval_graph, nested_graph
 
 import ownstate
 from ownstate.adapters.langgraph import OwnstateSaver
@@ -32,8 +30,6 @@ from ownstate.formats.langchain import FORMAT as ITEM_FORMAT
 from ownstate.importers import run_import
 from ownstate.importers.cli import EXIT_DIFFERENT, EXIT_FAILED_UNITS
 
-POSTGRES = os.environ.get("OWNSTATE_TEST_POSTGRES_URL",
-                          "postgresql://postgres@127.0.0.1:5432/test")
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
@@ -64,45 +60,6 @@ def tool_graph(saver: Any) -> Any:
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", route)
     builder.add_edge("tools", "agent")
-    return builder.compile(checkpointer=saver)
-
-
-def approval_graph(saver: Any) -> Any:
-    """A tool call that waits for a human's approval."""
-    def agent(state: MessagesState) -> dict[str, Any]:
-        return {"messages": [AIMessage("", id="call-msg", tool_calls=[
-            {"name": "refund", "args": {"amount": 40}, "id": "call-1"}])]}
-
-    def approve(state: MessagesState) -> dict[str, Any]:
-        answer = interrupt({"tool": "refund", "amount": 40})
-        return {"messages": [AIMessage(f"approved: {answer}", id="final")]}
-
-    builder = StateGraph(MessagesState)
-    builder.add_node("agent", agent)
-    builder.add_node("approve", approve)
-    builder.add_edge(START, "agent")
-    builder.add_edge("agent", "approve")
-    return builder.compile(checkpointer=saver)
-
-
-def nested_graph(saver: Any) -> Any:
-    """A subgraph with its own checkpoints that stops for a human."""
-    def inner(state: MessagesState) -> dict[str, Any]:
-        answer = interrupt("ok?")
-        return {"messages": [AIMessage(f"inner {answer}", id="in")]}
-
-    sub = StateGraph(MessagesState)
-    sub.add_node("inner", inner)
-    sub.add_edge(START, "inner")
-
-    def outer(state: MessagesState) -> dict[str, Any]:
-        return {"messages": [AIMessage("outer", id="out")]}
-
-    builder = StateGraph(MessagesState)
-    builder.add_node("outer", outer)
-    builder.add_node("sub", sub.compile(checkpointer=True))
-    builder.add_edge(START, "outer")
-    builder.add_edge("outer", "sub")
     return builder.compile(checkpointer=saver)
 
 
@@ -153,24 +110,13 @@ def sqlite_source(tmp: Path) -> Source:
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def source(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Source]:
+def source(request: pytest.FixtureRequest, tmp_path: Path) -> Source:
     if request.param == "sqlite":
-        yield sqlite_source(tmp_path)
-        return
-    try:
-        admin = psycopg.connect(POSTGRES, autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"postgres is unreachable: {exc}")
-    name = f"lg_{uuid.uuid4().hex[:12]}"
-    admin.execute(f"CREATE DATABASE {name}")
-    url = POSTGRES.rsplit("/", 1)[0] + f"/{name}"
+        return sqlite_source(tmp_path)
+    url = request.getfixturevalue("new_database")("lg")
     with PostgresSaver.from_conn_string(url) as setup:
         setup.setup()
-    try:
-        yield Source(url, lambda: PostgresSaver.from_conn_string(url))
-    finally:
-        admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
-        admin.close()
+    return Source(url, lambda: PostgresSaver.from_conn_string(url))
 
 
 @pytest.fixture

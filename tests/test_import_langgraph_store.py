@@ -3,16 +3,12 @@ hold, as the facts OwnstateStore reads back."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import time
-import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from langgraph.store.postgres import PostgresStore
 from langgraph.store.sqlite import SqliteStore
@@ -21,8 +17,6 @@ import ownstate
 from ownstate.adapters.langgraph import OwnstateStore
 from ownstate.importers import run_import
 
-POSTGRES = os.environ.get("OWNSTATE_TEST_POSTGRES_URL",
-                          "postgresql://postgres@127.0.0.1:5432/test")
 NAMESPACES = [("user:8814", "prefs"), ("user:8814",), ("account:ACME", "notes", "q1")]
 
 
@@ -33,23 +27,12 @@ class Source:
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def source(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Source]:
+def source(request: pytest.FixtureRequest, tmp_path: Path) -> Source:
     if request.param == "sqlite":
         path = tmp_path / "store.sqlite"
-        yield Source(f"sqlite:///{path}", lambda: SqliteStore.from_conn_string(str(path)))
-        return
-    try:
-        admin = psycopg.connect(POSTGRES, autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"postgres is unreachable: {exc}")
-    name = f"lgs_{uuid.uuid4().hex[:12]}"
-    admin.execute(f"CREATE DATABASE {name}")
-    url = POSTGRES.rsplit("/", 1)[0] + f"/{name}"
-    try:
-        yield Source(url, lambda: PostgresStore.from_conn_string(url))
-    finally:
-        admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
-        admin.close()
+        return Source(f"sqlite:///{path}", lambda: SqliteStore.from_conn_string(str(path)))
+    url = request.getfixturevalue("new_database")("lgs")
+    return Source(url, lambda: PostgresStore.from_conn_string(url))
 
 
 def fill(source: Source) -> list[Any]:

@@ -82,22 +82,23 @@ def get(source: str) -> type[Importer[Any]]:
 
 async def arun(source: str, client: AsyncClient, from_: str, *, store: str | None = None,
                dry_run: bool = False, verify: bool = False, progress: Progress | None = None,
-               concurrency: int | None = None, **options: str) -> ImportReport:
+               concurrency: int | None = None, shard: tuple[int, int] = (0, 1),
+               **options: str) -> ImportReport:
     """Import ``source`` (a source name) from ``from_`` (its URL or path) into ``client``;
     see :func:`~ownstate.importers.base.arun_import`. Raises :class:`ValueError` for an
     unknown source or option."""
     importer = get(source)(from_, store=store, **options)
     return await arun_import(importer, client, dry_run=dry_run, verify=verify,
-                             progress=progress, concurrency=concurrency)
+                             progress=progress, concurrency=concurrency, shard=shard)
 
 
 def run_import(source: str, client: Client | AsyncClient, from_: str, *,
                store: str | None = None, dry_run: bool = False, verify: bool = False,
                progress: Progress | None = None, concurrency: int | None = None,
-               **options: str) -> ImportReport:
+               shard: tuple[int, int] = (0, 1), **options: str) -> ImportReport:
     """:func:`arun` for sync code (not on a running event loop), over a sync
     :class:`~ownstate.Client`: the import runs where the client's backend runs its calls."""
     bridge = Bridge(client)
-    return asyncio.run(bridge.acall(arun(source, bridge.client, from_, store=store, dry_run=dry_run,
-                            verify=verify, progress=progress, concurrency=concurrency,
-                            **options)))
+    return asyncio.run(bridge.acall(arun(
+        source, bridge.client, from_, store=store, dry_run=dry_run, verify=verify,
+        progress=progress, concurrency=concurrency, shard=shard, **options)))

@@ -25,9 +25,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import zlib
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -48,6 +49,7 @@ __all__ = [
 ]
 
 D = TypeVar("D")
+A = TypeVar("A")
 
 
 class DecodeError(Exception):
@@ -184,6 +186,15 @@ class Importer(ABC, Generic[D]):
             choices = known[name].choices
             if choices is not None and value not in choices:
                 raise ValueError(f"{self.name}: {name} must be one of {', '.join(choices)}")
+        self._adapters: dict[int, Any] = {}
+
+    def adapter(self, client: AsyncClient, make: Callable[[AsyncClient], A]) -> A:
+        """The adapter the import writes through for ``client``: ``make(client)``, made
+        once per client, so that its caches serve every unit."""
+        made = self._adapters.get(id(client))
+        if made is None:
+            made = self._adapters[id(client)] = make(client)
+        return made
 
     async def open(self) -> None:
         """Connect to the source (read-only). Called once before :meth:`units`."""
@@ -226,20 +237,29 @@ def canonical_digest(values: Iterable[Any]) -> str:
 
 async def arun_import(importer: Importer[Any], client: AsyncClient, *, dry_run: bool = False,
                       verify: bool = False, progress: Progress | None = None,
-                      concurrency: int | None = None) -> ImportReport:
+                      concurrency: int | None = None,
+                      shard: tuple[int, int] = (0, 1)) -> ImportReport:
     """Import every unit of ``importer``'s source into ``client``'s database.
 
     With ``verify``, each unit is then checked against what is stored (with ``dry_run``
     too, which makes a verify-only pass). Failures of single units are collected in the
     report; :class:`~ownstate.errors.BackendUnavailable` (the database is gone) stops the
     import and is raised, as is any error of the source as a whole.
+
+    ``shard=(i, n)`` imports only the units whose key hashes to ``i`` modulo ``n``, so
+    that ``n`` processes (on as many cores) share one import without overlapping.
     """
+    index, count = shard
+    if not 0 <= index < count:
+        raise ValueError(f"shard {index}/{count}: the index must be in 0..{count - 1}")
     report = ImportReport(importer.name, dry_run=dry_run)
     width = concurrency or importer.concurrency
     await importer.open()
     try:
         if progress is not None:
-            progress.start(await importer.count())
+            total = await importer.count()
+            progress.start(None if total is None else -(-total // count) if count > 1
+                           else total)
         queue: asyncio.Queue[Unit | None] = asyncio.Queue(maxsize=width * 2)
 
         async def worker() -> None:
@@ -252,6 +272,8 @@ async def arun_import(importer: Importer[Any], client: AsyncClient, *, dry_run: 
         async def feed() -> None:
             try:
                 async for unit in importer.units():
+                    if count > 1 and zlib.crc32(unit.key.encode()) % count != index:
+                        continue
                     report.units += 1
                     await queue.put(unit)
             finally:

@@ -29,6 +29,22 @@ EXIT_FAILED_UNITS = 2
 EXIT_DIFFERENT = 3
 
 
+class _Shard(click.ParamType[tuple[int, int]]):
+    name = "I/N"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> tuple[int, int]:
+        if isinstance(value, tuple):
+            return value
+        try:
+            index, count = (int(part) for part in str(value).split("/"))
+        except ValueError:
+            self.fail(f"{value!r} is not I/N", param, ctx)
+        if not 1 <= index <= count:
+            self.fail(f"{value!r}: I must be from 1 to N", param, ctx)
+        return index - 1, count
+
+
 class _Sources(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sources()
@@ -46,7 +62,7 @@ def _command(source: str) -> click.Command:
     @click.pass_context
     def command(ctx: click.Context, /, from_: str, dry_run: bool, verify: bool,
                 store: str | None, url: str | None, tenant: str | None,
-                concurrency: int | None, **options: str) -> None:
+                concurrency: int | None, shard: tuple[int, int], **options: str) -> None:
         parent = ctx.find_root().obj
         url = url or getattr(parent, "url", None)
         tenant = tenant or getattr(parent, "tenant", None)
@@ -54,7 +70,8 @@ def _command(source: str) -> click.Command:
         try:
             report = asyncio.run(_run(source, from_, url=url, tenant=tenant, store=store,
                                       dry_run=dry_run, verify=verify,
-                                      concurrency=concurrency, options=settings))
+                                      concurrency=concurrency, shard=shard,
+                                      options=settings))
         except OwnstateError as exc:
             raise click.ClickException(" ".join(exc.message.split())) from exc
         except (ValueError, OSError, ImportError) as exc:
@@ -81,6 +98,9 @@ def _command(source: str) -> click.Command:
                      help="The tenant to import into (default: the global --tenant)."),
         click.Option(["--concurrency"], type=click.IntRange(min=1), default=None,
                      help=f"Units imported at once (default {importer.concurrency})."),
+        click.Option(["--shard"], type=_Shard(), default="1/1", show_default=True,
+                     help="I/N: import only the I-th of N disjoint parts, to run N processes "
+                          "side by side (each with its own I)."),
     ]
     for option in importer.options:
         kind: Any = click.Choice(option.choices) if option.choices else str
@@ -93,12 +113,12 @@ def _command(source: str) -> click.Command:
 
 async def _run(source: str, from_: str, *, url: str | None, tenant: str | None,
                store: str | None, dry_run: bool, verify: bool, concurrency: int | None,
-               options: dict[str, str]) -> ImportReport:
+               shard: tuple[int, int], options: dict[str, str]) -> ImportReport:
     client = await connect_async(url, tenant=tenant, migrate=not dry_run)
     try:
         return await arun(source, client, from_, store=store, dry_run=dry_run, verify=verify,
                           progress=for_stream(f"import {source}", sys.stderr),
-                          concurrency=concurrency, **options)
+                          concurrency=concurrency, shard=shard, **options)
     finally:
         await client.close()
 

@@ -113,7 +113,6 @@ class ClaudeImporter(Importer[list[_Transcript]]):
         if not root.is_dir():
             raise ValueError(f"{self.source} is not a directory")
         self._projects = _projects_dir(root)
-        self._adapters: dict[int, OwnstateSessionStore] = {}
 
     def _mains(self) -> list[Path]:
         return sorted(p for project in self._projects.iterdir() if project.is_dir()
@@ -157,11 +156,7 @@ class ClaudeImporter(Importer[list[_Transcript]]):
     def _adapter(self, client: AsyncClient) -> OwnstateSessionStore:
         from ...adapters.claude_agent_sdk import OwnstateSessionStore
 
-        adapter = self._adapters.get(id(client))
-        if adapter is None:
-            adapter = self._adapters[id(client)] = OwnstateSessionStore(client,
-                                                                        store=self.store)
-        return adapter
+        return self.adapter(client, lambda c: OwnstateSessionStore(c, store=self.store))
 
     async def write(self, client: AsyncClient, unit: Unit, decoded: list[_Transcript], *,
                     dry_run: bool) -> Written:

@@ -108,7 +108,6 @@ class LangGraphImporter(Importer[_Thread]):
         from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
         self._serde = JsonPlusSerializer(pickle_fallback=False)
-        self._savers: dict[int, OwnstateSaver] = {}
         self._db = ReadOnlyDatabase(self.source, size=self.concurrency)
         await self._db.open()
         if self._db.pool is not None:
@@ -194,11 +193,8 @@ class LangGraphImporter(Importer[_Thread]):
     def _saver(self, client: AsyncClient) -> OwnstateSaver:
         from ...adapters.langgraph import OwnstateSaver
 
-        saver = self._savers.get(id(client))
-        if saver is None:
-            saver = self._savers[id(client)] = OwnstateSaver(
-                client, store=self.store, owner="ownstate-import", max_cached_threads=64)
-        return saver
+        return self.adapter(client, lambda c: OwnstateSaver(
+            c, store=self.store, owner="ownstate-import", max_cached_threads=64))
 
     async def write(self, client: AsyncClient, unit: Unit, decoded: _Thread, *,
                     dry_run: bool) -> Written:

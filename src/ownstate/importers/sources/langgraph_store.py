@@ -71,7 +71,6 @@ class LangGraphStoreImporter(Importer[_Namespace]):
             from langgraph.store.sqlite.base import _row_to_item as sqlite_row
 
             self._row_to_item = sqlite_row
-        self._adapters: dict[int, OwnstateStore] = {}
 
     async def close(self) -> None:
         await self._db.close()
@@ -104,11 +103,7 @@ class LangGraphStoreImporter(Importer[_Namespace]):
     def _adapter(self, client: AsyncClient) -> OwnstateStore:
         from ...adapters.langgraph import OwnstateStore
 
-        adapter = self._adapters.get(id(client))
-        if adapter is None:
-            adapter = self._adapters[id(client)] = OwnstateStore(client,
-                                                                 memory_store=self.store)
-        return adapter
+        return self.adapter(client, lambda c: OwnstateStore(c, memory_store=self.store))
 
     async def _memory(self, client: AsyncClient, *, create: bool) -> AsyncMemoryStore | None:
         stores = client.memory_stores
