@@ -107,8 +107,8 @@ def _command(source: str) -> click.Command:
         params.append(click.Option([f"--{option.name}", option.name.replace("-", "_")],
                                    type=kind, default=option.default, show_default=True,
                                    help=option.help))
-    return click.Command(source, callback=command, params=params, help=importer.__doc__,
-                         short_help=first_line)
+    return click.Command(source, callback=command, params=params, short_help=first_line,
+                         help=sys.modules[importer.__module__].__doc__)
 
 
 async def _run(source: str, from_: str, *, url: str | None, tenant: str | None,

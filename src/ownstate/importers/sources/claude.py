@@ -101,7 +101,7 @@ def _unique(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 class ClaudeImporter(Importer[list[_Transcript]]):
-    """Claude transcripts on disk into the Claude adapter's store (see the module)."""
+    """Claude Code / Agent SDK transcripts (JSONL files) into the Claude adapter's store."""
 
     name = "claude"
     default_store = "claude-agent-sdk"

@@ -6,15 +6,16 @@ is opened read-only (a read-only transaction mode, a ``mode=ro`` SQLite URI) and
 through LangGraph's own savers (``AsyncPostgresSaver``/``AsyncSqliteSaver``), which decode
 its serialization; threads are listed with one query on its ``checkpoints`` table.
 
-Each thread is one unit, written through :class:`~ownstate.adapters.langgraph.OwnstateSaver`
-exactly as a graph compiled with it would have written it: the thread's session in the
-store ``langgraph`` (its messages as ``langchain`` items, referred to by the checkpoints),
-its checkpoints in the thread's run, pending writes with them. A thread paused at an
-``interrupt()`` comes out as a run ``awaiting_human`` holding the interrupt values, which
-a graph compiled with ``OwnstateSaver`` resumes with ``Command(resume=...)``. Subgraph
-namespaces are kept. The string values of the thread's checkpoint metadata (what the
-application passed in ``config["metadata"]`` or ``configurable``, e.g. ``user_id``)
-become labels of the session; ``user_id`` is its actor, as with the saver.
+Each thread is one unit, written through
+:class:`~ownstate.adapters.langgraph.OwnstateSaver` exactly as a graph compiled with it
+would have written it: the thread's session in the store ``langgraph`` (its messages as
+items in the neutral message format, referred to by the checkpoints), its checkpoints in
+the thread's run, pending writes with them. A thread paused at an ``interrupt()`` comes
+out as a run ``awaiting_human`` holding the interrupt values, which a graph compiled with
+``OwnstateSaver`` resumes with ``Command(resume=...)``. Subgraph namespaces are kept. The
+string values of the thread's checkpoint metadata (what the application passed in
+``config["metadata"]`` or ``configurable``, e.g. ``user_id``) become labels of the
+session; ``user_id`` is its actor, as with the saver.
 
 ``--checkpoints``: ``latest`` (default) the newest checkpoint of each namespace, with its
 pending writes; ``all`` every checkpoint, replayed in order (each invocation becomes its
@@ -320,18 +321,23 @@ class LangGraphImporter(Importer[_Thread]):
 
     # verifying --------------------------------------------------------------------------
 
-    def _plain(self, value: Any) -> Any:
-        from ...adapters.langgraph._history import is_history
+    @staticmethod
+    def _items(messages: list[BaseMessage]) -> list[Any]:
         from ...formats.langchain import message_to_item
 
+        out: list[Any] = []
+        for m in messages:
+            try:
+                out.append(message_to_item(m))
+            except OwnstateError:
+                out.append(repr(m))
+        return out
+
+    def _plain(self, value: Any) -> Any:
+        from ...adapters.langgraph._history import is_history
+
         if is_history(value) and value:
-            out: list[Any] = []
-            for m in value:
-                try:
-                    out.append(message_to_item(m))
-                except OwnstateError:
-                    out.append(repr(m))
-            return out
+            return self._items(value)
         tag, data = self._serde.dumps_typed(value)
         return [tag, base64.b64encode(data).decode()]
 
@@ -352,7 +358,9 @@ class LangGraphImporter(Importer[_Thread]):
                                 writes=sum(len(t.pending_writes or ()) for t in decoded.tuples),
                                 awaiting=int(decoded.paused))
         stored_counts: Counter[str] = Counter()
-        source_view = [self._view(t) for t in decoded.tuples]
+        only_messages = not decoded.tuples  # (--checkpoints none) the messages are all there is
+        source_view = (self._items(decoded.messages) if only_messages
+                       else [self._view(t) for t in decoded.tuples])
         stored_view: list[Any] = []
         store = await saver._session_store(create=False)
         if store is not None:
@@ -378,12 +386,9 @@ class LangGraphImporter(Importer[_Thread]):
                 page = await client.runs.list_page(session=session, page_size=1)
                 stored_counts["awaiting"] = int(bool(page.items) and
                                                 page.items[0].status == "awaiting_human")
-                if not decoded.tuples:  # the messages are all there is
-                    source_view = self._plain(decoded.messages)
+                if only_messages:
                     stored_view = [i.data async for i in session.list_items(
                         order_by="create_time asc")]
-        if not decoded.tuples and store is None:
-            source_view = self._plain(decoded.messages)
         return ((canonical_digest([source_view]), +source_counts),
                 (canonical_digest([stored_view]), +stored_counts))
 
