@@ -320,3 +320,17 @@ def sessions(db: Path) -> int:
             return int(conn.execute("SELECT count(*) FROM sessions").fetchone()[0])
     except sqlite3.Error:
         return 0
+
+
+def test_a_source_that_cannot_be_read(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    runner = CliRunner()
+    unreachable = runner.invoke(cli, ["--url", url, "import", "langgraph", "--from",
+                                      "postgresql://nobody@127.0.0.1:1/none"])
+    assert unreachable.exit_code == 1
+    assert "cannot open langgraph source" in unreachable.output
+    empty = tmp_path / "empty.sqlite"
+    sqlite3.connect(empty).close()
+    no_tables = runner.invoke(cli, ["--url", url, "import", "langgraph", "--from", str(empty)])
+    assert no_tables.exit_code == 1
+    assert "no such table: checkpoints" in no_tables.output

@@ -41,6 +41,7 @@ from .base import (
     ImportOption,
     ImportReport,
     Progress,
+    SourceError,
     Unit,
     UnitFailure,
     Written,
@@ -53,6 +54,7 @@ __all__ = [
     "ImportReport",
     "Importer",
     "Progress",
+    "SourceError",
     "Unit",
     "UnitFailure",
     "Written",
@@ -86,7 +88,7 @@ async def arun(source: str, client: AsyncClient, from_: str, *, store: str | Non
                **options: str) -> ImportReport:
     """Import ``source`` (a source name) from ``from_`` (its URL or path) into ``client``;
     see :func:`~ownstate.importers.base.arun_import`. Raises :class:`ValueError` for an
-    unknown source or option."""
+    unknown source or option, :class:`SourceError` when the source cannot be read."""
     importer = get(source)(from_, store=store, **options)
     return await arun_import(importer, client, dry_run=dry_run, verify=verify,
                              progress=progress, concurrency=concurrency, shard=shard)

@@ -41,6 +41,7 @@ __all__ = [
     "ImportReport",
     "Importer",
     "Progress",
+    "SourceError",
     "Unit",
     "UnitFailure",
     "Written",
@@ -50,6 +51,12 @@ __all__ = [
 
 D = TypeVar("D")
 A = TypeVar("A")
+
+
+class SourceError(Exception):
+    """The source as a whole cannot be read (unreachable, not a source of that kind, its
+    tables missing); raised by :func:`arun_import`, with the framework's error as its
+    cause. Nothing more is imported."""
 
 
 class DecodeError(Exception):
@@ -254,10 +261,20 @@ async def arun_import(importer: Importer[Any], client: AsyncClient, *, dry_run: 
         raise ValueError(f"shard {index}/{count}: the index must be in 0..{count - 1}")
     report = ImportReport(importer.name, dry_run=dry_run)
     width = concurrency or importer.concurrency
-    await importer.open()
+    try:
+        await importer.open()
+    except (ValueError, SourceError):
+        raise
+    except Exception as exc:
+        raise SourceError(f"cannot open {importer.name} source {importer.source!r}: "
+                          f"{exc}") from exc
     try:
         if progress is not None:
-            total = await importer.count()
+            try:
+                total = await importer.count()
+            except Exception as exc:
+                raise SourceError(f"cannot read {importer.name} source "
+                                  f"{importer.source!r}: {exc}") from exc
             progress.start(None if total is None else -(-total // count) if count > 1
                            else total)
         queue: asyncio.Queue[Unit | None] = asyncio.Queue(maxsize=width * 2)
@@ -271,7 +288,7 @@ async def arun_import(importer: Importer[Any], client: AsyncClient, *, dry_run: 
 
         async def feed() -> None:
             try:
-                async for unit in importer.units():
+                async for unit in _listed(importer):
                     if count > 1 and zlib.crc32(unit.key.encode()) % count != index:
                         continue
                     report.units += 1
@@ -292,6 +309,15 @@ async def arun_import(importer: Importer[Any], client: AsyncClient, *, dry_run: 
         await importer.close()
     report.failures.sort(key=lambda f: (f.unit, f.stage))
     return report
+
+
+async def _listed(importer: Importer[Any]) -> AsyncIterator[Unit]:
+    try:
+        async for unit in importer.units():
+            yield unit
+    except Exception as exc:
+        raise SourceError(f"cannot list the units of {importer.name} source "
+                          f"{importer.source!r}: {exc}") from exc
 
 
 async def _one(importer: Importer[Any], client: AsyncClient, unit: Unit,

@@ -18,7 +18,7 @@ import click
 from ..api import connect_async
 from ..errors import OwnstateError
 from . import arun, get, sources
-from .base import ImportReport
+from .base import ImportReport, SourceError
 from .progress import for_stream
 
 __all__ = ["import_command"]
@@ -74,7 +74,7 @@ def _command(source: str) -> click.Command:
                                       options=settings))
         except OwnstateError as exc:
             raise click.ClickException(" ".join(exc.message.split())) from exc
-        except (ValueError, OSError, ImportError) as exc:
+        except (ValueError, OSError, ImportError, SourceError) as exc:
             raise click.ClickException(str(exc)) from exc
         click.echo(report.summary())
         if report.failed:

@@ -36,9 +36,14 @@ class ReadOnlyDatabase:
 
     async def open(self) -> None:
         if self.is_postgres:
+            import psycopg
             from psycopg.rows import dict_row
             from psycopg_pool import AsyncConnectionPool
 
+            # One connection first: an unreachable source fails now, with the driver's
+            # reason, not after the pool has retried for its whole timeout.
+            probe = await psycopg.AsyncConnection.connect(self.source, connect_timeout=10)
+            await probe.close()
             self.pool = AsyncConnectionPool(
                 self.source, min_size=1, max_size=self.size, open=False,
                 kwargs={"autocommit": True, "prepare_threshold": None,
