@@ -29,13 +29,14 @@ on in ownstate since (checkpoints the source does not have), it is left as it is
 from __future__ import annotations
 
 import base64
+import contextlib
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...api import AsyncClient
-from ...errors import Conflict, OwnstateError, RunNotFound, SessionNotFound
+from ...errors import AlreadyExists, Conflict, OwnstateError, RunNotFound, SessionNotFound
 from ...limits import LABEL_KEY_RE, Limits
 from ..base import DecodeError, Importer, ImportOption, Unit, Written, canonical_digest
 from ._sql import ReadOnlyDatabase
@@ -201,28 +202,33 @@ class LangGraphImporter(Importer[_Thread]):
                     dry_run: bool) -> Written:
         from ...adapters.langgraph.saver import _THREAD_LABEL, _session_id
 
-        state = await self._stored(client, decoded)
         written = Written()
-        if state == "complete":
-            written.already = True
-            return written
-        written.counts.update(sessions=1, items=len(decoded.messages),
-                              checkpoints=len(decoded.tuples),
-                              writes=sum(len(t.pending_writes or ()) for t in decoded.tuples))
+        counts = Counter(sessions=1, items=len(decoded.messages),
+                         checkpoints=len(decoded.tuples),
+                         writes=sum(len(t.pending_writes or ()) for t in decoded.tuples))
+        labels = {**decoded.labels, _THREAD_LABEL: decoded.thread_id[:256]}
+        session_id = _session_id(decoded.thread_id)
+        actor = decoded.actor or "langgraph"
         if dry_run:
+            if await self._stored(client, decoded) == "complete":
+                written.already = True
+            else:
+                written.counts.update(counts)
             return written
         store = await self._saver(client)._session_store()
         assert store is not None
-        session_id = _session_id(decoded.thread_id)
-        if state == "partial":
-            try:
-                session = await store.get(session_id)
-                await session.delete(force=True)
-            except SessionNotFound:
-                pass
-        labels = {**decoded.labels, _THREAD_LABEL: decoded.thread_id[:256]}
-        session = await store.add(actor_id=decoded.actor or "langgraph",
-                                  session_id=session_id, metadata=labels)
+        try:
+            # Most threads of an import are new: making the session is the first check.
+            session = await store.add(actor_id=actor, session_id=session_id, metadata=labels)
+        except AlreadyExists:
+            if await self._stored(client, decoded) == "complete":
+                written.already = True
+                return written
+            # Cut short by an earlier run: what it stored goes, the thread is written anew.
+            with contextlib.suppress(SessionNotFound):
+                await (await store.get(session_id)).delete(force=True)
+            session = await store.add(actor_id=actor, session_id=session_id, metadata=labels)
+        written.counts.update(counts)
         if decoded.tuples:
             # The saver starts from the session just made, as if it had made it itself.
             saver = self._saver(client)
