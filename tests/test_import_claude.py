@@ -301,3 +301,17 @@ def test_progress_lines_and_bar() -> None:
     bar.finish()
     assert "2/2" in screen.getvalue()
     assert "1 failed" in screen.getvalue()
+
+
+def test_listing_sources_loads_no_framework() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, ownstate.importers as i; [i.get(s) for s in i.sources()]; "
+            "from ownstate.cli import cli; "
+            "bad = {m.split('.')[0] for m in sys.modules} & {'langgraph', 'langchain_core', "
+            "'claude_agent_sdk', 'psycopg', 'aiosqlite', 'rich'}; "
+            "print(sorted(bad)); sys.exit(1 if bad else 0)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
