@@ -334,3 +334,29 @@ def test_a_source_that_cannot_be_read(tmp_path: Path) -> None:
     no_tables = runner.invoke(cli, ["--url", url, "import", "langgraph", "--from", str(empty)])
     assert no_tables.exit_code == 1
     assert "no such table: checkpoints" in no_tables.output
+
+
+def test_a_thread_cut_short_is_written_again_once(client: ownstate.Client,
+                                                   sqlite: Source) -> None:
+    """What a run killed inside one thread leaves: its session, some of its messages, no
+    checkpoint yet (or the checkpoint without its pending writes)."""
+    with sqlite.saver() as theirs:
+        made = fill(theirs)
+        before = {t: state_of(GRAPHS[g](theirs), t) for t, g in made.items()}
+    store = client.session_stores.create("langgraph")
+    store.add(actor_id="user-tools-0", session_id="tools-0").append_items(
+        [{"type": "message", "role": "user", "content": "order 42"}])
+    full = run_import("langgraph", client, sqlite.url)
+    assert full.failed == 0
+    holder = next(r for r in client.runs.list(session=store.get("approval-0")))
+    for record in client.checkpoints.list(holder.checkpoint_scope()):
+        client.checkpoints.delete(holder.checkpoint_scope(), [record.checkpoint_id],
+                                  namespace=record.namespace)
+    again = run_import("langgraph", client, sqlite.url, verify=True)
+    assert again.ok, again.summary()
+    assert (again.imported, again.already) == (1, 2)
+    ours = OwnstateSaver(client)
+    for thread, name in made.items():
+        assert state_of(GRAPHS[name](ours), thread) == before[thread]
+        ids = [m.id for m in ours.history(cfg(thread))]
+        assert len(ids) == len(set(ids)), thread
