@@ -248,3 +248,24 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
     yield made
     if made.cleanup is not None:
         made.cleanup()
+
+
+@pytest.fixture
+def new_database() -> Iterator[Callable[[str], str]]:
+    """Make fresh PostgreSQL databases on the test server (``make("lg")`` gives the URL of
+    a new database named ``lg_<random>``), dropped after the test; skips when the server
+    cannot be reached. For code with fixed table names, such as LangGraph's savers."""
+    _require("postgres")
+    import psycopg
+
+    made: list[str] = []
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        def make(prefix: str) -> str:
+            name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+            admin.execute(f"CREATE DATABASE {name}")
+            made.append(name)
+            return POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}"
+
+        yield make
+        for name in made:
+            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")

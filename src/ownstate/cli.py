@@ -27,6 +27,7 @@ from click.core import ParameterSource
 import ownstate
 from ownstate._extras import requires
 from ownstate.backends import resolve_url
+from ownstate.importers.cli import import_command
 from ownstate.model import RetentionPolicy
 
 __all__ = ["cli", "main"]
@@ -734,6 +735,9 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines.extend("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
                  for row in rows)
     return "\n".join(lines)
+
+
+cli.add_command(import_command)
 
 
 def main() -> None:

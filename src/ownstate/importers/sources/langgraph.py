@@ -1,0 +1,402 @@
+"""``langgraph``: the threads of LangGraph's PostgresSaver or SqliteSaver into ownstate.
+
+``--from`` is a PostgreSQL URL (the tables of ``PostgresSaver``/``AsyncPostgresSaver``) or
+a SQLite file (``sqlite:///path`` or a path; the tables of ``SqliteSaver``). The source
+is opened read-only (a read-only transaction mode, a ``mode=ro`` SQLite URI) and read
+through LangGraph's own savers (``AsyncPostgresSaver``/``AsyncSqliteSaver``), which decode
+its serialization; threads are listed with one query on its ``checkpoints`` table.
+
+Each thread is one unit, written through
+:class:`~ownstate.adapters.langgraph.OwnstateSaver` exactly as a graph compiled with it
+would have written it: the thread's session in the store ``langgraph`` (its messages as
+items in the neutral message format, referred to by the checkpoints), its checkpoints in
+the thread's run, pending writes with them. A thread paused at an ``interrupt()`` comes
+out as a run ``awaiting_human`` holding the interrupt values, which a graph compiled with
+``OwnstateSaver`` resumes with ``Command(resume=...)``. Subgraph namespaces are kept. The
+string values of the thread's checkpoint metadata (what the application passed in
+``config["metadata"]`` or ``configurable``, e.g. ``user_id``) become labels of the
+session; ``user_id`` is its actor, as with the saver.
+
+``--checkpoints``: ``latest`` (default) the newest checkpoint of each namespace, with its
+pending writes; ``all`` every checkpoint, replayed in order (each invocation becomes its
+run, as it would have); ``none`` the session and its messages only.
+
+A thread already stored is recognised by its checkpoint ids: complete, it is skipped; cut
+short by a killed import, what was stored of it is deleted and it is written again; gone
+on in ownstate since (checkpoints the source does not have), it is left as it is.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+from collections import Counter
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ...api import AsyncClient
+from ...errors import AlreadyExists, Conflict, OwnstateError, RunNotFound, SessionNotFound
+from ...limits import LABEL_KEY_RE, Limits
+from ..base import DecodeError, Importer, ImportOption, Unit, Written, canonical_digest
+from ._sql import ReadOnlyDatabase
+
+if TYPE_CHECKING:
+    from langchain_core.messages import BaseMessage
+    from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+
+    from ...adapters.langgraph import OwnstateSaver
+
+__all__ = ["IMPORTER", "LangGraphImporter"]
+
+# Checkpoint metadata LangGraph itself writes: never a label.
+_OWN_METADATA = frozenset({"source", "step", "parents", "writes", "run_id", "thread_id",
+                           "checkpoint_ns", "checkpoint_id", "checkpoint_map", "thread_ts"})
+_INTERRUPT = "__interrupt__"
+_LIMITS = Limits()
+
+
+@dataclass(slots=True)
+class _Thread:
+    thread_id: str
+    tuples: list[CheckpointTuple]  # in the order they are written
+    messages: list[BaseMessage]  # the messages channel of the newest root checkpoint
+    labels: dict[str, str] = field(default_factory=dict)
+    actor: str | None = None
+
+    @property
+    def paused(self) -> bool:
+        latest = self.root_latest
+        return latest is not None and any(w[1] == _INTERRUPT for w in latest.pending_writes
+                                          or ())
+
+    @property
+    def root_latest(self) -> CheckpointTuple | None:
+        roots = [t for t in self.tuples if _ns(t) == ""]
+        return max(roots, key=_id) if roots else None
+
+
+def _ns(t: CheckpointTuple) -> str:
+    return str(t.config["configurable"].get("checkpoint_ns") or "")
+
+
+def _id(t: CheckpointTuple) -> str:
+    return str(t.config["configurable"]["checkpoint_id"])
+
+
+def _labels(metadata: dict[str, Any], room: int, max_chars: int) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    for key, value in sorted(metadata.items()):
+        if key in _OWN_METADATA or key.startswith(("langgraph_", "__")):
+            continue
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            continue
+        text = str(value)
+        if LABEL_KEY_RE.fullmatch(key) and 0 < len(text) <= max_chars and len(labels) < room:
+            labels[key] = text
+    return labels
+
+
+class LangGraphImporter(Importer[_Thread]):
+    """LangGraph threads (PostgresSaver or SqliteSaver tables) into OwnstateSaver's store."""
+
+    name = "langgraph"
+    default_store = "langgraph"
+    concurrency = 16  # waits on two databases per thread: more in flight hides them
+    options = (ImportOption("checkpoints", "Which checkpoints of each thread to import.",
+                            "latest", ("latest", "all", "none")),)
+
+    async def open(self) -> None:
+        from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+        self._serde = JsonPlusSerializer(pickle_fallback=False)
+        self._db = ReadOnlyDatabase(self.source, size=self.concurrency)
+        await self._db.open()
+        if self._db.pool is not None:
+            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+            self._reader: BaseCheckpointSaver[Any] = AsyncPostgresSaver(self._db.pool)
+        else:
+            from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+            reader = AsyncSqliteSaver(self._db.sqlite)
+            reader.is_setup = True  # its setup() writes (WAL mode, CREATE TABLE): not here
+            self._reader = reader
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    async def count(self) -> int | None:
+        rows = await self._db.query("SELECT count(DISTINCT thread_id) AS n FROM checkpoints")
+        return int(rows[0]["n"])
+
+    async def units(self) -> AsyncIterator[Unit]:
+        rows = await self._db.query("SELECT thread_id, checkpoint_ns FROM checkpoints "
+                                 "GROUP BY thread_id, checkpoint_ns "
+                                 "ORDER BY thread_id, checkpoint_ns")
+        current: str | None = None
+        namespaces: list[str] = []
+        for thread_id, namespace in [*((r["thread_id"], r["checkpoint_ns"]) for r in rows),
+                                     (None, None)]:
+            if thread_id != current and current is not None:
+                yield Unit(current, {"thread_id": current, "namespaces": tuple(namespaces)})
+                namespaces = []
+            current = thread_id
+            namespaces.append(namespace)
+
+    # decoding ---------------------------------------------------------------------------
+
+    async def decode(self, unit: Unit) -> _Thread:
+        mode = self.settings["checkpoints"]
+        thread_id = unit.ids["thread_id"]
+        tuples: list[CheckpointTuple] = []
+        for namespace in unit.ids["namespaces"]:
+            if mode != "latest" and not (mode == "none" and namespace == ""):
+                if mode == "all":
+                    tuples += await self._read_all(thread_id, namespace)
+                continue
+            config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace}}
+            try:
+                latest = await self._reader.aget_tuple(config)  # type: ignore[arg-type]
+            except Exception as exc:  # the framework's decoder refused the row
+                raise DecodeError(f"LangGraph cannot decode its newest checkpoint: {exc!r}",
+                                  checkpoint_ns=namespace) from exc
+            if latest is not None:
+                tuples.append(latest)
+        if mode == "all":
+            tuples.sort(key=_id)
+        else:  # the root first: its first checkpoint opens the thread's run
+            tuples.sort(key=lambda t: (_ns(t) != "", _id(t)))
+        thread = _Thread(thread_id, [], [])
+        latest = next((t for t in reversed(tuples) if _ns(t) == ""), None)
+        if latest is not None:
+            messages = latest.checkpoint["channel_values"].get("messages")
+            from ...adapters.langgraph._history import is_history
+
+            thread.messages = list(messages) if is_history(messages) else []
+            metadata = dict(latest.metadata or {})
+            thread.labels = _labels(metadata, _LIMITS.max_metadata_labels - 1,
+                                    _LIMITS.max_label_value_chars)
+            actor = metadata.get("user_id")
+            thread.actor = str(actor) if actor not in (None, "") else None
+        thread.tuples = [] if mode == "none" else tuples
+        return thread
+
+    async def _read_all(self, thread_id: str, namespace: str) -> list[CheckpointTuple]:
+        config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace}}
+        try:
+            return [t async for t in self._reader.alist(config)]  # type: ignore[arg-type]
+        except Exception as exc:
+            raise DecodeError(f"LangGraph cannot decode a checkpoint: {exc!r}",
+                              checkpoint_ns=namespace) from exc
+
+    # writing ----------------------------------------------------------------------------
+
+    def _saver(self, client: AsyncClient) -> OwnstateSaver:
+        from ...adapters.langgraph import OwnstateSaver
+
+        return self.adapter(client, lambda c: OwnstateSaver(
+            c, store=self.store, owner="ownstate-import", max_cached_threads=64))
+
+    async def write(self, client: AsyncClient, unit: Unit, decoded: _Thread, *,
+                    dry_run: bool) -> Written:
+        from ...adapters.langgraph.saver import _THREAD_LABEL, _session_id
+
+        written = Written()
+        counts = Counter(sessions=1, items=len(decoded.messages),
+                         checkpoints=len(decoded.tuples),
+                         writes=sum(len(t.pending_writes or ()) for t in decoded.tuples))
+        labels = {**decoded.labels, _THREAD_LABEL: decoded.thread_id[:256]}
+        session_id = _session_id(decoded.thread_id)
+        actor = decoded.actor or "langgraph"
+        if dry_run:
+            if await self._stored(client, decoded) == "complete":
+                written.already = True
+            else:
+                written.counts.update(counts)
+            return written
+        store = await self._saver(client)._session_store()
+        assert store is not None
+        try:
+            # Most threads of an import are new: making the session is the first check.
+            session = await store.add(actor_id=actor, session_id=session_id, metadata=labels)
+        except AlreadyExists:
+            if await self._stored(client, decoded) == "complete":
+                written.already = True
+                return written
+            # Cut short by an earlier run: what it stored goes, the thread is written anew.
+            with contextlib.suppress(SessionNotFound):
+                await (await store.get(session_id)).delete(force=True)
+            session = await store.add(actor_id=actor, session_id=session_id, metadata=labels)
+        written.counts.update(counts)
+        if decoded.tuples:
+            # The saver starts from the session just made, as if it had made it itself.
+            saver = self._saver(client)
+            saver._drop(decoded.thread_id)
+            saver._remember(decoded.thread_id, session, store.name)
+            await self._replay(client, decoded)
+        elif decoded.messages:
+            from ...formats.langchain import FORMAT, message_to_item
+
+            items = []
+            for message in decoded.messages:
+                try:
+                    items.append(message_to_item(message))
+                except OwnstateError:
+                    continue
+            await session.append_items(items, format=FORMAT)
+        return written
+
+    async def _replay(self, client: AsyncClient, thread: _Thread) -> None:
+        saver = self._saver(client)
+        mode = self.settings["checkpoints"]
+        previous: dict[tuple[str, str], dict[str, Any]] = {}
+        for t in thread.tuples:
+            namespace = _ns(t)
+            parent = t.parent_config["configurable"]["checkpoint_id"] if t.parent_config \
+                else None
+            versions = t.checkpoint["channel_versions"]
+            before = previous.get((namespace, parent or ""), {}) if mode == "all" else {}
+            new_versions = {c: v for c, v in versions.items() if before.get(c) != v}
+            configurable: dict[str, Any] = {"thread_id": thread.thread_id,
+                                            "checkpoint_ns": namespace}
+            if parent is not None:
+                configurable["checkpoint_id"] = parent
+            if thread.actor is not None:
+                configurable["user_id"] = thread.actor
+            await saver.aput({"configurable": configurable}, t.checkpoint, t.metadata,
+                             new_versions)
+            previous[(namespace, _id(t))] = dict(versions)
+            if mode == "all" or namespace != "":
+                await self._writes(saver, thread, t)
+        if mode != "all":
+            for t in thread.tuples:
+                if _ns(t) == "":
+                    await self._writes(saver, thread, t)
+
+    async def _writes(self, saver: OwnstateSaver, thread: _Thread, t: CheckpointTuple) -> None:
+        by_task: dict[str, list[tuple[str, Any]]] = {}
+        for task_id, channel, value in t.pending_writes or ():
+            by_task.setdefault(task_id, []).append((channel, value))
+        config = {"configurable": {"thread_id": thread.thread_id, "checkpoint_ns": _ns(t),
+                                   "checkpoint_id": _id(t)}}
+        # The interrupt last: it marks the run awaiting once everything else is stored.
+        for task_id, writes in sorted(by_task.items(), key=lambda kv: any(
+                c == _INTERRUPT for c, _ in kv[1])):
+            await saver.aput_writes(config, writes, task_id)  # type: ignore[arg-type]
+
+    async def _stored(self, client: AsyncClient, thread: _Thread) -> str:
+        """``absent``, ``complete``, or ``partial`` (an import cut short) for a thread;
+        raises :class:`Conflict` for one that has gone on in ownstate since."""
+        from ...adapters.langgraph.saver import _holder_id, _session_id
+
+        store = await self._saver(client)._session_store(create=False)
+        if store is None:
+            return "absent"
+        session_id = _session_id(thread.thread_id)
+        try:
+            session = await store.get(session_id)
+        except SessionNotFound:
+            return "absent"
+        if not thread.tuples:
+            page = await session.list_items_page(page_size=1)
+            return "complete" if page.items or not thread.messages else "partial"
+        from ...model import CheckpointScope
+
+        scope = CheckpointScope(session.actor_id, store.name, session_id,
+                                _holder_id(store.name, session_id))
+        try:
+            records = await client.checkpoints.list(scope)
+        except RunNotFound:
+            return "partial"
+        stored = {(r.namespace, r.checkpoint_id): len(r.pending_writes) for r in records}
+        wanted = {(_ns(t), _id(t)): len(t.pending_writes or ()) for t in thread.tuples}
+        if set(stored) <= set(wanted):
+            if stored != wanted:
+                return "partial"
+            if thread.paused:
+                runs = await client.runs.list_page(session=session, page_size=1)
+                if not runs.items or runs.items[0].status != "awaiting_human":
+                    return "partial"
+            return "complete"
+        latest = thread.root_latest
+        if latest is not None and ("", _id(latest)) in stored:
+            return "complete"  # continued in ownstate since: the source is in it
+        raise Conflict(f"thread {thread.thread_id!r} is stored with checkpoints the source "
+                       "does not have; it was left as it is")
+
+    # verifying --------------------------------------------------------------------------
+
+    @staticmethod
+    def _items(messages: list[BaseMessage]) -> list[Any]:
+        from ...formats.langchain import message_to_item
+
+        out: list[Any] = []
+        for m in messages:
+            try:
+                out.append(message_to_item(m))
+            except OwnstateError:
+                out.append(repr(m))
+        return out
+
+    def _plain(self, value: Any) -> Any:
+        from ...adapters.langgraph._history import is_history
+
+        if is_history(value) and value:
+            return self._items(value)
+        tag, data = self._serde.dumps_typed(value)
+        return [tag, base64.b64encode(data).decode()]
+
+    def _view(self, t: CheckpointTuple | None) -> Any:
+        if t is None:
+            return None
+        values = t.checkpoint["channel_values"]
+        return [_ns(t), _id(t), dict(t.metadata or {}),
+                {c: self._plain(v) for c, v in sorted(values.items())},
+                sorted([w[0], w[1], self._plain(w[2])] for w in t.pending_writes or ())]
+
+    async def digest(self, client: AsyncClient, unit: Unit, decoded: _Thread
+                     ) -> tuple[tuple[str, Counter[str]], tuple[str, Counter[str]]]:
+        from ...adapters.langgraph.saver import _session_id
+
+        saver = self._saver(client)
+        source_counts = Counter(sessions=1, checkpoints=len(decoded.tuples),
+                                writes=sum(len(t.pending_writes or ()) for t in decoded.tuples),
+                                awaiting=int(decoded.paused))
+        stored_counts: Counter[str] = Counter()
+        only_messages = not decoded.tuples  # (--checkpoints none) the messages are all there is
+        source_view = (self._items(decoded.messages) if only_messages
+                       else [self._view(t) for t in decoded.tuples])
+        stored_view: list[Any] = []
+        store = await saver._session_store(create=False)
+        if store is not None:
+            try:
+                session = await store.get(_session_id(decoded.thread_id))
+            except SessionNotFound:
+                session = None
+            if session is not None:
+                stored_counts["sessions"] = 1
+                # Read what is stored, not what the saver remembers of writing it.
+                saver._drop(decoded.thread_id)
+                saver._remember(decoded.thread_id, session, store.name)
+                for t in decoded.tuples:
+                    try:
+                        got = await saver.aget_tuple(t.config)
+                    except OwnstateError as exc:
+                        stored_view.append(f"unreadable: {exc.code}")
+                        continue
+                    stored_view.append(self._view(got))
+                    if got is not None:
+                        stored_counts["checkpoints"] += 1
+                        stored_counts["writes"] += len(got.pending_writes or ())
+                page = await client.runs.list_page(session=session, page_size=1)
+                stored_counts["awaiting"] = int(bool(page.items) and
+                                                page.items[0].status == "awaiting_human")
+                if only_messages:
+                    stored_view = [i.data async for i in session.list_items(
+                        order_by="create_time asc")]
+        return ((canonical_digest([source_view]), +source_counts),
+                (canonical_digest([stored_view]), +stored_counts))
+
+
+IMPORTER = LangGraphImporter
