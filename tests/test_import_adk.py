@@ -389,3 +389,17 @@ def test_cli(tmp_path: Path, sqlite_source: Source) -> None:
         refused = runner.invoke(cli, ["--url", url, "import", "adk", "--from", wrong])
         assert refused.exit_code == 1, refused.output
         assert says in refused.output
+
+
+def test_a_layout_older_than_schema_0_is_refused(client: ownstate.Client,
+                                                 tmp_path: Path) -> None:
+    """Before ADK 1.19 the events table lacked columns schema 0 has; ADK no longer reads
+    such a database, and neither does the import: it says so and writes nothing."""
+    path = tmp_path / "old.db"
+    _make(f"sqlite+aiosqlite:///{path}", "0")
+    with sqlite3.connect(path) as conn:
+        conn.execute("ALTER TABLE events DROP COLUMN input_transcription")
+    conn.close()
+    with pytest.raises(ValueError, match="no column 'input_transcription'"):
+        run_import("adk", client, str(path))
+    assert list(client.session_stores.list()) == []

@@ -340,3 +340,37 @@ def test_cli(tmp_path: Path) -> None:
                                       wrong])
         assert refused.exit_code == 1, refused.output
         assert says in refused.output
+
+
+@pytest.mark.parametrize("where", ["path", "sqlite-url", "postgres"])
+def test_the_source_database_refuses_writes(tmp_path: Path, where: str) -> None:
+    """The engine the sources read through cannot write, whatever a bug might send it."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError
+
+    from ownstate.importers.sources._shared import readonly_engine
+
+    async def attempt(url: str) -> None:
+        engine = readonly_engine(url)
+        try:
+            async with engine.begin() as conn:
+                assert (await conn.execute(text("SELECT count(*) FROM agent_messages"))
+                        ).scalar() == 8
+                with pytest.raises(DBAPIError, match=r"read-only|readonly"):
+                    await conn.execute(text("DELETE FROM agent_messages"))
+        finally:
+            await engine.dispose()
+
+    if where == "postgres":
+        with postgres_database() as url:
+            made = Source("sqlalchemy-postgres", url, lambda sid: SQLAlchemySession.from_url(
+                sid, url=url, create_tables=True))
+            made.fill()
+            run(attempt(url))  # asyncpg
+            run(attempt(url.replace("+asyncpg", "")))  # SQLAlchemy's default driver
+            assert len(made.expected("s-1")) == 4
+        return
+    made = _sqlite_session(tmp_path)
+    made.fill()
+    run(attempt(made.from_ if where == "path" else f"sqlite:///{made.from_}"))
+    assert len(made.expected("s-1")) == 4

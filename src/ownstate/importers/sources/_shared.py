@@ -43,8 +43,9 @@ def _sqlite_readonly(path: Path) -> URL:
 
 def readonly_engine(source: str) -> AsyncEngine:
     """An async engine that can only read ``source``: a path (a SQLite file) or a
-    SQLAlchemy URL (``sqlite:///...``, ``postgresql://...``; a URL without an async
-    driver gets ``aiosqlite`` or ``asyncpg``). Raises :class:`ValueError` for a path that
+    SQLAlchemy URL (``sqlite:///...``, ``postgresql://...``; SQLite is read with
+    ``aiosqlite``, PostgreSQL with ``psycopg`` when the URL names it or no driver, else
+    ``asyncpg``). Raises :class:`ValueError` for a path that
     is no file, an in-memory SQLite URL or a URL SQLAlchemy cannot use."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError

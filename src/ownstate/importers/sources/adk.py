@@ -1,9 +1,9 @@
 """``adk``: Google ADK ``DatabaseSessionService`` databases into ownstate.
 
 ``--from`` is the database's SQLAlchemy URL (``sqlite+aiosqlite:///sessions.db``,
-``postgresql+asyncpg://.../app``; ``sqlite://`` and ``postgresql://`` get the async
-driver) or a SQLite file's path. Its schema version is read the way ADK reads it
-(``adk_internal_metadata``, else the shape of the ``events`` table): ``1``, events as
+``postgresql+asyncpg://.../app``; an async driver is chosen for a URL that names a
+synchronous one) or a SQLite file's path. Its schema version is read the way ADK reads
+it (``adk_internal_metadata``, else the shape of the ``events`` table): ``1``, events as
 JSON, or ``0``, the earlier schema whose event actions are pickled. Rows are decoded with
 that version's own ADK models (``StorageEvent.to_event``, the restricted unpickler of
 ``0``), in ADK's order (by timestamp, then event id), so each event is the ``Event``
@@ -122,13 +122,16 @@ class AdkImporter(Importer[_Session | _State]):
         limits.store_name(self.settings["state-store"])
         self._engine: AsyncEngine = readonly_engine(self.source)
 
-        def look(sync: Any) -> tuple[str, set[str]]:
-            return (checks.get_db_schema_version_from_connection(sync),
-                    set(inspect(sync).get_table_names()))
+        def look(sync: Any) -> tuple[str, set[str], set[str]]:
+            found = inspect(sync)
+            tables = set(found.get_table_names())
+            columns = ({c["name"] for c in found.get_columns("events")} if "events" in tables
+                       else set())
+            return checks.get_db_schema_version_from_connection(sync), tables, columns
 
         try:
             async with self._engine.connect() as conn:
-                version, tables = await conn.run_sync(look)
+                version, tables, columns = await conn.run_sync(look)
         except (SQLAlchemyError, OSError, ValueError) as exc:
             await self._engine.dispose()
             raise ValueError(f"cannot read {redacted(self.source)}: {exc}") from exc
@@ -140,8 +143,14 @@ class AdkImporter(Importer[_Session | _State]):
                      else f"no table {sorted(wanted - tables)[0]!r}")
             raise ValueError(f"{redacted(self.source)} has {found}: not an ADK "
                              "DatabaseSessionService database this importer reads")
-        self.schema_version = version
         self._schema: Any = schemas[version]
+        lacking = set(self._schema.StorageEvent.__table__.columns.keys()) - columns
+        if lacking:
+            await self._engine.dispose()
+            raise ValueError(f"{redacted(self.source)}: its events table has no column "
+                             f"{sorted(lacking)[0]!r}, a layout older than ADK's schema "
+                             f"{version}; bring it up to date with ADK's migration first")
+        self.schema_version = version
         # Sessions still being imported: the state units wait for them (see units).
         self._pending = 0
         self._settled = asyncio.Event()

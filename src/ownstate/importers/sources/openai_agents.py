@@ -3,9 +3,9 @@
 
 ``--from`` is a SQLite file written by ``SQLiteSession`` (a path), or the database of
 ``SQLAlchemySession`` as a SQLAlchemy URL (``sqlite+aiosqlite:///app.db``,
-``postgresql+asyncpg://.../app``; ``sqlite://`` and ``postgresql://`` get the async
-driver). ``--sessions-table`` and ``--messages-table`` name the tables when the SDK was
-given other names. Each SDK session is one unit: its rows in the messages table, in the
+``postgresql+asyncpg://.../app``; an async driver is chosen for a URL that names a
+synchronous one). ``--sessions-table`` and ``--messages-table`` name the tables when the
+SDK was given other names. Each SDK session is one unit: its rows in the messages table, in the
 order the SDK reads them (by row id for ``SQLiteSession``; by ``created_at``, then row id
 for ``SQLAlchemySession``), each decoded as the SDK decodes it (``json.loads`` of the
 stored text). A session with a row the SDK would skip as corrupt is not imported at all
