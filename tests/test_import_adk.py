@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 import sqlite3
-import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,8 +28,6 @@ from ownstate.cli import cli
 from ownstate.importers import get, run_import, sources
 from ownstate.importers.cli import EXIT_DIFFERENT, EXIT_FAILED_UNITS
 
-POSTGRES_ADMIN = os.environ.get("OWNSTATE_TEST_POSTGRES_URL",
-                                "postgresql://postgres@127.0.0.1:5432/test")
 #: (app, user, session id) of every session the fixture writes
 SESSIONS = [("shop", "u1", "a"), ("shop", "u2", "b"), ("other", "u1", "a")]
 
@@ -134,37 +129,12 @@ def _make(url: str, version: str) -> Source:
     return made
 
 
-class postgres_database:
-    """A PostgreSQL database of its own for ADK's tables, dropped afterwards."""
-
-    def __enter__(self) -> str:
-        import psycopg
-
-        self.name = f"adk_{uuid.uuid4().hex[:12]}"
-        try:
-            with psycopg.connect(POSTGRES_ADMIN, autocommit=True, connect_timeout=3) as conn:
-                conn.execute(f"CREATE DATABASE {self.name}")
-        except psycopg.OperationalError as exc:
-            pytest.skip(f"postgres is unreachable: {exc}")
-        base = POSTGRES_ADMIN.rsplit("/", 1)[0].replace("postgresql://",
-                                                        "postgresql+asyncpg://")
-        return f"{base}/{self.name}"
-
-    def __exit__(self, *exc: object) -> None:
-        import psycopg
-
-        with psycopg.connect(POSTGRES_ADMIN, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)")
-
-
 @pytest.fixture(params=["sqlite-1", "sqlite-0", "postgres-1", "postgres-0"])
-def source(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Source]:
+def source(request: pytest.FixtureRequest, tmp_path: Path) -> Source:
     where, version = request.param.split("-")
     if where == "sqlite":
-        yield _make(f"sqlite+aiosqlite:///{tmp_path / 'adk.db'}", version)
-        return
-    with postgres_database() as url:
-        yield _make(url, version)
+        return _make(f"sqlite+aiosqlite:///{tmp_path / 'adk.db'}", version)
+    return _make(request.getfixturevalue("scratch_postgres"), version)
 
 
 @pytest.fixture

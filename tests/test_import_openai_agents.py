@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 import sqlite3
-import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,9 +22,6 @@ from ownstate.adapters.openai_agents import OwnstateSession
 from ownstate.cli import cli
 from ownstate.importers import run_import, sources
 from ownstate.importers.cli import EXIT_DIFFERENT, EXIT_FAILED_UNITS
-
-POSTGRES_ADMIN = os.environ.get("OWNSTATE_TEST_POSTGRES_URL",
-                                "postgresql://postgres@127.0.0.1:5432/test")
 
 
 def run(coro: Any) -> Any:
@@ -103,44 +97,21 @@ def _sqlalchemy_sqlite(tmp: Path) -> Source:
         sid, url=url, create_tables=True))
 
 
+def _sqlalchemy_postgres(url: str) -> Source:
+    return Source("sqlalchemy-postgres", url, lambda sid: SQLAlchemySession.from_url(
+        sid, url=url, create_tables=True))
+
+
 @pytest.fixture(params=["sqlite-session", "sqlalchemy-sqlite", "sqlalchemy-postgres"])
-def source(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Source]:
+def source(request: pytest.FixtureRequest, tmp_path: Path) -> Source:
     if request.param == "sqlite-session":
         made = _sqlite_session(tmp_path)
     elif request.param == "sqlalchemy-sqlite":
         made = _sqlalchemy_sqlite(tmp_path)
     else:
-        with postgres_database() as url:
-            made = Source("sqlalchemy-postgres", url, lambda sid: SQLAlchemySession.from_url(
-                sid, url=url, create_tables=True))
-            made.fill()
-            yield made
-        return
+        made = _sqlalchemy_postgres(request.getfixturevalue("scratch_postgres"))
     made.fill()
-    yield made
-
-
-class postgres_database:
-    """A PostgreSQL database of its own for the SDK's tables, dropped afterwards."""
-
-    def __enter__(self) -> str:
-        import psycopg
-
-        self.name = f"sdk_{uuid.uuid4().hex[:12]}"
-        try:
-            with psycopg.connect(POSTGRES_ADMIN, autocommit=True, connect_timeout=3) as conn:
-                conn.execute(f"CREATE DATABASE {self.name}")
-        except psycopg.OperationalError as exc:
-            pytest.skip(f"postgres is unreachable: {exc}")
-        base = POSTGRES_ADMIN.rsplit("/", 1)[0].replace("postgresql://",
-                                                        "postgresql+asyncpg://")
-        return f"{base}/{self.name}"
-
-    def __exit__(self, *exc: object) -> None:
-        import psycopg
-
-        with psycopg.connect(POSTGRES_ADMIN, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)")
+    return made
 
 
 def rows(client: ownstate.Client, store: str) -> list[tuple[Any, ...]]:
@@ -343,7 +314,8 @@ def test_cli(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("where", ["path", "sqlite-url", "postgres"])
-def test_the_source_database_refuses_writes(tmp_path: Path, where: str) -> None:
+def test_the_source_database_refuses_writes(request: pytest.FixtureRequest, tmp_path: Path,
+                                            where: str) -> None:
     """The engine the sources read through cannot write, whatever a bug might send it."""
     from sqlalchemy import text
     from sqlalchemy.exc import DBAPIError
@@ -362,13 +334,12 @@ def test_the_source_database_refuses_writes(tmp_path: Path, where: str) -> None:
             await engine.dispose()
 
     if where == "postgres":
-        with postgres_database() as url:
-            made = Source("sqlalchemy-postgres", url, lambda sid: SQLAlchemySession.from_url(
-                sid, url=url, create_tables=True))
-            made.fill()
-            run(attempt(url))  # asyncpg
-            run(attempt(url.replace("+asyncpg", "")))  # SQLAlchemy's default driver
-            assert len(made.expected("s-1")) == 4
+        url = request.getfixturevalue("scratch_postgres")
+        made = _sqlalchemy_postgres(url)
+        made.fill()
+        run(attempt(url))  # asyncpg
+        run(attempt(url.replace("+asyncpg", "")))  # SQLAlchemy's default driver
+        assert len(made.expected("s-1")) == 4
         return
     made = _sqlite_session(tmp_path)
     made.fill()
