@@ -269,3 +269,23 @@ def new_database() -> Iterator[Callable[[str], str]]:
         yield make
         for name in made:
             admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def scratch_postgres() -> Iterator[str]:
+    """A PostgreSQL database of its own, for a framework's tables that an import reads
+    (as a ``postgresql+asyncpg://`` URL), dropped afterwards."""
+    _require("postgres")
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    name = f"src_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    info = conninfo_to_dict(POSTGRES_URL)
+    user = info.get("user", "postgres")
+    password = f":{info['password']}" if info.get("password") else ""
+    yield (f"postgresql+asyncpg://{user}{password}@{info.get('host', '127.0.0.1')}:"
+           f"{info.get('port', 5432)}/{name}")
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
