@@ -26,6 +26,7 @@ changed; what it leaves is invisible and finished by the next call on the name.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -33,6 +34,11 @@ from datetime import datetime
 from ..._ids import format_time
 from ...errors import AlreadyExists, BackendUnavailable, StoreNotFound
 from ._core import CLAIM_GRACE_MS, RedisCore, lua
+
+#: How often, and how long, a create waits for another call's create of the same name to
+#: finish (a create takes milliseconds; one that died is taken over after the grace time).
+_CREATING_WAITS = 100
+_CREATING_PAUSE = 0.01
 
 __all__ = ["DROP_GRANTS", "claim_scripts", "create_with_grants", "drop_store_grants"]
 
@@ -85,7 +91,7 @@ local now_ms = t[1] * 1000 + math.floor(t[2] / 1000)
 local f = redis.call('HMGET', {hkey}, 'state', 'since')
 if f[1] == 'live' then return {{'@exists'}} end
 if f[1] == 'creating' then
-  if now_ms - tonumber(f[2]) < tonumber(ARGV[3]) then return {{'@exists'}} end
+  if now_ms - tonumber(f[2]) < tonumber(ARGV[3]) then return {{'@creating'}} end
 elseif f[1] then
   return {{'@deleting'}}
 end
@@ -116,12 +122,20 @@ async def create_with_grants(core: RedisCore, record: str, key: str, tenant: str
     in the three steps above; ``finish_delete`` completes a delete of the name that
     stopped half-way. Raises AlreadyExists."""
     nonce = core.nonce()
+    waits = 0
     for _ in range(10):
         reply = await core._eval(f"{record}_create", [key],
                                  [format_time(now), nonce, CLAIM_GRACE_MS])
+        while reply[0] == b"@creating" and waits < _CREATING_WAITS:
+            # another call is creating the name: a clash is reported once that store can
+            # be read, so that a caller's "get it, else create it" finds it
+            waits += 1
+            await asyncio.sleep(_CREATING_PAUSE)
+            reply = await core._eval(f"{record}_create", [key],
+                                     [format_time(now), nonce, CLAIM_GRACE_MS])
         if reply[0] == b"ok":
             break
-        if reply[0] == b"@exists":
+        if reply[0] in (b"@exists", b"@creating"):
             raise AlreadyExists(f"{label} {name!r} already exists", store=name)
         with contextlib.suppress(StoreNotFound):
             await finish_delete()
