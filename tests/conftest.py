@@ -33,6 +33,10 @@ from ownstate.limits import TENANT_RE
 from ownstate.testing import Target
 from ownstate.testing.fixtures import client, make_client  # noqa: F401  (for every test file)
 
+# Installing ownstate registers the plugin; naming it here runs the suite from a source tree
+# whose installed metadata predates it (loading it twice is a no-op).
+pytest_plugins = ["ownstate.testing.plugin", "pytester"]
+
 # CI replays the same property-test examples every run, so a red run always means a change
 # broke something; elsewhere every run explores new examples.
 settings.register_profile("ci", derandomize=True, print_blob=True)

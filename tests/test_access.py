@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 
 import ownstate
-from ownstate.testing.access import *  # noqa: F403
+from ownstate.testing import Suite
+
+ownstate_suite = Suite("access")
 
 
 def _secret(token: str) -> str:

@@ -10,8 +10,10 @@ from pathlib import Path
 import ownstate
 from ownstate.api import AsyncClient
 from ownstate.backends.memory import MemoryBackend
-from ownstate.testing.assets import *  # noqa: F403
+from ownstate.testing import Suite
 from ownstate.testing.fixtures import run_async
+
+ownstate_suite = Suite("assets")
 
 
 def _exercise(client: ownstate.Client) -> list[str]:

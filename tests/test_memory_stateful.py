@@ -1,3 +1,5 @@
 """The facts state machine, run over every backend in conftest.TARGETS."""
 
-from ownstate.testing.memory_stateful import *  # noqa: F403
+from ownstate.testing import Suite
+
+ownstate_suite = Suite("memory_stateful")

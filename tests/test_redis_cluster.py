@@ -7,8 +7,6 @@ backend is enabled (see conftest.py) or ``OWNSTATE_TEST_BACKENDS`` names ``redis
 when ``OWNSTATE_REQUIRE_BACKENDS`` names ``redis``, a cluster that cannot start fails the
 tests instead of skipping them.
 """
-# ruff: noqa: F403
-
 from __future__ import annotations
 
 import os
@@ -24,10 +22,7 @@ import pytest
 from conftest import ENABLED, REQUIRED, wait_for
 
 import ownstate
-from ownstate.testing import Target
-from ownstate.testing.access import *
-from ownstate.testing.conformance import *
-from ownstate.testing.runs import *
+from ownstate.testing import Suite, Target
 
 try:
     import redis
@@ -37,6 +32,8 @@ except ImportError:  # only without the 'redis' extra
     if "redis" in REQUIRED:
         raise
     pytest.skip("redis-py (the 'redis' extra) is not installed", allow_module_level=True)
+
+ownstate_suite = Suite("access", "conformance", "runs")
 
 MASTERS = 3
 START_TIMEOUT = 30.0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..backends import open_backend, resolve_url
+from ..backends import Backend
 from ..limits import Limits
 from ._paging import AsyncPager
 from ._portal import InlinePortal, Portal, ThreadPortal
@@ -12,6 +12,7 @@ from .aio import (
     AsyncSession,
     AsyncSessionStore,
     AsyncSessionStores,
+    choose_backend,
     connect_async,
     start_client,
 )
@@ -62,6 +63,7 @@ __all__ = [
 def connect(
     url: str | None = None,
     *,
+    backend: Backend | None = None,
     tenant: str | None = None,
     token: str | None = None,
     limits: Limits | None = None,
@@ -74,17 +76,20 @@ def connect(
     ``http(s)://host:port`` for an ownstate server, with its API key as ``token`` (else the
     URL's password, else ``OWNSTATE_TOKEN``). ``tenant`` scopes everything the client
     reads and writes (default ``"default"``; on a server, the key's tenant). With
-    ``migrate=False`` the schema is only verified, never changed.
+    ``migrate=False`` the schema is only verified, never changed. ``backend=`` (instead of a
+    URL) opens the client over a backend instance that is not yet set up, such as one
+    written outside ownstate; the client sets it up and closes it.
 
-    Raises :class:`~ownstate.errors.InvalidInput` (unknown scheme, bad tenant),
+    Raises :class:`~ownstate.errors.InvalidInput` (unknown scheme, bad tenant, both a URL
+    and ``backend=``, ``token=`` with ``backend=``, ``backend=`` not a Backend),
     :class:`~ownstate.errors.Unauthenticated` (a server refused the key),
     :class:`~ownstate.errors.PermissionDenied` (``tenant`` is not the key's),
     :class:`~ownstate.errors.SchemaVersion`, :class:`~ownstate.errors.BackendUnavailable`.
     """
-    backend = open_backend(resolve_url(url), inline=True, token=token)
-    portal: Portal = InlinePortal() if backend.runs_inline else ThreadPortal()
+    chosen = choose_backend(url, backend, token=token, inline=True)
+    portal: Portal = InlinePortal() if chosen.runs_inline else ThreadPortal()
     try:
-        impl = portal.call(start_client(backend, tenant=tenant, limits=limits, migrate=migrate))
+        impl = portal.call(start_client(chosen, tenant=tenant, limits=limits, migrate=migrate))
     except BaseException:
         portal.close()
         raise

@@ -442,6 +442,22 @@ class AsyncClient:
         await self.close()
 
 
+def choose_backend(url: str | None, backend: Backend | None, *, token: str | None,
+                   inline: bool = False) -> Backend:
+    """The backend ``connect``/``connect_async`` open: ``backend`` when given, else the one
+    the URL names (see :func:`~ownstate.backends.open_backend`)."""
+    if backend is None:
+        return open_backend(resolve_url(url), inline=inline, token=token)
+    if url is not None:
+        raise InvalidInput("give a URL or backend=, not both", field="backend")
+    if token is not None:
+        raise InvalidInput("token= is for http:// and https:// URLs", field="token")
+    if not isinstance(backend, Backend):
+        raise InvalidInput(f"backend= takes an ownstate.backends.Backend, not "
+                           f"{type(backend).__name__}", field="backend")
+    return backend
+
+
 async def start_client(
     backend: Backend, *, tenant: str | None, limits: Limits | None, migrate: bool
 ) -> AsyncClient:
@@ -468,6 +484,7 @@ async def start_client(
 async def connect_async(
     url: str | None = None,
     *,
+    backend: Backend | None = None,
     tenant: str | None = None,
     token: str | None = None,
     limits: Limits | None = None,
@@ -478,10 +495,13 @@ async def connect_async(
     The URL is the argument, else ``OWNSTATE_URL``, else ``sqlite:///ownstate.db``; an
     ``http(s)://`` URL reaches an ownstate server with the API key ``token``. With
     ``migrate=False`` the schema is only verified (for processes that may not run DDL).
-    Raises :class:`~ownstate.errors.InvalidInput` (unknown scheme),
+    ``backend=`` (instead of a URL) opens the client over a backend instance that is not
+    yet set up, such as one written outside ownstate; the client sets it up and closes it.
+    Raises :class:`~ownstate.errors.InvalidInput` (unknown scheme; both a URL and
+    ``backend=``; ``token=`` with ``backend=``; ``backend=`` not a Backend),
     :class:`~ownstate.errors.Unauthenticated` (a server refused the key),
     :class:`~ownstate.errors.PermissionDenied` (``tenant`` is not the key's),
     :class:`~ownstate.errors.SchemaVersion`, :class:`~ownstate.errors.BackendUnavailable`.
     """
-    backend = open_backend(resolve_url(url), token=token)
-    return await start_client(backend, tenant=tenant, limits=limits, migrate=migrate)
+    chosen = choose_backend(url, backend, token=token)
+    return await start_client(chosen, tenant=tenant, limits=limits, migrate=migrate)

@@ -1,17 +1,32 @@
-"""Backends, chosen by URL scheme; each driver is imported only when its scheme is used."""
+"""Backends, chosen by URL scheme; each driver is imported only when its scheme is used.
+
+A backend outside this package gets a scheme of its own through an entry point in the
+``ownstate.backends`` group: the entry point's name is the scheme, its value a callable
+taking the URL and returning a :class:`Backend` (not yet set up)::
+
+    # pyproject.toml of the distribution that ships the backend
+    [project.entry-points."ownstate.backends"]
+    mine = "mine_backend:open_backend"
+
+The built-in schemes come first; an entry point is loaded only when its scheme is used.
+"""
 
 from __future__ import annotations
 
 import os
 import re
+from importlib.metadata import entry_points
 from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit, urlunsplit
 
 from ..errors import InvalidInput
 from .base import Backend, Capability, NewItem
 
-__all__ = ["DEFAULT_URL", "Backend", "Capability", "NewItem", "open_backend", "resolve_url"]
+__all__ = ["DEFAULT_URL", "ENTRY_POINT_GROUP", "Backend", "Capability", "NewItem", "open_backend",
+           "resolve_url"]
 
 DEFAULT_URL = "sqlite:///ownstate.db"
+#: The entry-point group naming the backends other distributions provide, by URL scheme.
+ENTRY_POINT_GROUP = "ownstate.backends"
 _SCHEMA_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
@@ -41,8 +56,12 @@ def open_backend(url: str, *, inline: bool = False, token: str | None = None) ->
     - ``redis://host:6379/0``, ``rediss://...`` (TLS), ``redis+cluster://host:7000`` and
       ``rediss+cluster://...`` (Redis Cluster); options ``?prefix=NAME`` (default
       ``ownstate``) and ``checkpoint_ttl=SECONDS``; other options go to redis-py
+    - any other scheme an installed distribution registers in the ``ownstate.backends``
+      entry-point group (its factory gets the whole URL)
 
-    Raises :class:`~ownstate.errors.InvalidInput` for an unknown scheme or a malformed URL.
+    Raises :class:`~ownstate.errors.InvalidInput` for an unknown scheme or a malformed URL,
+    and :class:`TypeError` when a registered factory returns something that is not a
+    :class:`Backend`.
     """
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
@@ -93,5 +112,12 @@ def open_backend(url: str, *, inline: bool = False, token: str | None = None) ->
         from .http import HttpBackend
 
         return HttpBackend(url, token)
+    for entry in entry_points(group=ENTRY_POINT_GROUP, name=scheme):
+        backend = entry.load()(url)
+        if not isinstance(backend, Backend):
+            raise TypeError(f"the {ENTRY_POINT_GROUP} entry point {entry.name} = {entry.value} "
+                            f"returned {type(backend).__name__}, not a Backend")
+        return backend
     raise InvalidInput(f"no backend for URL scheme {parts.scheme!r} (try memory:// or "
                        "sqlite:///path.db)", field="url")
+

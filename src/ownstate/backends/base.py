@@ -13,6 +13,7 @@ translates its driver's errors into :mod:`ownstate.errors`.
 from __future__ import annotations
 
 from abc import abstractmethod
+from enum import StrEnum
 from typing import ClassVar
 
 from ..errors import InvalidInput
@@ -33,10 +34,12 @@ __all__ = [
 ]
 
 
-class Capability:
+class Capability(StrEnum):
     """Names of optional abilities a backend declares in ``Backend.capabilities``.
 
-    Shared tests consult these instead of asking which class a backend is.
+    Shared tests consult these instead of asking which class a backend is. Each member is
+    the string it names (``Capability.PERSISTENT == "persistent"``), so a backend may declare
+    plain strings too.
     """
 
     #: several OS processes may open the same data and see each other's writes

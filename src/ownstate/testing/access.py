@@ -259,7 +259,7 @@ def test_a_taken_key_id_is_refused_in_any_tenant(target: Any) -> None:
     first = ApiKey("00112233445566aa", "default", "alice", False, _START)
 
     async def scenario() -> None:
-        async with await ownstate.connect_async(target.url) as client:
+        async with await target.connect_async() as client:
             backend = client.backend
             await backend.create_api_key(first, "a" * 64)
             clash = ApiKey(first.key_id, "default", "bob", True, _START + timedelta(seconds=1))
@@ -414,8 +414,8 @@ def test_a_principals_grants_across_stores(target: Any) -> None:
     """The port lists every grant one principal holds in the tenant, by kind and store."""
 
     async def scenario() -> None:
-        async with await ownstate.connect_async(target.url) as client:
-            other = await ownstate.connect_async(target.url, tenant="tenant-b")
+        async with await target.connect_async() as client:
+            other = await target.connect_async(tenant="tenant-b")
             try:
                 for name in ("b-store", "a-store", "c-store"):
                     await client.session_stores.create(name, owner="carol")
@@ -466,7 +466,7 @@ def test_a_principals_grants_across_stores(target: Any) -> None:
 
 def test_async_client_keys_and_grants(target: Any, key_clock: KeyClock) -> None:
     async def scenario() -> None:
-        async with await ownstate.connect_async(target.url) as client:
+        async with await target.connect_async() as client:
             key, token = await client.api_keys.create("alice", admin=True)
             assert await client.api_keys.authenticate(token) == key
             assert await client.api_keys.list() == [key]
@@ -481,7 +481,7 @@ def test_async_client_keys_and_grants(target: Any, key_clock: KeyClock) -> None:
             assert (await client.api_keys.revoke(key.key_id)).revoked_at == key_clock.now
 
     run_async(scenario())
-    with ownstate.connect(target.url) as sync_client:
+    with target.connect() as sync_client:
         (key,) = sync_client.api_keys.list()
         assert key.revoked_at == _START + timedelta(seconds=1)
         assert [g.principal for g in

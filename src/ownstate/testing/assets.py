@@ -25,6 +25,7 @@ from ownstate.model import AssetRef
 
 from .fixtures import *
 from .fixtures import run_async, snapshot
+from .targets import Target
 
 Client = ownstate.Client
 
@@ -290,9 +291,9 @@ def test_tenants_do_not_see_each_other(client: Client, other_tenant: Client,
 # the async client --------------------------------------------------------------------
 
 
-def test_async_client_has_the_same_assets(target: Any) -> None:
+def test_async_client_has_the_same_assets(target: Target) -> None:
     async def scenario() -> bytes:
-        async with await ownstate.connect_async(target.url) as client:
+        async with await target.connect_async() as client:
             store = await client.session_stores.create("async-store")
             session = await store.add(actor_id="a", session_id="s")
             big = b"x" * (2 * 1024 * 1024)

@@ -921,7 +921,7 @@ def test_usage_counts_payload_and_writes(client: Client, session: ownstate.Sessi
 
 def test_async_client_has_the_same_checkpoints(target: Any) -> None:
     async def scenario() -> list[str]:
-        async with await ownstate.connect_async(target.url) as client:
+        async with await target.connect_async() as client:
             store = await client.session_stores.create("async-store")
             session = await store.add(actor_id="a", session_id="s")
             run = await client.runs.open_run(session, "langgraph")

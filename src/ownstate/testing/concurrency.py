@@ -166,7 +166,7 @@ def test_concurrent_appends_from_async_tasks(target: Target) -> None:
     plans = {w: _plan(w, BATCHES) for w in range(WRITERS)}
 
     async def scenario() -> tuple[list[ownstate.Item], dict[int, list[list[ownstate.Item]]]]:
-        async with await ownstate.connect_async(target.url) as aclient:
+        async with await target.connect_async() as aclient:
             store = await aclient.session_stores.create("concurrency")
             session = await store.add(actor_id="writers")
 

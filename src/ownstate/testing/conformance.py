@@ -744,7 +744,7 @@ def test_delete_force_cascades_to_descendants_only(store: ownstate.SessionStore,
 
 def test_async_client_has_the_same_behaviour(target: Any) -> None:
     async def scenario() -> None:
-        async with await ownstate.connect_async(target.url) as client:
+        async with await target.connect_async() as client:
             store = await client.session_stores.create("async-store")
             session = await store.add(actor_id="a", session_id="s")
             await session.append_items(_messages("a", "b"))
@@ -756,6 +756,6 @@ def test_async_client_has_the_same_behaviour(target: Any) -> None:
             assert [s.session_id async for s in store.list_sessions()] == ["s"]
 
     run_async(scenario())
-    with ownstate.connect(target.url) as sync_client:
+    with target.connect() as sync_client:
         seen = sync_client.session_stores.get("async-store").get("s")
         assert _texts(seen) == ["a", "b"]

@@ -889,7 +889,7 @@ def test_concurrent_remembers_leave_one_linear_history(make_client: Callable[...
 
 def test_async_client_has_the_same_behaviour(target: Any) -> None:
     async def scenario() -> None:
-        async with await ownstate.connect_async(target.url) as client:
+        async with await target.connect_async() as client:
             memory = await client.memory_stores.create("async-memory")
             first = await memory.remember("user:1", "channel", "email")
             second = await memory.remember("user:1", "channel", "sms")
@@ -903,6 +903,6 @@ def test_async_client_has_the_same_behaviour(target: Any) -> None:
                 await client.memory_stores.create("async-memory")
 
     run_async(scenario())
-    with ownstate.connect(target.url) as sync_client:
+    with target.connect() as sync_client:
         memory = sync_client.memory_stores.get("async-memory")
         assert _values(memory.recall("user:1")) == {"channel": "sms"}

@@ -136,7 +136,7 @@ class FactsMachine(RuleBasedStateMachine):
     database; each example calls it once.
     """
 
-    new_database: ClassVar[Callable[[], str]]
+    new_database: ClassVar[Callable[[], str | None]]
 
     def open_client(self, **kwargs: Any) -> ownstate.Client:
         """A client on a fresh database; override it where a URL alone cannot open one."""

@@ -13,6 +13,7 @@ the 8 contenders are 4 threads here and 2 threads in each of 2 spawned OS proces
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import multiprocessing
 import queue
@@ -771,7 +772,7 @@ def test_errors_are_in_the_tree() -> None:
 
 def test_async_client_runs(target: Any) -> None:
     async def scenario() -> None:
-        async with await ownstate.connect_async(target.url) as client:
+        async with await target.connect_async() as client:
             session = await (await client.session_stores.create("async-runs")).add(
                 actor_id="a", session_id="s")
             run = await client.runs.open_run(session, "langgraph", owner="w")
@@ -787,7 +788,7 @@ def test_async_client_runs(target: Any) -> None:
             assert effect.recorded
 
     run_async(scenario())
-    with ownstate.connect(target.url) as sync_client:
+    with target.connect() as sync_client:
         run = next(iter(sync_client.runs.list()))
         assert (run.status, run.fencing_token, run.lease_owner) == ("running", 2, "w")
         effect = sync_client.runs.get_effect(run.run_id, "c")
@@ -809,12 +810,13 @@ class _Outcome:
     problems: list[str] = field(default_factory=list)
 
 
-def _contend(url: str, run_id: str, owner: str, rounds: int, barrier: Any,
-             report: Callable[[_Outcome], object]) -> None:
-    """One contender: each round, claim the run; then, having lost, write with the token of
-    the last round it won, which must be refused; having won, write with the new token."""
+def _contend(connect: Callable[[], Client], run_id: str, owner: str, rounds: int,
+             barrier: Any, report: Callable[[_Outcome], object]) -> None:
+    """One contender on a client of its own (``connect()``): each round, claim the run;
+    then, having lost, write with the token of the last round it won, which must be
+    refused; having won, write with the new token."""
     last: int | None = None
-    with ownstate.connect(url) as client, contextlib.suppress(threading.BrokenBarrierError):
+    with connect() as client, contextlib.suppress(threading.BrokenBarrierError):
         for round_no in range(rounds):
             outcome = _Outcome(round_no, owner, None)
             barrier.wait(timeout=120)
@@ -867,8 +869,9 @@ def _race_process(url: str, run_id: str, owners: list[str], rounds: int, barrier
     """A spawned process's part of the race: its own clock on the shared offset, and one
     thread per owner."""
     _ids.now = Clock(offset).now
-    threads = [threading.Thread(target=_contend,
-                                args=(url, run_id, owner, rounds, barrier, results.put))
+    threads = [threading.Thread(target=_contend, args=(functools.partial(ownstate.connect, url),
+                                                       run_id, owner, rounds, barrier,
+                                                       results.put))
                for owner in owners]
     for thread in threads:
         thread.start()
@@ -913,7 +916,7 @@ def test_resume_race_threads(client: Client, target: Any, session: ownstate.Sess
     run = client.runs.open_run(session, "langgraph", owner="opener")
     barrier = threading.Barrier(contenders + 1)
     results: queue.SimpleQueue[_Outcome] = queue.SimpleQueue()
-    threads = [threading.Thread(target=_contend, args=(target.url, run.run_id, f"thread-{n}",
+    threads = [threading.Thread(target=_contend, args=(target.connect, run.run_id, f"thread-{n}",
                                                        rounds, barrier, results.put))
                for n in range(contenders)]
     for thread in threads:
@@ -953,7 +956,7 @@ def test_resume_race_across_processes(client: Client, target: Any,
                           rounds, barrier, offset, results))
         for p in range(remote)
     ]
-    threads = [threading.Thread(target=_contend, args=(target.url, run.run_id, f"local-{n}",
+    threads = [threading.Thread(target=_contend, args=(target.connect, run.run_id, f"local-{n}",
                                                        rounds, barrier, results.put))
                for n in range(local)]
     for process in processes:

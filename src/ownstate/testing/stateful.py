@@ -62,14 +62,17 @@ SETTINGS = settings(
 )
 
 
-def fresh_url(target: Target, directory: Path) -> str:
+def fresh_url(target: Target, directory: Path) -> str | None:
     """A URL for a new, empty database of the target's backend, where the URL can name one.
 
     ``sqlite:`` URLs get a new file in ``directory`` (options kept); ``memory:`` URLs get a
     new name. Any other URL (a server the target has prepared, with its own cleanup) comes
-    back unchanged: :class:`SessionsMachine` also gives every example a tenant of its own,
-    which isolates examples on any backend.
+    back unchanged, and a target opened by a backend factory has none (None):
+    :class:`SessionsMachine` also gives every example a tenant of its own, which isolates
+    examples on any backend.
     """
+    if target.url is None:
+        return None
     parts = urlsplit(target.url)
     scheme = parts.scheme.lower()
     if scheme == "memory":
@@ -82,8 +85,9 @@ def fresh_url(target: Target, directory: Path) -> str:
 
 def open_fresh(target: Target, directory: Path, **kwargs: Any) -> ownstate.Client:
     """A client on a new, empty database of the target (see :func:`fresh_url`), or through
-    the target's own opener when it has one (a server target gives each tenant a key)."""
-    if target.opener is not None:
+    the target's own opener or backend factory when it has one (a server target gives each
+    tenant a key)."""
+    if target.opener is not None or target.backend is not None:
         return target.connect(**kwargs)
     return ownstate.connect(fresh_url(target, directory), **kwargs)
 
@@ -276,7 +280,7 @@ class SessionsMachine(RuleBasedStateMachine):
     database; each example calls it once, and works in a tenant of its own there.
     """
 
-    new_database: ClassVar[Callable[[], str]]
+    new_database: ClassVar[Callable[[], str | None]]
 
     def open_client(self, **kwargs: Any) -> ownstate.Client:
         """A client on a fresh database; override it where a URL alone cannot open one
