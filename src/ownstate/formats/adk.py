@@ -372,7 +372,9 @@ class _Turn:
 
 
 class _Writer:
-    """Builds the event list of :func:`from_neutral`."""
+    """Builds the event list of :func:`from_neutral` (see :func:`._common.write_neutral`)."""
+
+    id_key = "id"
 
     def __init__(self, agent_name: str) -> None:
         self.agent = agent_name
@@ -418,6 +420,28 @@ class _Writer:
                         "id": call_id, "name": name, "response": {"error": NO_RESULT}}}
         self.flush()
         self.turn = None
+
+    def tool_id(self, value: Any) -> str | None:
+        return value if isinstance(value, str) else None
+
+    def result(self, message: dict[str, Any], call_id: str) -> dict[str, Any]:
+        assert self.turn is not None
+        name = dict(self.turn.calls)[call_id]
+        return {"function_response": {"id": call_id, "name": name,
+                                      "response": _response(message)}}
+
+    def user(self, message: dict[str, Any]) -> None:
+        self.invocation = "e-" + _new_id()
+        parts = _adk_parts(message.get("content"))
+        if parts:
+            self.emit("user", "user", parts)
+
+    def assistant(self, message: dict[str, Any]) -> None:
+        _assistant_event(self, message)
+
+    def carried_turn(self, message: dict[str, Any]) -> None:
+        calls = _calls_of(message)
+        self.turn = _Turn(calls, fresh=False, open={c for c, _ in calls})
 
     def finish(self) -> list[dict[str, Any]]:
         self.close()
@@ -481,51 +505,4 @@ def from_neutral(messages: Sequence[dict[str, Any]], *,
     if not isinstance(agent_name, str) or not agent_name.strip() or agent_name == "user":
         raise InvalidInput("agent_name must be a non-empty name other than 'user'",
                            field="agent_name")
-    writer = _Writer(agent_name)
-    carried: set[str] = set()  # ids of the events written from originals
-    carried_last = False  # the previous message was written from (or into) an original
-    for index, message in enumerate(messages):
-        if not isinstance(message, dict):
-            raise InvalidInput(f"message {index} is not a JSON object", field="messages")
-        role = message.get("role")
-        # "skip": its event was written with the message that owns it
-        mode, own = _common.original_of(message, FORMAT, carried, carried_last)
-        if role == "tool":
-            turn = writer.turn
-            call_id = message.get("tool_call_id")
-            answers = turn is not None and isinstance(call_id, str) and call_id in turn.open
-            if turn is not None and answers:
-                turn.open.discard(str(call_id))
-            if mode == "write":
-                carried_last = False
-                if turn is not None and answers:
-                    name = dict(turn.calls)[str(call_id)]
-                    turn.results[str(call_id)] = {"function_response": {
-                        "id": call_id, "name": name, "response": _response(message)}}
-                continue  # an orphan result is dropped
-        elif role in ("system", "developer") and mode == "write":
-            continue
-        else:
-            writer.close()
-        if mode == "carry":
-            items = own["items"] if own is not None else []
-            writer.carry(items)
-            carried.update(i["id"] for i in items
-                           if isinstance(i, dict) and isinstance(i.get("id"), str))
-            carried_last = True
-        elif mode == "skip":
-            carried_last = True
-        else:
-            carried_last = False
-            if role == "user":
-                writer.invocation = "e-" + _new_id()
-                parts = _adk_parts(message.get("content"))
-                if parts:
-                    writer.emit("user", "user", parts)
-            elif role == "assistant":
-                _assistant_event(writer, message)
-            continue
-        if role == "assistant":
-            calls = _calls_of(message)
-            writer.turn = _Turn(calls, fresh=False, open={c for c, _ in calls})
-    return writer.finish()
+    return _common.write_neutral(messages, _Writer(agent_name), FORMAT)
