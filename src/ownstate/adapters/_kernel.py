@@ -11,6 +11,8 @@
   call: a run already closed (:class:`~ownstate.errors.RunClosed`), gone
   (:class:`~ownstate.errors.RunNotFound`) or taken over by another worker
   (:class:`~ownstate.errors.StaleLease`) is left to whoever got there first.
+- **Reading on from what was read.** :func:`items_after` reads the items that follow one
+  an adapter cached, proving in the same read that the cached one is still stored.
 - **Sync and async twins.** Frameworks call their storage both ways (``get_tuple`` and
   ``aget_tuple``); an adapter writes the coroutine once and :func:`sync_twin` and
   :func:`async_twin` make the two public methods that run it through the adapter's
@@ -46,6 +48,7 @@ from ..errors import (
     StaleLease,
     StoreNotFound,
 )
+from ..model import Item
 from ._bridge import Bridge
 
 __all__ = [
@@ -56,6 +59,7 @@ __all__ = [
     "ensure_store",
     "find_session",
     "find_store",
+    "items_after",
     "lease_owner",
     "sync_twin",
     "track_run",
@@ -122,6 +126,31 @@ async def ensure_session(store: AsyncSessionStore, session_id: str, *, actor_id:
                                metadata=metadata)
     except AlreadyExists:  # made by a concurrent first call
         return await store.get(session_id)
+
+
+async def items_after(session: AsyncSession, seq: int, item_id: str, *, page_size: int
+                      ) -> list[Item] | None:
+    """The items of ``session`` after item ``seq`` (``item_id``; 0 and ``""``: every
+    item), oldest first, read ``page_size`` at a time; ``None`` when that item is no longer
+    stored (popped, cleared, or the session made again). The read starts at that item,
+    which proves it is still there.
+
+    Pages are fetched one by one rather than through the auto-paging iterator: an async
+    generator on the caller's loop breaks under frameworks that shut down their loop's
+    async generators after every run and then reuse the loop. Raises
+    :class:`~ownstate.errors.SessionNotFound`."""
+    page = await session.list_items_page(order_by="create_time asc", page_size=page_size,
+                                         after_seq=max(seq - 1, 0))
+    items = page.items
+    while page.next_page_token is not None:
+        page = await session.list_items_page(order_by="create_time asc", page_size=page_size,
+                                             page_token=page.next_page_token)
+        items.extend(page.items)
+    if seq == 0:
+        return items
+    if not items or (items[0].seq, items[0].item_id) != (seq, item_id):
+        return None
+    return items[1:]
 
 
 # runs ---------------------------------------------------------------------------------------

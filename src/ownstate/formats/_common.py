@@ -52,6 +52,17 @@ def note_text(part: dict[str, Any], why: str) -> str:
     return f"[{kind}: {label} ({why})]"
 
 
+def media_part(kind: str, url: str, media_type: str | None, name: object) -> dict[str, Any]:
+    """A neutral ``image`` or ``file`` part: its URL, and its media type and name when
+    there are (a name that is not a non-empty string is left out)."""
+    part: dict[str, Any] = {"type": kind, "url": url}
+    if media_type:
+        part["media_type"] = media_type
+    if isinstance(name, str) and name:
+        part["name"] = name
+    return part
+
+
 def arguments(value: Any) -> dict[str, Any]:
     """Tool-call arguments as an object: JSON text is parsed, anything else wrapped."""
     if isinstance(value, dict):

@@ -125,8 +125,6 @@ NO_RESULT = "no result was recorded"
 # ADK -> neutral ------------------------------------------------------------------------
 
 
-
-
 def _media_part(blob: dict[str, Any], uri_key: str) -> dict[str, Any] | None:
     """The neutral image or file part for an ``inline_data`` or ``file_data`` dict."""
     media_type = blob.get("mime_type")
@@ -145,14 +143,8 @@ def _media_part(blob: dict[str, Any], uri_key: str) -> dict[str, Any] | None:
         if not isinstance(uri, str) or not uri:
             return None
         url = uri
-    part: dict[str, Any] = {"type": "image" if (media or "").startswith("image/") else "file",
-                            "url": url}
-    if media:
-        part["media_type"] = media
-    name = blob.get("display_name")
-    if isinstance(name, str) and name:
-        part["name"] = name
-    return part
+    kind = "image" if (media or "").startswith("image/") else "file"
+    return _common.media_part(kind, url, media, blob.get("display_name"))
 
 
 def _neutral_part(part: dict[str, Any]) -> dict[str, Any] | None:
@@ -166,8 +158,6 @@ def _neutral_part(part: dict[str, Any]) -> dict[str, Any] | None:
     if isinstance(part.get("file_data"), dict):
         return _media_part(part["file_data"], "file_uri")
     return None
-
-
 
 
 def _response_text(response: Any) -> tuple[str, bool]:
@@ -287,8 +277,6 @@ def _new_id() -> str:
     return str(uuid.uuid4())
 
 
-
-
 def _note(part: dict[str, Any], why: str) -> dict[str, Any]:
     """A text part standing in for media that cannot be carried."""
     return {"text": _common.note_text(part, why)}
@@ -331,8 +319,6 @@ def _adk_parts(content: Any) -> list[dict[str, Any]]:
     return parts
 
 
-
-
 def _tool_text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -367,8 +353,6 @@ class _Turn:
     fresh: bool  # written from neutral fields (so the converter answers its orphans)
     open: set[str] = field(default_factory=set)
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-
 
 
 class _Writer:

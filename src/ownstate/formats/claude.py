@@ -135,8 +135,6 @@ _IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 # Claude -> neutral ---------------------------------------------------------------------
 
 
-
-
 def _media_part(block: dict[str, Any]) -> dict[str, Any] | None:
     """The neutral part for an ``image`` or ``document`` block, if it has one."""
     source = block.get("source")
@@ -156,13 +154,7 @@ def _media_part(block: dict[str, Any]) -> dict[str, Any] | None:
                f"{base64.b64encode(source['data'].encode()).decode()}")
     else:
         return None
-    part: dict[str, Any] = {"type": kind, "url": url}
-    if media_type:
-        part["media_type"] = media_type
-    title = block.get("title")
-    if isinstance(title, str) and title:
-        part["name"] = title
-    return part
+    return _common.media_part(kind, url, media_type, block.get("title"))
 
 
 def _neutral_part(block: dict[str, Any]) -> dict[str, Any] | None:
@@ -174,8 +166,6 @@ def _neutral_part(block: dict[str, Any]) -> dict[str, Any] | None:
     if kind in ("image", "document"):
         return _media_part(block)
     return None
-
-
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
@@ -342,8 +332,6 @@ def to_neutral(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 # neutral -> Claude ---------------------------------------------------------------------
 
 
-
-
 def _note(part: dict[str, Any], why: str) -> dict[str, Any]:
     """A text part standing in for media that cannot be carried."""
     return {"type": "text", "text": _common.note_text(part, why)}
@@ -413,8 +401,6 @@ def _claude_blocks(content: Any, *, media: bool = True) -> list[dict[str, Any]]:
     return blocks
 
 
-
-
 def _tool_id(value: Any) -> str | None:
     if not isinstance(value, str) or not value:
         return None
@@ -432,8 +418,6 @@ def _seconds(value: Any) -> float | None:
         return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
-
-
 
 
 @dataclass

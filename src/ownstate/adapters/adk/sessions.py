@@ -35,7 +35,7 @@ from ...errors import (
 )
 from ...model import JSON, Item, SessionRecord
 from .._bridge import Bridge
-from .._kernel import ensure_store, find_session
+from .._kernel import ensure_store, find_session, items_after
 from ._history import (
     _Cached,
     _Revision,
@@ -490,24 +490,11 @@ class OwnstateSessionService(BaseSessionService):
     async def _after(self, handle: AsyncSession, base: _Cached) -> list[Item] | None:
         """The items after those ``base`` holds; ``None`` if its last one is gone (or the
         session is). The page starts at that last item, which proves it is still there."""
-        page_size = self._client.limits.max_page_size
         try:
-            page = await handle.list_items_page(order_by="create_time asc",
-                                                page_size=page_size,
-                                                after_seq=max(base.seq - 1, 0))
-            items = page.items
-            while page.next_page_token is not None:
-                page = await handle.list_items_page(order_by="create_time asc",
-                                                    page_size=page_size,
-                                                    page_token=page.next_page_token)
-                items.extend(page.items)
+            return await items_after(handle, base.seq, base.item_id,
+                                     page_size=self._client.limits.max_page_size)
         except SessionNotFound:
             return None
-        if base.seq == 0:
-            return items
-        if not items or (items[0].seq, items[0].item_id) != (base.seq, base.item_id):
-            return None
-        return items[1:]
 
     async def _newest(self, handle: AsyncSession, recent: int) -> list[Item] | None:
         """The newest items holding ``recent`` events (and at least the newest item), in

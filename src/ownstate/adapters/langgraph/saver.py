@@ -568,15 +568,7 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
         thread.history.adopt(messages)
         return messages
 
-    news = sync_twin(_anews)
-    anews = async_twin(_anews)
-    history = sync_twin(_ahistory)
-    ahistory = async_twin(_ahistory)
-
-    # -- LangGraph's interface --------------------------------------------------------------
-
-    get_tuple = sync_twin(_aget_tuple)
-    aget_tuple = async_twin(_aget_tuple)
+    # -- LangGraph's interface, and the public twins ----------------------------------------
 
     def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
              before: RunnableConfig | None = None, limit: int | None = None
@@ -592,25 +584,27 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
         for one in found:
             yield one
 
-    def put(self, config: RunnableConfig, checkpoint: Checkpoint,
-            metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
+    @contextlib.contextmanager
+    def _storing(self, config: RunnableConfig, checkpoint: Checkpoint) -> Iterator[None]:
+        """While a put stores its checkpoint: writes for it wait (see :meth:`put_writes`)."""
         key = _key(config, checkpoint.get("id"))
         stored = self._arrivals.expect(key)
         try:
-            return self._bridge.call(self._aput(config, checkpoint, metadata, new_versions))
+            yield
         finally:
             self._arrivals.arrived(key, stored)
+
+    def put(self, config: RunnableConfig, checkpoint: Checkpoint,
+            metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
+        with self._storing(config, checkpoint):
+            return self._bridge.call(self._aput(config, checkpoint, metadata, new_versions))
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint,
                    metadata: CheckpointMetadata, new_versions: ChannelVersions
                    ) -> RunnableConfig:
-        key = _key(config, checkpoint.get("id"))
-        stored = self._arrivals.expect(key)
-        try:
+        with self._storing(config, checkpoint):
             return await self._bridge.acall(
                 self._aput(config, checkpoint, metadata, new_versions))
-        finally:
-            self._arrivals.arrived(key, stored)
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                    task_id: str, task_path: str = "") -> None:
@@ -635,6 +629,12 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
             self._arrivals.give_up(key, stored)
         await self._bridge.acall(self._aput_writes(config, writes, task_id, task_path))
 
+    get_tuple = sync_twin(_aget_tuple)
+    aget_tuple = async_twin(_aget_tuple)
+    news = sync_twin(_anews)
+    anews = async_twin(_anews)
+    history = sync_twin(_ahistory)
+    ahistory = async_twin(_ahistory)
     delete_thread = sync_twin(_adelete_thread)
     adelete_thread = async_twin(_adelete_thread)
     delete_for_runs = sync_twin(_adelete_for_runs)

@@ -44,6 +44,7 @@ from .._kernel import (
     ensure_store,
     find_session,
     find_store,
+    items_after,
     lease_owner,
     track_run,
 )
@@ -554,20 +555,8 @@ class OwnstateSession:
         """The items that follow ``cached``; ``None`` if its last item is gone. The read
         starts at that item, which proves it is still there."""
         seq, item_id = cached.last
-        page_most = self._client.limits.max_page_size
-        page = await handle.list_items_page(order_by="create_time asc", page_size=page_most,
-                                            after_seq=max(seq - 1, 0))
-        items = page.items
-        while page.next_page_token is not None:
-            page = await handle.list_items_page(order_by="create_time asc",
-                                                page_size=page_most,
-                                                page_token=page.next_page_token)
-            items.extend(page.items)
-        if seq == 0:
-            return items
-        if not items or (items[0].seq, items[0].item_id) != (seq, item_id):
-            return None
-        return items[1:]
+        return await items_after(handle, seq, item_id,
+                                 page_size=self._client.limits.max_page_size)
 
     async def _add_items(self, items: list[TResponseInputItem]) -> None:
         data = cast(list[dict[str, JSON]], items)
