@@ -134,3 +134,46 @@ def test_every_module_opens_with_a_docstring() -> None:
     missing = [name for name, path in _modules().items()
                if not ast.get_docstring(ast.parse(path.read_text()))]
     assert missing == []
+
+
+#: The shells over the library (the server, the CLI, the framework adapters), each a package
+#: (or module) free to use its own private modules, and the library's private modules they
+#: may still import, with why.
+SHELLS = ("ownstate.server", "ownstate.cli", "ownstate.adapters")
+SHELL_MAY_IMPORT = {
+    "ownstate._extras": "the guard that names the extra an optional dependency comes with",
+    "ownstate._wire": "the wire protocol the server speaks and the HTTP backend reads",
+    "ownstate._ids": "the library's clock, which tests move, and its time format",
+}
+
+
+def _shell_of(module: str) -> str | None:
+    return next((s for s in SHELLS if module == s or module.startswith(s + ".")), None)
+
+
+def private_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(importer, imported) where a shell imports a private module of the library: one
+    with a name beginning with ``_`` outside the shell itself."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        shell = _shell_of(module)
+        if shell is None:
+            continue
+        for target in sorted(targets):
+            if _shell_of(target) == shell or target in SHELL_MAY_IMPORT:
+                continue
+            if any(part.startswith("_") for part in target.split(".")[1:]):
+                found.append((module, target))
+    return found
+
+
+def test_private_import_finder_finds_one() -> None:
+    graph = {"ownstate.server.app": {"ownstate.api._paging", "ownstate.server._x"},
+             "ownstate.api.aio": {"ownstate.api._paging"},
+             "ownstate.adapters.adk": {"ownstate.adapters._kernel", "ownstate._tokens"}}
+    assert private_imports(graph) == [("ownstate.adapters.adk", "ownstate._tokens"),
+                                      ("ownstate.server.app", "ownstate.api._paging")]
+
+
+def test_server_cli_and_adapters_use_only_public_names() -> None:
+    assert private_imports(import_graph()) == []

@@ -4,12 +4,14 @@ Frameworks call their storage both ways: LangGraph's ``get_tuple`` and ``aget_tu
 ADK's async services from sync runners. An adapter writes its logic once, as coroutines
 over an :class:`~ownstate.AsyncClient`, and runs them through a :class:`Bridge`:
 
-- built from a sync :class:`~ownstate.Client` (or a URL), sync calls go through the
-  client's portal and async calls are relayed to it without blocking the caller's loop;
+- built from a sync :class:`~ownstate.Client` (or a URL), sync calls run as the client's
+  own do (:meth:`~ownstate.Client.run_coroutine`) and async calls are relayed to it without
+  blocking the caller's loop (:meth:`~ownstate.Client.relay_coroutine`);
 - built from an :class:`~ownstate.AsyncClient`, async calls run on the caller's loop, and
   sync calls are allowed only from another thread while that loop runs.
 
-The bridge closes the client only when it opened it (``from_url``).
+The bridge closes the client only when it opened it (``from_url``). It uses only the
+public API.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from ..api import AsyncClient, Client, connect
-from ..api._portal import Portal
 
 __all__ = ["Bridge"]
 
@@ -31,19 +32,22 @@ class Bridge:
     """Runs an adapter's coroutines for sync and async callers; see the module docstring."""
 
     def __init__(self, client: Client | AsyncClient, *, owned: bool = False) -> None:
-        self._portal: Portal | None
+        self._sync: Client | None
         if isinstance(client, Client):
-            self.client: AsyncClient = client._impl
-            self._portal = client._portal
-            self._sync: Client | None = client
+            self.client: AsyncClient = client.aio
+            self._sync = client
         elif isinstance(client, AsyncClient):
             self.client = client
-            self._portal = None
             self._sync = None
         else:
             raise TypeError(f"expected an ownstate Client or AsyncClient, got {type(client)!r}")
         self._owned = owned
         self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def given(self) -> Client | AsyncClient:
+        """The client this bridge was built from (the sync one when it was sync)."""
+        return self._sync or self.client
 
     @classmethod
     def from_url(cls, url: str | None = None, **connect_args: Any) -> Bridge:
@@ -52,8 +56,8 @@ class Bridge:
 
     def call(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` for sync code and return its result."""
-        if self._portal is not None:
-            return self._portal.call(coro)
+        if self._sync is not None:
+            return self._sync.run_coroutine(coro)
         loop = self._loop
         if loop is None or not loop.is_running():
             coro.close()
@@ -68,8 +72,8 @@ class Bridge:
 
     async def acall(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` for async code and return its result."""
-        if self._portal is not None:
-            return await self._portal.relay(coro)
+        if self._sync is not None:
+            return await self._sync.relay_coroutine(coro)
         self._loop = asyncio.get_running_loop()
         return await coro
 

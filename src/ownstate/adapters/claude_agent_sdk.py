@@ -35,6 +35,7 @@ from ..errors import AlreadyExists, InvalidInput, LimitExceeded, SessionNotFound
 from ..limits import Limits
 from ..model import Item
 from ._bridge import Bridge
+from ._kernel import ensure_store, find_session, find_store
 
 with requires("claude", "the Claude Agent SDK adapter"):
     from claude_agent_sdk import (
@@ -324,15 +325,8 @@ class OwnstateSessionStore(SessionStore):
         if self._handle is not None:
             return self._handle
         stores = self._bridge.client.session_stores
-        try:
-            handle = await stores.get(self._name)
-        except StoreNotFound:
-            if not create:
-                return None
-            try:
-                handle = await stores.create(self._name)
-            except AlreadyExists:
-                handle = await stores.get(self._name)
+        handle = await (ensure_store(stores, self._name) if create
+                        else find_store(stores, self._name))
         self._handle = handle
         return handle
 
@@ -368,11 +362,9 @@ class OwnstateSessionStore(SessionStore):
         return items
 
     async def _open(self, store: AsyncSessionStore, key: _Key) -> AsyncSession | None:
-        try:
-            session = await store.get(key.ownstate_id)
-        except SessionNotFound:
-            return None
-        _check_owner(session, key, self._name)
+        session = await find_session(store, key.ownstate_id)
+        if session is not None:
+            _check_owner(session, key, self._name)
         return session
 
     async def _catch_up(self, store: AsyncSessionStore, key: _Key, tail: _Tail, *,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..backends import Backend
 from ..limits import Limits
-from ._paging import AsyncPager
+from ._paging import AsyncPager, keyset_page, page_by_name
 from ._portal import InlinePortal, Portal, ThreadPortal
 from .access import AsyncApiKeys
 from .aio import (
@@ -57,6 +57,8 @@ __all__ = [
     "SessionStores",
     "connect",
     "connect_async",
+    "keyset_page",
+    "page_by_name",
 ]
 
 

@@ -1,5 +1,7 @@
 """Paging shared by the async API and its sync twin: the auto-pager, token positions,
-listing orders and name-ordered pages.
+listing orders, and pages by token over keyset listings (:func:`keyset_page`,
+:func:`page_by_name`, public as ``ownstate.api.keyset_page`` and ``page_by_name`` for
+listings composed outside the API, such as the server's per-principal ones).
 
 It may touch page tokens (``ownstate._tokens``) and the limits, never a backend.
 """
@@ -14,10 +16,11 @@ from ..errors import InvalidInput
 from ..limits import Limits, int64
 from ..model import Page
 
-__all__ = ["AsyncPager", "keyset_limit", "name_cursor", "order_key", "page_by_name",
-           "token_position"]
+__all__ = ["AsyncPager", "keyset_limit", "keyset_page", "name_cursor", "order_key",
+           "page_by_name", "token_position"]
 
 T = TypeVar("T")
+C = TypeVar("C", int, str)
 
 
 class AsyncPager(Generic[T]):
@@ -93,6 +96,38 @@ class _Named(Protocol):
 N = TypeVar("N", bound=_Named)
 
 
+async def keyset_page(
+    limits: Limits,
+    listing: str,
+    page_size: int | None,
+    page_token: str | None,
+    fetch: Callable[[int, C | None], Awaitable[tuple[list[T], C | None]]],
+    *,
+    cursor: type[C],
+) -> tuple[list[T], str | None]:
+    """One page of a keyset listing, and the token of the next page: paging by tokens
+    over a listing that is read by cursor (``list_after``), such as one a caller composes
+    from what a principal may read.
+
+    ``listing`` names what is listed (and for whom), so a token from another listing is
+    refused. ``fetch(limit, after)`` returns up to ``limit`` records after the cursor
+    ``after`` (``None``: from the start) and the cursor of the next page (``None``: no
+    more); cursors are of type ``cursor`` (``int`` or ``str``). Raises
+    :class:`~ownstate.errors.InvalidInput` (a malformed token, or one of another listing)
+    and :class:`~ownstate.errors.LimitExceeded` (page size out of range).
+    """
+    size = limits.page_size(page_size)
+    after = None
+    if page_token is not None:
+        position = decode_token(page_token, listing)
+        if (len(position) != 1 or isinstance(position[0], bool)
+                or not isinstance(position[0], cursor)):
+            raise InvalidInput("page_token is malformed", field="page_token")
+        after = position[0]
+    records, following = await fetch(size, after)
+    return records, encode_token(listing, [following]) if following is not None else None
+
+
 async def page_by_name(
     limits: Limits,
     listing: str,
@@ -107,14 +142,11 @@ async def page_by_name(
     Raises :class:`~ownstate.errors.InvalidInput` (bad token) and
     :class:`~ownstate.errors.LimitExceeded` (page size out of range).
     """
-    size = limits.page_size(page_size)
-    after = None
-    if page_token is not None:
-        position = decode_token(page_token, listing)
-        if len(position) != 1 or not isinstance(position[0], str):
-            raise InvalidInput("page_token is malformed", field="page_token")
-        after = position[0]
-    records = await fetch(size + 1, after)
-    more = len(records) > size
-    del records[size:]
-    return records, encode_token(listing, [records[-1].name]) if more else None
+
+    async def named(size: int, after: str | None) -> tuple[list[N], str | None]:
+        records = await fetch(size + 1, after)
+        more = len(records) > size
+        del records[size:]
+        return records, records[-1].name if more else None
+
+    return await keyset_page(limits, listing, page_size, page_token, named, cursor=str)

@@ -1,4 +1,6 @@
-"""Small pieces the format converters share: media URLs, tool arguments, timestamps."""
+"""Small pieces the format converters share: media URLs, tool arguments, timestamps, and
+the walk over neutral messages that the ADK and Claude converters write their own items
+from (:func:`write_neutral`). Pure functions over JSON values; touches no storage."""
 
 from __future__ import annotations
 
@@ -6,7 +8,10 @@ import base64
 import binascii
 import json
 import urllib.parse
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from ..errors import InvalidInput
 
 #: The spacing (seconds) between timestamps made up for converted entries.
 STEP = 0.001
@@ -45,6 +50,17 @@ def note_text(part: dict[str, Any], why: str) -> str:
     else:
         label = "attachment"
     return f"[{kind}: {label} ({why})]"
+
+
+def media_part(kind: str, url: str, media_type: str | None, name: object) -> dict[str, Any]:
+    """A neutral ``image`` or ``file`` part: its URL, and its media type and name when
+    there are (a name that is not a non-empty string is left out)."""
+    part: dict[str, Any] = {"type": kind, "url": url}
+    if media_type:
+        part["media_type"] = media_type
+    if isinstance(name, str) and name:
+        part["name"] = name
+    return part
 
 
 def arguments(value: Any) -> dict[str, Any]:
@@ -115,3 +131,95 @@ def original_of(message: dict[str, Any], fmt: str, carried: set[str], carried_la
             own["item"] in carried if isinstance(own["item"], str) else carried_last):
         return "skip", own
     return "write", own
+
+
+class OpenTurn(Protocol):
+    """The calls of the latest assistant message a writer wrote, and their results."""
+
+    open: set[str]  # the calls no result has answered yet
+    results: dict[str, dict[str, Any]]  # call id -> the result written for it
+
+
+class NeutralWriter(Protocol):
+    """A format's writer of neutral messages, as :func:`write_neutral` drives it."""
+
+    #: The key of a carried item's id (what a later message's ``original.item`` names).
+    id_key: str
+
+    @property
+    def turn(self) -> OpenTurn | None: ...
+
+    def tool_id(self, value: Any) -> str | None:
+        """The call id a tool message answers, as this format writes ids."""
+
+    def result(self, message: dict[str, Any], call_id: str) -> dict[str, Any]:
+        """The result of call ``call_id`` written from a tool message's neutral fields."""
+
+    def user(self, message: dict[str, Any]) -> None:
+        """Write a user message from its neutral fields."""
+
+    def assistant(self, message: dict[str, Any]) -> None:
+        """Write an assistant message from its neutral fields (it opens a turn)."""
+
+    def carried_turn(self, message: dict[str, Any]) -> None:
+        """Open the turn of an assistant message whose items were carried."""
+
+    def carry(self, items: list[Any]) -> None:
+        """Write an original's items exactly."""
+
+    def close(self) -> None:
+        """End the current turn."""
+
+    def finish(self) -> list[dict[str, Any]]:
+        """Everything written, in order."""
+
+
+def write_neutral(messages: Sequence[dict[str, Any]], writer: NeutralWriter, fmt: str
+                  ) -> list[dict[str, Any]]:
+    """Write neutral ``messages`` in format ``fmt`` through ``writer``: a message whose
+    ``original`` is in ``fmt`` is carried (its items exactly) or skipped (written with the
+    message that owns them), any other from its neutral fields; a tool result is written
+    into the turn of the call it answers (an orphan is dropped), and system messages are
+    left out. Raises :class:`~ownstate.errors.InvalidInput` when a message is not a JSON
+    object."""
+    carried: set[str] = set()  # ids of the items written from originals
+    carried_last = False  # the previous message was written from (or into) an original
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise InvalidInput(f"message {index} is not a JSON object", field="messages")
+        role = message.get("role")
+        # "skip": its items were written with the message that owns them
+        mode, own = original_of(message, fmt, carried, carried_last)
+        if role == "tool":
+            turn = writer.turn
+            call_id = writer.tool_id(message.get("tool_call_id"))
+            answers = turn is not None and call_id is not None and call_id in turn.open
+            if turn is not None and call_id is not None and answers:
+                turn.open.discard(call_id)
+            if mode == "write":
+                carried_last = False
+                if turn is not None and call_id is not None and answers:
+                    turn.results[call_id] = writer.result(message, call_id)
+                continue  # an orphan result is dropped
+        elif role in ("system", "developer") and mode == "write":
+            continue
+        else:
+            writer.close()
+        if mode == "carry":
+            items = own["items"] if own is not None else []
+            writer.carry(items)
+            carried.update(i[writer.id_key] for i in items
+                           if isinstance(i, dict) and isinstance(i.get(writer.id_key), str))
+            carried_last = True
+        elif mode == "skip":
+            carried_last = True
+        else:
+            carried_last = False
+            if role == "user":
+                writer.user(message)
+            elif role == "assistant":
+                writer.assistant(message)
+            continue
+        if role == "assistant":
+            writer.carried_turn(message)
+    return writer.finish()

@@ -125,8 +125,6 @@ NO_RESULT = "no result was recorded"
 # ADK -> neutral ------------------------------------------------------------------------
 
 
-
-
 def _media_part(blob: dict[str, Any], uri_key: str) -> dict[str, Any] | None:
     """The neutral image or file part for an ``inline_data`` or ``file_data`` dict."""
     media_type = blob.get("mime_type")
@@ -145,14 +143,8 @@ def _media_part(blob: dict[str, Any], uri_key: str) -> dict[str, Any] | None:
         if not isinstance(uri, str) or not uri:
             return None
         url = uri
-    part: dict[str, Any] = {"type": "image" if (media or "").startswith("image/") else "file",
-                            "url": url}
-    if media:
-        part["media_type"] = media
-    name = blob.get("display_name")
-    if isinstance(name, str) and name:
-        part["name"] = name
-    return part
+    kind = "image" if (media or "").startswith("image/") else "file"
+    return _common.media_part(kind, url, media, blob.get("display_name"))
 
 
 def _neutral_part(part: dict[str, Any]) -> dict[str, Any] | None:
@@ -166,8 +158,6 @@ def _neutral_part(part: dict[str, Any]) -> dict[str, Any] | None:
     if isinstance(part.get("file_data"), dict):
         return _media_part(part["file_data"], "file_uri")
     return None
-
-
 
 
 def _response_text(response: Any) -> tuple[str, bool]:
@@ -287,8 +277,6 @@ def _new_id() -> str:
     return str(uuid.uuid4())
 
 
-
-
 def _note(part: dict[str, Any], why: str) -> dict[str, Any]:
     """A text part standing in for media that cannot be carried."""
     return {"text": _common.note_text(part, why)}
@@ -331,8 +319,6 @@ def _adk_parts(content: Any) -> list[dict[str, Any]]:
     return parts
 
 
-
-
 def _tool_text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -369,10 +355,10 @@ class _Turn:
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-
-
 class _Writer:
-    """Builds the event list of :func:`from_neutral`."""
+    """Builds the event list of :func:`from_neutral` (see :func:`._common.write_neutral`)."""
+
+    id_key = "id"
 
     def __init__(self, agent_name: str) -> None:
         self.agent = agent_name
@@ -418,6 +404,28 @@ class _Writer:
                         "id": call_id, "name": name, "response": {"error": NO_RESULT}}}
         self.flush()
         self.turn = None
+
+    def tool_id(self, value: Any) -> str | None:
+        return value if isinstance(value, str) else None
+
+    def result(self, message: dict[str, Any], call_id: str) -> dict[str, Any]:
+        assert self.turn is not None
+        name = dict(self.turn.calls)[call_id]
+        return {"function_response": {"id": call_id, "name": name,
+                                      "response": _response(message)}}
+
+    def user(self, message: dict[str, Any]) -> None:
+        self.invocation = "e-" + _new_id()
+        parts = _adk_parts(message.get("content"))
+        if parts:
+            self.emit("user", "user", parts)
+
+    def assistant(self, message: dict[str, Any]) -> None:
+        _assistant_event(self, message)
+
+    def carried_turn(self, message: dict[str, Any]) -> None:
+        calls = _calls_of(message)
+        self.turn = _Turn(calls, fresh=False, open={c for c, _ in calls})
 
     def finish(self) -> list[dict[str, Any]]:
         self.close()
@@ -481,51 +489,4 @@ def from_neutral(messages: Sequence[dict[str, Any]], *,
     if not isinstance(agent_name, str) or not agent_name.strip() or agent_name == "user":
         raise InvalidInput("agent_name must be a non-empty name other than 'user'",
                            field="agent_name")
-    writer = _Writer(agent_name)
-    carried: set[str] = set()  # ids of the events written from originals
-    carried_last = False  # the previous message was written from (or into) an original
-    for index, message in enumerate(messages):
-        if not isinstance(message, dict):
-            raise InvalidInput(f"message {index} is not a JSON object", field="messages")
-        role = message.get("role")
-        # "skip": its event was written with the message that owns it
-        mode, own = _common.original_of(message, FORMAT, carried, carried_last)
-        if role == "tool":
-            turn = writer.turn
-            call_id = message.get("tool_call_id")
-            answers = turn is not None and isinstance(call_id, str) and call_id in turn.open
-            if turn is not None and answers:
-                turn.open.discard(str(call_id))
-            if mode == "write":
-                carried_last = False
-                if turn is not None and answers:
-                    name = dict(turn.calls)[str(call_id)]
-                    turn.results[str(call_id)] = {"function_response": {
-                        "id": call_id, "name": name, "response": _response(message)}}
-                continue  # an orphan result is dropped
-        elif role in ("system", "developer") and mode == "write":
-            continue
-        else:
-            writer.close()
-        if mode == "carry":
-            items = own["items"] if own is not None else []
-            writer.carry(items)
-            carried.update(i["id"] for i in items
-                           if isinstance(i, dict) and isinstance(i.get("id"), str))
-            carried_last = True
-        elif mode == "skip":
-            carried_last = True
-        else:
-            carried_last = False
-            if role == "user":
-                writer.invocation = "e-" + _new_id()
-                parts = _adk_parts(message.get("content"))
-                if parts:
-                    writer.emit("user", "user", parts)
-            elif role == "assistant":
-                _assistant_event(writer, message)
-            continue
-        if role == "assistant":
-            calls = _calls_of(message)
-            writer.turn = _Turn(calls, fresh=False, open={c for c, _ in calls})
-    return writer.finish()
+    return _common.write_neutral(messages, _Writer(agent_name), FORMAT)

@@ -135,8 +135,6 @@ _IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 # Claude -> neutral ---------------------------------------------------------------------
 
 
-
-
 def _media_part(block: dict[str, Any]) -> dict[str, Any] | None:
     """The neutral part for an ``image`` or ``document`` block, if it has one."""
     source = block.get("source")
@@ -156,13 +154,7 @@ def _media_part(block: dict[str, Any]) -> dict[str, Any] | None:
                f"{base64.b64encode(source['data'].encode()).decode()}")
     else:
         return None
-    part: dict[str, Any] = {"type": kind, "url": url}
-    if media_type:
-        part["media_type"] = media_type
-    title = block.get("title")
-    if isinstance(title, str) and title:
-        part["name"] = title
-    return part
+    return _common.media_part(kind, url, media_type, block.get("title"))
 
 
 def _neutral_part(block: dict[str, Any]) -> dict[str, Any] | None:
@@ -174,8 +166,6 @@ def _neutral_part(block: dict[str, Any]) -> dict[str, Any] | None:
     if kind in ("image", "document"):
         return _media_part(block)
     return None
-
-
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
@@ -342,8 +332,6 @@ def to_neutral(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 # neutral -> Claude ---------------------------------------------------------------------
 
 
-
-
 def _note(part: dict[str, Any], why: str) -> dict[str, Any]:
     """A text part standing in for media that cannot be carried."""
     return {"type": "text", "text": _common.note_text(part, why)}
@@ -413,8 +401,6 @@ def _claude_blocks(content: Any, *, media: bool = True) -> list[dict[str, Any]]:
     return blocks
 
 
-
-
 def _tool_id(value: Any) -> str | None:
     if not isinstance(value, str) or not value:
         return None
@@ -434,8 +420,6 @@ def _seconds(value: Any) -> float | None:
         return None
 
 
-
-
 @dataclass
 class _Turn:
     """The calls of the latest assistant message and the results given to them."""
@@ -448,7 +432,9 @@ class _Turn:
 
 
 class _Writer:
-    """Builds the entry list of :func:`from_neutral`."""
+    """Builds the entry list of :func:`from_neutral` (see :func:`._common.write_neutral`)."""
+
+    id_key = "uuid"
 
     def __init__(self, session_id: str | None) -> None:
         self.session_id = session_id
@@ -457,6 +443,7 @@ class _Writer:
         self.parent: str | None = None  # uuid of the last chain entry written
         self.parent_fresh = False
         self.turn: _Turn | None = None
+        self.used: set[str] = set()  # message.id values already given to new entries
 
     def emit(self, kind: str, message: dict[str, Any], **extra: Any) -> str:
         entry_id = str(uuid.uuid4())
@@ -507,6 +494,26 @@ class _Writer:
                                              "content": NO_RESULT, "is_error": True}
         self.flush()
         self.turn = None
+
+    def tool_id(self, value: Any) -> str | None:
+        return _tool_id(value)
+
+    def result(self, message: dict[str, Any], call_id: str) -> dict[str, Any]:
+        return _result_block(message, call_id)
+
+    def user(self, message: dict[str, Any]) -> None:
+        content = message.get("content")
+        user_content: str | list[dict[str, Any]] = (
+            content if isinstance(content, str) else _claude_blocks(content))
+        if user_content if isinstance(user_content, list) else user_content.strip():
+            self.emit("user", {"role": "user", "content": user_content})
+
+    def assistant(self, message: dict[str, Any]) -> None:
+        _assistant_entry(self, message, self.used)
+
+    def carried_turn(self, message: dict[str, Any]) -> None:
+        calls = _calls_of(message)
+        self.turn = _Turn(calls, fresh=False, open=set(calls))
 
     def finish(self) -> list[dict[str, Any]]:
         self.close()
@@ -580,51 +587,4 @@ def from_neutral(messages: Sequence[dict[str, Any]], *,
     """
     if session_id is not None and (not isinstance(session_id, str) or not session_id):
         raise InvalidInput("session_id must be a non-empty string", field="session_id")
-    writer = _Writer(session_id)
-    carried: set[str] = set()  # uuids of the entries written from originals
-    carried_last = False
-    used: set[str] = set()  # message.id values already given to new assistant entries
-    for index, message in enumerate(messages):
-        if not isinstance(message, dict):
-            raise InvalidInput(f"message {index} is not a JSON object", field="messages")
-        role = message.get("role")
-        # "skip": its entry was written with the message that owns it
-        mode, own = _common.original_of(message, FORMAT, carried, carried_last)
-        if role == "tool":
-            turn = writer.turn
-            call_id = _tool_id(message.get("tool_call_id"))
-            answers = turn is not None and isinstance(call_id, str) and call_id in turn.open
-            if turn is not None and answers:
-                turn.open.discard(str(call_id))
-            if mode == "write":
-                carried_last = False
-                if turn is not None and answers:
-                    turn.results[str(call_id)] = _result_block(message, str(call_id))
-                continue  # an orphan result is dropped
-        elif role in ("system", "developer") and mode == "write":
-            continue
-        else:
-            writer.close()
-        if mode == "carry":
-            items = own["items"] if own is not None else []
-            writer.carry(items)
-            carried.update(i["uuid"] for i in items
-                           if isinstance(i, dict) and isinstance(i.get("uuid"), str))
-            carried_last = True
-        elif mode == "skip":
-            carried_last = True
-        else:
-            carried_last = False
-            if role == "user":
-                content = message.get("content")
-                user_content: str | list[dict[str, Any]] = (
-                    content if isinstance(content, str) else _claude_blocks(content))
-                if user_content if isinstance(user_content, list) else user_content.strip():
-                    writer.emit("user", {"role": "user", "content": user_content})
-            elif role == "assistant":
-                _assistant_entry(writer, message, used)
-            continue
-        if role == "assistant":
-            calls = _calls_of(message)
-            writer.turn = _Turn(calls, fresh=False, open=set(calls))
-    return writer.finish()
+    return _common.write_neutral(messages, _Writer(session_id), FORMAT)

@@ -34,36 +34,13 @@ from typing import Any
 
 from ..adapters._bridge import Bridge
 from ..api import AsyncClient, Client
+from . import base as _base
 from . import sources as _sources
-from .base import (
-    DecodeError,
-    Importer,
-    ImportOption,
-    ImportReport,
-    Progress,
-    SourceError,
-    Unit,
-    UnitFailure,
-    Written,
-    arun_import,
-)
+from .base import *  # noqa: F403  (base.__all__, the vocabulary of importers, is public here)
+from .base import Importer, ImportReport, Progress, arun_import
 
-__all__ = [
-    "DecodeError",
-    "ImportOption",
-    "ImportReport",
-    "Importer",
-    "Progress",
-    "SourceError",
-    "Unit",
-    "UnitFailure",
-    "Written",
-    "arun",
-    "arun_import",
-    "get",
-    "run_import",
-    "sources",
-]
+__all__ = ["arun", "get", "run_import", "sources"]
+__all__ += _base.__all__
 
 
 def sources() -> list[str]:

@@ -46,7 +46,6 @@ __all__ = [
     "UnitFailure",
     "Written",
     "arun_import",
-    "canonical_digest",
 ]
 
 D = TypeVar("D")

@@ -1,7 +1,7 @@
 """How the ADK adapter names things in ownstate: ADK's app, user and session names
 checked and turned into session ids, fact subjects and fact keys; the session-scoped state a
-history folds to; the item formats and labels it stores. Touches no storage but the stores
-it ensures (``_session_store``, ``_memory_store``) and reads only a client's limits."""
+history folds to; the item formats and labels it stores. Touches no storage (it reads only
+a client's limits)."""
 
 from __future__ import annotations
 
@@ -17,13 +17,9 @@ from google.adk.sessions import State
 
 from ... import limits as _limits
 from ...api import AsyncClient
-from ...api.aio import AsyncSessionStore
-from ...api.memory import AsyncMemoryStore
 from ...errors import (
-    AlreadyExists,
     InvalidInput,
     LimitExceeded,
-    StoreNotFound,
 )
 from ...limits import CONTROL_RE
 from ...model import Fact, Item
@@ -180,26 +176,6 @@ async def _run_all(inline: bool, *coros: Awaitable[Any]) -> list[Any]:
     if inline:
         return [await c for c in coros]
     return list(await asyncio.gather(*coros))
-
-
-async def _session_store(client: AsyncClient, name: str) -> AsyncSessionStore:
-    try:
-        return await client.session_stores.get(name)
-    except StoreNotFound:
-        try:
-            return await client.session_stores.create(name)
-        except AlreadyExists:  # made by a concurrent first call
-            return await client.session_stores.get(name)
-
-
-async def _memory_store(client: AsyncClient, name: str) -> AsyncMemoryStore:
-    try:
-        return await client.memory_stores.get(name)
-    except StoreNotFound:
-        try:
-            return await client.memory_stores.create(name)
-        except AlreadyExists:
-            return await client.memory_stores.get(name)
 
 
 def _check_fact(client: AsyncClient, key: str, value: Any, field: str) -> None:

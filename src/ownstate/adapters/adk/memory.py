@@ -28,11 +28,11 @@ from ...errors import (
 )
 from ...model import Fact, Item
 from .._bridge import Bridge
+from .._kernel import ensure_store
 from ._state import (
     EVENT_FORMAT,
     _check_fact,
     _escape,
-    _memory_store,
     _name,
     ownstate_session_id,
 )
@@ -156,7 +156,8 @@ class OwnstateMemoryService(BaseMemoryService):
 
     async def _ready(self) -> AsyncMemoryStore:
         if self._store is None:
-            self._store = await _memory_store(self._bridge.client, self._memory_name)
+            self._store = await ensure_store(self._bridge.client.memory_stores,
+                                             self._memory_name)
         return self._store
 
     async def add_session_to_memory(self, session: Session) -> None:

@@ -3,20 +3,17 @@ in the session an :class:`~.sessions.OwnstateSessionService` keeps. Touches runs
 
 from __future__ import annotations
 
-import contextlib
-import uuid
 from typing import Any
 
 from google.adk.plugins.base_plugin import BasePlugin
 from google.genai import types
 
-from ...errors import (
-    ActiveRunExists,
-    RunClosed,
-    SessionNotFound,
-    StaleLease,
-)
+from ...errors import SessionNotFound
+from .._kernel import close_run, lease_owner, track_run
 from .sessions import OwnstateSessionService
+
+#: The ``framework`` of the runs that record invocations.
+FRAMEWORK = "adk"
 
 
 class OwnstateRunPlugin(BasePlugin):
@@ -34,6 +31,7 @@ class OwnstateRunPlugin(BasePlugin):
         super().__init__(name=name)
         self._service = service
         self._open: dict[str, tuple[str, int]] = {}  # invocation id -> (run id, token)
+        self._owner = lease_owner(FRAMEWORK)
 
     async def before_run_callback(self, *, invocation_context: Any) -> types.Content | None:
         session = invocation_context.session
@@ -52,13 +50,11 @@ class OwnstateRunPlugin(BasePlugin):
         store, _ = await self._service._ready()
         try:
             handle = await store.get(key)
-            run = await self._service._client.runs.open_run(
-                handle, "adk", thread_key[:256], owner=f"adk-{uuid.uuid4().hex[:12]}")
-        except (ActiveRunExists, SessionNotFound):
+            return await track_run(self._service._client, handle, FRAMEWORK, thread_key,
+                                   owner=self._owner)
+        except SessionNotFound:  # deleted meanwhile: nothing to record
             return None
-        return run.run_id, run.fencing_token
 
     async def _finish(self, run_id: str, token: int) -> None:
-        with contextlib.suppress(RunClosed, StaleLease):
-            await self._service._client.runs.close_run(run_id, "done", fencing_token=token)
+        await close_run(self._service._client, run_id, "done", fencing_token=token)
 

@@ -35,6 +35,7 @@ from ...errors import (
 )
 from ...model import JSON, Item, SessionRecord
 from .._bridge import Bridge
+from .._kernel import ensure_store, find_session, items_after
 from ._history import (
     _Cached,
     _Revision,
@@ -56,12 +57,10 @@ from ._state import (
     _fold_state,
     _foreign_events,
     _given_session_id,
-    _memory_store,
     _merge_state,
     _name,
     _run_all,
     _scoped_values,
-    _session_store,
     _state_facts,
     _state_prefix,
     _timestamp,
@@ -179,8 +178,8 @@ class OwnstateSessionService(BaseSessionService):
     async def _ready(self) -> tuple[AsyncSessionStore, AsyncMemoryStore]:
         if self._stores is None:
             client = self._client
-            self._stores = (await _session_store(client, self._store_name),
-                            await _memory_store(client, self._state_name))
+            self._stores = (await ensure_store(client.session_stores, self._store_name),
+                            await ensure_store(client.memory_stores, self._state_name))
         return self._stores
 
     def _remember_handle(self, handle: AsyncSession) -> None:
@@ -445,13 +444,13 @@ class OwnstateSessionService(BaseSessionService):
             # Only what follows the cached history, read with the record and the state.
             if known is not None:
                 found, after, app_facts, user_facts = await _run_all(
-                    inline, self._record(store, key), self._after(known, base),
+                    inline, find_session(store, key), self._after(known, base),
                     facts.recall(_app_subject(app_name)), facts.recall(user_id))
                 app_state = _scoped_values(app_facts, _state_prefix(app_name, "app"))
                 user_state = _scoped_values(user_facts, _state_prefix(app_name, "user"))
             else:
                 found, (app_state, user_state) = await _run_all(
-                    inline, self._record(store, key), self._state_of(app_name, user_id))
+                    inline, find_session(store, key), self._state_of(app_name, user_id))
                 after = await self._after(found, base) if found is not None else None
             if found is None:
                 return None
@@ -488,34 +487,14 @@ class OwnstateSessionService(BaseSessionService):
         return _Snapshot(handle, items, complete, items[-1] if items else None,
                          app_state, user_state)
 
-    @staticmethod
-    async def _record(store: AsyncSessionStore, key: str) -> AsyncSession | None:
-        try:
-            return await store.get(key)
-        except SessionNotFound:
-            return None
-
     async def _after(self, handle: AsyncSession, base: _Cached) -> list[Item] | None:
         """The items after those ``base`` holds; ``None`` if its last one is gone (or the
         session is). The page starts at that last item, which proves it is still there."""
-        page_size = self._client.limits.max_page_size
         try:
-            page = await handle.list_items_page(order_by="create_time asc",
-                                                page_size=page_size,
-                                                after_seq=max(base.seq - 1, 0))
-            items = page.items
-            while page.next_page_token is not None:
-                page = await handle.list_items_page(order_by="create_time asc",
-                                                    page_size=page_size,
-                                                    page_token=page.next_page_token)
-                items.extend(page.items)
+            return await items_after(handle, base.seq, base.item_id,
+                                     page_size=self._client.limits.max_page_size)
         except SessionNotFound:
             return None
-        if base.seq == 0:
-            return items
-        if not items or (items[0].seq, items[0].item_id) != (base.seq, base.item_id):
-            return None
-        return items[1:]
 
     async def _newest(self, handle: AsyncSession, recent: int) -> list[Item] | None:
         """The newest items holding ``recent`` events (and at least the newest item), in

@@ -5,7 +5,6 @@ Touches runs (and reads sessions' runs) through the saver's async client only.""
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -32,6 +31,7 @@ from ...model import (
     ACTIVE_RUN_STATUSES,
     Run,
 )
+from .._kernel import close_run
 from ._threads import (
     _HOLDER,
     FRAMEWORK,
@@ -229,9 +229,7 @@ class ThreadRuns:
 
     async def _finish(self, run_id: str, status: str, token: int | None = None,
                       **extra: Any) -> None:
-        # Closed already, or gone: another replica got there first.
-        with contextlib.suppress(RunClosed, RunNotFound):
-            await self.client.runs.close_run(run_id, status, fencing_token=token, **extra)
+        await close_run(self.client, run_id, status, fencing_token=token, **extra)
 
     async def close(self, thread: _Thread, status: str, **extra: Any) -> None:
         run_id, token = self._release(thread)

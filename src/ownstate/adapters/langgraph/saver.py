@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import random
-import socket
 import zlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -52,7 +50,6 @@ from ...errors import (
     CheckpointNotFound,
     InvalidInput,
     RunNotFound,
-    SessionNotFound,
     StoreNotFound,
 )
 from ...formats.langchain import to_messages
@@ -65,6 +62,15 @@ from ...model import (
     PendingWrite,
 )
 from .._bridge import Bridge
+from .._kernel import (
+    async_twin,
+    ensure_session,
+    ensure_store,
+    find_session,
+    find_store,
+    lease_owner,
+    sync_twin,
+)
 from ._history import History, is_history
 from ._runs import ThreadRuns
 from ._threads import (
@@ -72,6 +78,7 @@ from ._threads import (
     _SHARED_BYTES,
     _THREAD_LABEL,
     _ZLIB,
+    FRAMEWORK,
     TYPE_TAG,
     _Arrivals,
     _finished,
@@ -126,9 +133,7 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
         self._store: AsyncSessionStore | None = None
         self._threads: OrderedDict[str, _Thread] = OrderedDict()
         self._max_threads = max_cached_threads
-        self._runs = ThreadRuns(
-            self._bridge.client,
-            owner or f"langgraph@{socket.gethostname()}:{os.getpid()}:{id(self):x}", lease_ttl)
+        self._runs = ThreadRuns(self._bridge.client, owner or lease_owner(FRAMEWORK), lease_ttl)
         # Checkpoints stored, read or being stored here, so their writes can wait for them.
         self._arrivals = _Arrivals()
         self._writes_wait = writes_wait
@@ -138,7 +143,7 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
         """A saver over a client it opens on ``url`` (the default database when ``None``);
         :meth:`close` closes that client."""
         bridge = Bridge.from_url(url)
-        return cls(bridge._sync or bridge.client, _bridge=bridge, **options)
+        return cls(bridge.given, _bridge=bridge, **options)
 
     def close(self) -> None:
         """Close the client if this saver opened it (:meth:`from_url`)."""
@@ -161,15 +166,8 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
         """The store of threads; made on first write (reads never create it)."""
         if self._store is None:
             stores = self.client.session_stores
-            try:
-                self._store = await stores.get(self._store_name)
-            except StoreNotFound:
-                if not create:
-                    return None
-                try:
-                    self._store = await stores.create(self._store_name)
-                except AlreadyExists:
-                    self._store = await stores.get(self._store_name)
+            self._store = await (ensure_store(stores, self._store_name) if create
+                                 else find_store(stores, self._store_name))
         return self._store
 
     def _remember(self, thread_id: str, session: AsyncSession, store: str) -> _Thread:
@@ -197,18 +195,14 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
         if store is None:
             return None
         session_id = _session_id(thread_id)
-        try:
-            session = await store.get(session_id)
-        except SessionNotFound:
-            if create is None:
+        if create is None:
+            session = await find_session(store, session_id)
+            if session is None:
                 return None
-            configurable = create.get("configurable") or {}
-            actor = configurable.get(self._actor_key) or self._actor_id
-            try:
-                session = await store.add(actor_id=str(actor), session_id=session_id,
-                                          metadata={_THREAD_LABEL: thread_id[:256]})
-            except AlreadyExists:
-                session = await store.get(session_id)
+        else:
+            actor = (create.get("configurable") or {}).get(self._actor_key) or self._actor_id
+            session = await ensure_session(store, session_id, actor_id=str(actor),
+                                           metadata={_THREAD_LABEL: thread_id[:256]})
         return self._remember(thread_id, session, store.name)
 
     def _drop(self, thread_id: str) -> None:
@@ -424,6 +418,10 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
     # -- deleting and copying ---------------------------------------------------------------
 
     async def _adelete_thread(self, thread_id: str) -> None:
+        """Delete the thread's checkpoints and pending writes. Its session (the
+        conversation), its runs and its memory stay: the system of record keeps them, and
+        :func:`~ownstate.adapters.langgraph.rebuild` can continue from them."""
+        thread_id = str(thread_id)
         thread = await self._thread(thread_id)
         self._drop(thread_id)
         if thread is None:
@@ -462,6 +460,8 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
         thread.origins.clear()
 
     async def _adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete every checkpoint (in every thread of the store) written by these
+        LangGraph runs (their ``run_id`` metadata)."""
         wanted = {str(r) for r in run_ids}
         if not wanted:
             return
@@ -475,7 +475,11 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
                     break
             await self._rewrite_then_delete(thread, doomed)
 
-    async def _aprune(self, thread_ids: Sequence[str], strategy: str) -> None:
+    async def _aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
+                      ) -> None:
+        """``keep_latest`` keeps the newest checkpoint of each namespace; ``delete`` deletes
+        them all. Values kept once per version move into the checkpoints that keep them."""
+        thread_ids = [str(t) for t in thread_ids]
         if strategy not in ("keep_latest", "delete"):
             raise InvalidInput(f"unknown prune strategy {strategy!r}", field="strategy")
         for thread_id in thread_ids:
@@ -498,6 +502,10 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
             await self._rewrite_then_delete(thread, doomed)
 
     async def _acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy a thread: its session is forked (the conversation's items with it) and its
+        checkpoints copied. Raises :class:`~ownstate.errors.AlreadyExists` when the target
+        thread exists; a source without checkpoints copies nothing."""
+        source_thread_id, target_thread_id = str(source_thread_id), str(target_thread_id)
         source = await self._thread(source_thread_id)
         if source is None:
             return
@@ -520,13 +528,18 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
     # -- rebuilding from the session ------------------------------------------------------
 
     async def _ahistory(self, config: RunnableConfig) -> list[BaseMessage]:
+        """The thread's conversation as LangChain messages, read from its session (every
+        item that is a message, whichever framework appended it), oldest first."""
         thread = await self._thread(_thread_id(config))
         if thread is None:
             return []
         thread.references.clear()
         return await thread.history.load_all(thread.session)
 
-    async def _anews(self, config: RunnableConfig, channel: str) -> list[BaseMessage]:
+    async def _anews(self, config: RunnableConfig, *, channel: str = "messages"
+                     ) -> list[BaseMessage]:
+        """The messages other frameworks added to the thread's session since its latest
+        checkpoint, as LangChain messages (converted from their formats), oldest first."""
         thread = await self._thread(_thread_id(config))
         if thread is None:
             return []
@@ -555,32 +568,7 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
         thread.history.adopt(messages)
         return messages
 
-    def news(self, config: RunnableConfig, *, channel: str = "messages") -> list[BaseMessage]:
-        """The messages other frameworks added to the thread's session since its latest
-        checkpoint, as LangChain messages (converted from their formats), oldest first."""
-        return self._bridge.call(self._anews(config, channel))
-
-    async def anews(self, config: RunnableConfig, *, channel: str = "messages"
-                    ) -> list[BaseMessage]:
-        """Async :meth:`news`."""
-        return await self._bridge.acall(self._anews(config, channel))
-
-    def history(self, config: RunnableConfig) -> list[BaseMessage]:
-        """The thread's conversation as LangChain messages, read from its session (every
-        item that is a message, whichever framework appended it), oldest first."""
-        return self._bridge.call(self._ahistory(config))
-
-    async def ahistory(self, config: RunnableConfig) -> list[BaseMessage]:
-        """Async :meth:`history`."""
-        return await self._bridge.acall(self._ahistory(config))
-
-    # -- LangGraph's interface --------------------------------------------------------------
-
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._bridge.call(self._aget_tuple(config))
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await self._bridge.acall(self._aget_tuple(config))
+    # -- LangGraph's interface, and the public twins ----------------------------------------
 
     def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
              before: RunnableConfig | None = None, limit: int | None = None
@@ -596,25 +584,27 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
         for one in found:
             yield one
 
-    def put(self, config: RunnableConfig, checkpoint: Checkpoint,
-            metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
+    @contextlib.contextmanager
+    def _storing(self, config: RunnableConfig, checkpoint: Checkpoint) -> Iterator[None]:
+        """While a put stores its checkpoint: writes for it wait (see :meth:`put_writes`)."""
         key = _key(config, checkpoint.get("id"))
         stored = self._arrivals.expect(key)
         try:
-            return self._bridge.call(self._aput(config, checkpoint, metadata, new_versions))
+            yield
         finally:
             self._arrivals.arrived(key, stored)
+
+    def put(self, config: RunnableConfig, checkpoint: Checkpoint,
+            metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
+        with self._storing(config, checkpoint):
+            return self._bridge.call(self._aput(config, checkpoint, metadata, new_versions))
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint,
                    metadata: CheckpointMetadata, new_versions: ChannelVersions
                    ) -> RunnableConfig:
-        key = _key(config, checkpoint.get("id"))
-        stored = self._arrivals.expect(key)
-        try:
+        with self._storing(config, checkpoint):
             return await self._bridge.acall(
                 self._aput(config, checkpoint, metadata, new_versions))
-        finally:
-            self._arrivals.arrived(key, stored)
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                    task_id: str, task_path: str = "") -> None:
@@ -639,45 +629,20 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
             self._arrivals.give_up(key, stored)
         await self._bridge.acall(self._aput_writes(config, writes, task_id, task_path))
 
-    def delete_thread(self, thread_id: str) -> None:
-        """Delete the thread's checkpoints and pending writes. Its session (the
-        conversation), its runs and its memory stay: the system of record keeps them, and
-        :func:`~ownstate.adapters.langgraph.rebuild` can continue from them."""
-        self._bridge.call(self._adelete_thread(str(thread_id)))
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        """Async :meth:`delete_thread`."""
-        await self._bridge.acall(self._adelete_thread(str(thread_id)))
-
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Delete every checkpoint (in every thread of the store) written by these
-        LangGraph runs (their ``run_id`` metadata)."""
-        self._bridge.call(self._adelete_for_runs(run_ids))
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Async :meth:`delete_for_runs`."""
-        await self._bridge.acall(self._adelete_for_runs(run_ids))
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy a thread: its session is forked (the conversation's items with it) and its
-        checkpoints copied. Raises :class:`~ownstate.errors.AlreadyExists` when the target
-        thread exists; a source without checkpoints copies nothing."""
-        self._bridge.call(self._acopy_thread(str(source_thread_id), str(target_thread_id)))
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Async :meth:`copy_thread`."""
-        await self._bridge.acall(self._acopy_thread(str(source_thread_id),
-                                                    str(target_thread_id)))
-
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """``keep_latest`` keeps the newest checkpoint of each namespace; ``delete`` deletes
-        them all. Values kept once per version move into the checkpoints that keep them."""
-        self._bridge.call(self._aprune([str(t) for t in thread_ids], strategy))
-
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
-                     ) -> None:
-        """Async :meth:`prune`."""
-        await self._bridge.acall(self._aprune([str(t) for t in thread_ids], strategy))
+    get_tuple = sync_twin(_aget_tuple)
+    aget_tuple = async_twin(_aget_tuple)
+    news = sync_twin(_anews)
+    anews = async_twin(_anews)
+    history = sync_twin(_ahistory)
+    ahistory = async_twin(_ahistory)
+    delete_thread = sync_twin(_adelete_thread)
+    adelete_thread = async_twin(_adelete_thread)
+    delete_for_runs = sync_twin(_adelete_for_runs)
+    adelete_for_runs = async_twin(_adelete_for_runs)
+    copy_thread = sync_twin(_acopy_thread)
+    acopy_thread = async_twin(_acopy_thread)
+    prune = sync_twin(_aprune)
+    aprune = async_twin(_aprune)
 
     def get_next_version(self, current: str | None, channel: None = None) -> str:
         """Versions are strings that sort in order: a zero-padded counter and a random

@@ -56,10 +56,11 @@ from ... import _ids
 from ...api import AsyncClient, AsyncMemoryStore, Client
 from ...backends.base import Capability
 from ...backends.ports.facts import fact_words, search_words
-from ...errors import AlreadyExists, InvalidInput, StoreNotFound
+from ...errors import InvalidInput, StoreNotFound
 from ...limits import CONTROL_RE, MAX_NAME_CHARS, encode_json, store_name
 from ...model import Fact
 from .._bridge import Bridge
+from .._kernel import async_twin, ensure_store, sync_twin
 
 __all__ = ["OwnstateStore"]
 
@@ -473,31 +474,22 @@ class OwnstateStore(BaseStore):
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def batch(self, ops: Iterable[Op]) -> list[Result]:
+    async def _batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in order of kind (reads, then puts) and return one result per op.
 
         Raises as the class docstring says; a refused batch reads and writes nothing.
         """
-        checked = [_check(op) for op in ops]
-        return self._bridge.call(self._run(checked))
+        return await self._run([_check(op) for op in ops])
 
-    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """The async twin of :meth:`batch`."""
-        checked = [_check(op) for op in ops]
-        return await self._bridge.acall(self._run(checked))
+    batch = sync_twin(_batch)
+    abatch = async_twin(_batch)
 
     # --- running a batch ------------------------------------------------------------------
 
     async def _memory_store(self) -> AsyncMemoryStore:
         if self._memory is None:
-            stores = self._bridge.client.memory_stores
-            try:
-                self._memory = await stores.get(self.memory_store_name)
-            except StoreNotFound:
-                try:
-                    self._memory = await stores.create(self.memory_store_name)
-                except AlreadyExists:  # another process created it first
-                    self._memory = await stores.get(self.memory_store_name)
+            self._memory = await ensure_store(self._bridge.client.memory_stores,
+                                              self.memory_store_name)
         return self._memory
 
     async def _run(self, ops: list[Op | _Put]) -> list[Result]:

@@ -6,7 +6,6 @@ written. Touches no storage: :class:`~.session.OwnstateSession` writes what is b
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -200,8 +199,4 @@ def park_data(limits: Limits, state: RunState[Any, Any], revision: int,
         except InvalidInput:  # an agent name we cannot store as a requester: say nothing
             by = None
     return _Parked(payload, awaiting, by)
-
-
-def _new_owner() -> str:
-    return f"openai-agents:{uuid.uuid4().hex}"
 

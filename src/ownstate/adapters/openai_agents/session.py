@@ -27,8 +27,6 @@ from agents.memory.session_settings import coerce_session_settings
 from ... import limits as _validate
 from ...api import AsyncClient, AsyncSession, Client
 from ...errors import (
-    ActiveRunExists,
-    AlreadyExists,
     CheckpointNotFound,
     InvalidInput,
     LeaseHeld,
@@ -36,11 +34,20 @@ from ...errors import (
     RunClosed,
     RunNotFound,
     SessionNotFound,
-    StaleLease,
     StoreNotFound,
 )
 from ...model import JSON, CheckpointRecord, CheckpointScope, Item, Run
 from .._bridge import Bridge
+from .._kernel import (
+    close_run,
+    ensure_session,
+    ensure_store,
+    find_session,
+    find_store,
+    items_after,
+    lease_owner,
+    track_run,
+)
 from ._history import (
     _copy_json,
     _History,
@@ -51,7 +58,6 @@ from .approvals import (
     FRAMEWORK,
     PendingApproval,
     StaleApproval,
-    _new_owner,
     _Parked,
     _printable,
     park_data,
@@ -394,7 +400,7 @@ class OwnstateSession:
         if "session" in run_options:
             raise InvalidInput("the session is this OwnstateSession; do not pass one",
                                field="session")
-        worker = _printable(owner, "owner") if owner is not None else _new_owner()
+        worker = _printable(owner, "owner") if owner is not None else lease_owner(FRAMEWORK)
         lease_token = await self._call(self._claim(approval, worker, lease_ttl))
         run_id = approval.run_id
         beat = asyncio.ensure_future(self._heartbeat(run_id, lease_token, lease_ttl))
@@ -455,18 +461,13 @@ class OwnstateSession:
             return
         handle = await self._session(create=True)
         assert handle is not None
-        try:
-            run = await self._client.runs.open_run(handle, FRAMEWORK, thread_key=self.session_id,
-                                                   owner=_new_owner())
-        except ActiveRunExists:
-            return
-        self._tracked = (run.run_id, run.fencing_token)
+        self._tracked = await track_run(self._client, handle, FRAMEWORK, self.session_id,
+                                        owner=lease_owner(FRAMEWORK))
 
     async def _track_end(self, status: str) -> None:
         tracked, self._tracked = self._tracked, None
         if tracked is not None:
-            with contextlib.suppress(RunClosed, StaleLease):
-                await self._client.runs.close_run(tracked[0], status, fencing_token=tracked[1])
+            await close_run(self._client, tracked[0], status, fencing_token=tracked[1])
 
     # -- coroutines over the async client ------------------------------------------------
 
@@ -479,25 +480,13 @@ class OwnstateSession:
         if self._handle is not None:
             return self._handle
         stores = self._client.session_stores
-        try:
-            store = await stores.get(self._store)
-        except StoreNotFound:
-            if not create:
-                return None
-            try:
-                store = await stores.create(self._store)
-            except AlreadyExists:  # another writer made it first
-                store = await stores.get(self._store)
-        try:
-            handle = await store.get(self.session_id)
-        except SessionNotFound:
-            if not create:
-                return None
-            try:
-                handle = await store.add(actor_id=self._actor_id, session_id=self.session_id,
-                                         metadata=self._metadata)
-            except AlreadyExists:
-                handle = await store.get(self.session_id)
+        if not create:
+            store = await find_store(stores, self._store)
+            handle = await find_session(store, self.session_id) if store else None
+        else:
+            store = await ensure_store(stores, self._store)
+            handle = await ensure_session(store, self.session_id, actor_id=self._actor_id,
+                                          metadata=self._metadata)
         self._handle = handle
         return handle
 
@@ -566,20 +555,8 @@ class OwnstateSession:
         """The items that follow ``cached``; ``None`` if its last item is gone. The read
         starts at that item, which proves it is still there."""
         seq, item_id = cached.last
-        page_most = self._client.limits.max_page_size
-        page = await handle.list_items_page(order_by="create_time asc", page_size=page_most,
-                                            after_seq=max(seq - 1, 0))
-        items = page.items
-        while page.next_page_token is not None:
-            page = await handle.list_items_page(order_by="create_time asc",
-                                                page_size=page_most,
-                                                page_token=page.next_page_token)
-            items.extend(page.items)
-        if seq == 0:
-            return items
-        if not items or (items[0].seq, items[0].item_id) != (seq, item_id):
-            return None
-        return items[1:]
+        return await items_after(handle, seq, item_id,
+                                 page_size=self._client.limits.max_page_size)
 
     async def _add_items(self, items: list[TResponseInputItem]) -> None:
         data = cast(list[dict[str, JSON]], items)
@@ -640,13 +617,13 @@ class OwnstateSession:
         assert handle is not None
         try:
             run = await runs.open_run(handle, FRAMEWORK, thread_key=self.session_id,
-                                      owner=_new_owner())
+                                      owner=lease_owner(FRAMEWORK))
         except SessionNotFound:
             self._forget()  # deleted since it was cached: make it again, once
             handle = await self._session(create=True)
             assert handle is not None
             run = await runs.open_run(handle, FRAMEWORK, thread_key=self.session_id,
-                                      owner=_new_owner())
+                                      owner=lease_owner(FRAMEWORK))
         try:
             return await self._park(run.run_id, run.checkpoint_scope(), 1, parked,
                                     run.fencing_token)

@@ -408,10 +408,10 @@ class AdkImporter(Importer[_Session | _State]):
                     self._setters[found] = (when, value, source)
 
     async def _facts(self, client: AsyncClient, *, create: bool) -> Any:
-        from ...adapters.adk._state import _memory_store
+        from ...adapters._kernel import ensure_store
 
         if create:
-            return await _memory_store(client, self.settings["state-store"])
+            return await ensure_store(client.memory_stores, self.settings["state-store"])
         try:
             return await client.memory_stores.get(self.settings["state-store"])
         except StoreNotFound:

@@ -15,8 +15,7 @@ from typing import Annotated, Any, Protocol
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field, create_model
 
-from ...api import AsyncClient
-from ...api._paging import page_by_name
+from ...api import AsyncClient, page_by_name
 from ...api.access import permission_level
 from ...errors import NotFound
 from ...limits import MAX_STORE_NAME_CHARS

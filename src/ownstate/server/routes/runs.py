@@ -10,7 +10,6 @@ caller only the runs of the stores it may read.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -24,7 +23,7 @@ from pydantic import (
     Field,
 )
 
-from ..._tokens import decode_token, encode_token
+from ...api import keyset_page
 from ...errors import InvalidInput
 from ...limits import FRAMEWORK_RE, MAX_NAME_CHARS, anchored, printable
 from ...model import Effect, Lease, Run
@@ -213,13 +212,6 @@ async def get_run(run_id: str, caller: CallerDep) -> RunOut:
     return _run_out(await require_run(caller, run_id, "READ"))
 
 
-def _token_position(position: Sequence[Any]) -> int:
-    if (len(position) != 1 or isinstance(position[0], bool)
-            or not isinstance(position[0], int)):
-        raise InvalidInput("page_token is malformed", field="page_token")
-    return position[0]
-
-
 @router.get("/runs", response_model=RunsOut)
 async def list_runs(
     caller: CallerDep,
@@ -267,17 +259,17 @@ async def list_runs(
                        next_page_token=page.next_page_token)
     # A listing the public API's tokens cannot name (one store, or only the visible
     # stores): the same order, paged by a token of its own over the keyset listing.
-    size = s.limits.page_size(page_size)
     listing = "\x00".join(["http-runs", s.tenant, caller.principal, store or "",
                            session_id or "", status or "", framework or ""])
-    start = (_token_position(decode_token(page_token, listing))
-             if page_token is not None else None)
-    runs, cursor = await s.runs.list_after(store=store, session=handle, stores=visible,
-                                           status=status, framework=framework, after=start,
-                                           limit=size)
-    return RunsOut(runs=[_run_out(r) for r in runs],
-                   next_page_token=(encode_token(listing, [cursor]) if cursor is not None
-                                    else None))
+
+    async def fetch(size: int, start: int | None) -> tuple[list[Run], int | None]:
+        return await s.runs.list_after(store=store, session=handle, stores=visible,
+                                       status=status, framework=framework, after=start,
+                                       limit=size)
+
+    runs, token = await keyset_page(s.limits, listing, page_size, page_token, fetch,
+                                    cursor=int)
+    return RunsOut(runs=[_run_out(r) for r in runs], next_page_token=token)
 
 
 @router.get("/runs:outstanding", response_model=OutstandingOut)
