@@ -338,3 +338,22 @@ def test_bad_item_searches_are_refused_and_change_nothing(client: ownstate.Clien
     with pytest.raises(InvalidInput):
         search("refund", actor_id="")
     assert snapshot(client) == before
+
+
+def test_a_store_may_keep_its_items_out_of_search(client: ownstate.Client) -> None:
+    quiet = client.session_stores.create("quiet-chats", index_items=False)
+    session = quiet.add(actor_id="user:1")
+    session.append_items([{"role": "user", "content": "refund please"}])
+    session.fork()
+    loud = _chat(client, texts=("refund please",))
+    assert [h.item.session_id for h in client.session_stores.search_items("refund")] == [
+        loud.session_id]
+    assert client.session_stores.search_items("refund", store="quiet-chats") == []
+    assert [i.data for i in session.list_items()] == [{"role": "user",
+                                                       "content": "refund please"}]
+    # a store made again under the name, with the default, indexes again
+    client.session_stores.delete("quiet-chats", force=True)
+    _chat(client, "quiet-chats", texts=("refund again",))
+    assert len(client.session_stores.search_items("refund", store="quiet-chats")) == 1
+    with pytest.raises(InvalidInput):
+        client.session_stores.create("bad-chats", index_items="no")  # type: ignore[arg-type]
