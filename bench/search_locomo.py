@@ -5,8 +5,9 @@
 from where it lies, never copied) twice per backend: as a session store with one session
 per LoCoMo session and one item per turn, and as a memory store with one fact per turn
 whose source is that turn's item. Each turn's text is its speaker, a colon and its text,
-with the image caption appended where the turn has one. Each conversation has a tenant
-of its own, so every search ranks within one conversation, as the baseline does. For
+with the image caption appended where the turn has one. Each conversation has a database
+of its own (``--shared`` puts all five in one, each in a tenant of its own), so every
+search ranks within one conversation's statistics, as the baseline does. For
 each answerable question (categories 1-4) it takes the top 10 of
 ``session_stores.search_items`` and of ``memory.search``, and counts a hit at k when one
 of the question's evidence turns is among the first k (an item hit is its turn; a fact
@@ -139,39 +140,52 @@ def baseline(convs: list[dict[str, Any]]) -> list[tuple[int, int, int]]:
     return scores
 
 
-def ownstate_recall(url: str, convs: list[dict[str, Any]]
+def ownstate_recall(backend: str, convs: list[dict[str, Any]], shared: bool
                     ) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int]], float]:
-    items_scores, fact_scores, times = [], [], []
-    for conv in convs:
-        tenant = re.sub(r"[^a-z0-9-]", "-", conv["id"].lower())
-        with ownstate.connect(url, tenant=tenant) as client:
-            client.migrate()
-            store = client.session_stores.create("locomo")
-            memory = client.memory_stores.create("locomo-facts")
-            turn_of: dict[tuple[str, int], str] = {}
-            item_turn: dict[str, str] = {}
-            for n, turns in enumerate(conv["sessions"], start=1):
-                session = store.add(actor_id="locomo", session_id=f"session-{n}")
-                items = session.append_items(
-                    [{"role": "user", "content": text} for _, text in turns])
-                for (dia, _), item in zip(turns, items, strict=True):
-                    turn_of[(session.session_id, item.seq)] = dia
-                    item_turn[item.item_id] = dia
-                facts = [{"subject": "locomo", "key": dia, "value": text, "source": item}
-                         for (dia, text), item in zip(turns, items, strict=True)]
-                for start in range(0, len(facts), 100):
-                    memory.remember_many(facts[start:start + 100])
-            for question, evidence in conv["questions"]:
-                started = perf_counter()
-                hits = client.session_stores.search_items(question, store="locomo", limit=10)
-                times.append(perf_counter() - started)
-                items_scores.append(_hits(
-                    [{turn_of[(h.item.session_id, h.item.seq)]} for h in hits], evidence))
-                found = memory.search(question, limit=10)
-                fact_scores.append(_hits(
-                    [{item_turn.get(h.fact.source_item_id or "", "")} for h in found],
-                    evidence))
+    items_scores: list[tuple[int, int, int]] = []
+    fact_scores: list[tuple[int, int, int]] = []
+    times: list[float] = []
+    if shared:
+        with database(backend) as url:
+            for conv in convs:
+                _conversation(url, conv, items_scores, fact_scores, times)
+    else:
+        for conv in convs:
+            with database(backend) as url:
+                _conversation(url, conv, items_scores, fact_scores, times)
     return items_scores, fact_scores, statistics.median(times) * 1000
+
+
+def _conversation(url: str, conv: dict[str, Any], items_scores: list[tuple[int, int, int]],
+                  fact_scores: list[tuple[int, int, int]], times: list[float]) -> None:
+    tenant = re.sub(r"[^a-z0-9-]", "-", conv["id"].lower())
+    with ownstate.connect(url, tenant=tenant) as client:
+        client.migrate()
+        store = client.session_stores.create("locomo")
+        memory = client.memory_stores.create("locomo-facts")
+        turn_of: dict[tuple[str, int], str] = {}
+        item_turn: dict[str, str] = {}
+        for n, turns in enumerate(conv["sessions"], start=1):
+            session = store.add(actor_id="locomo", session_id=f"session-{n}")
+            items = session.append_items(
+                [{"role": "user", "content": text} for _, text in turns])
+            for (dia, _), item in zip(turns, items, strict=True):
+                turn_of[(session.session_id, item.seq)] = dia
+                item_turn[item.item_id] = dia
+            facts = [{"subject": "locomo", "key": dia, "value": text, "source": item}
+                     for (dia, text), item in zip(turns, items, strict=True)]
+            for start in range(0, len(facts), 100):
+                memory.remember_many(facts[start:start + 100])
+        for question, evidence in conv["questions"]:
+            started = perf_counter()
+            hits = client.session_stores.search_items(question, store="locomo", limit=10)
+            times.append(perf_counter() - started)
+            items_scores.append(_hits(
+                [{turn_of[(h.item.session_id, h.item.seq)]} for h in hits], evidence))
+            found = memory.search(question, limit=10)
+            fact_scores.append(_hits(
+                [{item_turn.get(h.fact.source_item_id or "", "")} for h in found],
+                evidence))
 
 
 def _rates(scores: list[tuple[int, int, int]]) -> list[float]:
@@ -188,10 +202,9 @@ def run_recall(args: argparse.Namespace) -> None:
     print(f"| rank_bm25 (BM25Okapi, lowercased \\w+) | {base[0]} | {base[1]} | {base[2]} | "
           f"{(perf_counter() - started):.1f} s |")
     for backend in args.backends.split(","):
-        with database(backend) as url:
-            started = perf_counter()
-            items, facts, median_ms = ownstate_recall(url, convs)
-            took = perf_counter() - started
+        started = perf_counter()
+        items, facts, median_ms = ownstate_recall(backend, convs, args.shared)
+        took = perf_counter() - started
         i, f = _rates(items), _rates(facts)
         print(f"| {backend} search_items | {i[0]} | {i[1]} | {i[2]} | "
               f"median query {median_ms:.2f} ms |")
@@ -286,6 +299,9 @@ def main() -> None:
         p.add_argument("--data", required=True, help="path of LoCoMo's JSON")
         p.add_argument("--backends", default={"recall": "memory,sqlite,postgres,redis"}.get(
             name, "sqlite,postgres"))
+        if name == "recall":
+            p.add_argument("--shared", action="store_true",
+                           help="all conversations in one database, a tenant each")
         if name == "latency":
             p.add_argument("--facts", type=int, default=100_000)
             p.add_argument("--queries", type=int, default=300)
