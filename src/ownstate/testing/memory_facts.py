@@ -515,7 +515,10 @@ def test_future_dated_fact(memory: MemoryStore, clock: Clock, target: Target) ->
     assert _values(memory.recall("user:1", as_of=now + timedelta(days=8))) == {"plan": "pro"}
     assert memory.get(current.fact_id).valid_to == scheduled.valid_from
     if target.has(Capability.TEXT_SEARCH):
-        assert memory.search("pro") == [scheduled]  # the current belief, not yet in force
+        # search finds what recall finds: the fact in force now, then the scheduled one
+        assert [h.fact.fact_id for h in memory.search("plan")] == [current.fact_id]
+        assert [h.fact.fact_id for h in memory.search(
+            "plan", as_of=now + timedelta(days=8))] == [scheduled.fact_id]
     clock.advance(timedelta(days=10))
     assert _values(memory.recall("user:1")) == {"plan": "pro"}
 

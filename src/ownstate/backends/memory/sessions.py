@@ -18,7 +18,8 @@ from ...errors import (
     StoreNotEmpty,
     StoreNotFound,
 )
-from ...model import Item, SessionRecord, SessionStoreRecord
+from ...model import Item, ItemHit, SessionRecord, SessionStoreRecord
+from ..ports.search import TextQuery, rank, terms
 from ..ports.sessions import NewItem, SessionOrder
 from ._data import MemoryBase, _StoredItem, _StoredSession
 
@@ -46,13 +47,18 @@ class SessionsInMemory(MemoryBase):
     # session stores --------------------------------------------------------------------
 
     async def create_store(self, tenant: str, name: str, now: datetime,
-                           owner: str | None = None) -> SessionStoreRecord:
+                           owner: str | None = None, index_items: bool = True,
+                           ) -> SessionStoreRecord:
         with self._data.lock:
             if (tenant, name) in self._data.stores:
                 raise AlreadyExists(store=name)
             record = SessionStoreRecord(tenant=tenant, name=name, create_time=now)
             self._start_grants(tenant, "session_store", name, owner)
             self._data.stores[(tenant, name)] = record
+            if index_items:
+                self._data.unindexed.discard((tenant, name))
+            else:
+                self._data.unindexed.add((tenant, name))
             return record
 
     async def get_store(self, tenant: str, name: str) -> SessionStoreRecord:
@@ -216,11 +222,13 @@ class SessionsInMemory(MemoryBase):
                     return [it.to_item(session_id) for it in stored.items
                             if it.item_id in wanted]
             first = len(stored.items) + 1
+            indexed = (tenant, store) not in self._data.unindexed
             new = [
                 _StoredItem(
                     item_id=it.item_id, seq=first + n, create_time=now, data_json=it.data_json,
                     format=it.format, role=it.role, type=it.type, tool_name=it.tool_name,
                     model=it.model, in_tokens=it.in_tokens, out_tokens=it.out_tokens,
+                    terms=tuple(terms(it.text)) if indexed else (),
                 )
                 for n, it in enumerate(items)
             ]
@@ -268,3 +276,25 @@ class SessionsInMemory(MemoryBase):
             stored.items.clear()
             self._touch(stored, now)
             return count
+
+    async def search_items(
+        self, tenant: str, query: TextQuery, *, stores: Sequence[str] | None,
+        actor_id: str | None, session_id: str | None, limit: int,
+    ) -> list[ItemHit]:
+        with self._data.lock:
+            chosen = None if stores is None else set(stores)
+            collection = [
+                ((store, sid, stored, it), it.terms)
+                for (t, store, sid), stored in sorted(self._data.sessions.items())
+                if t == tenant for it in stored.items
+            ]
+
+            def wanted(doc: tuple[str, str, _StoredSession, _StoredItem]) -> bool:
+                store, sid, stored, _ = doc
+                return ((chosen is None or store in chosen)
+                        and (actor_id is None or stored.record.actor_id == actor_id)
+                        and (session_id is None or sid == session_id))
+
+            hits = rank(query.terms, collection, wanted)[:limit]
+            return [ItemHit(store, stored.record.actor_id, it.to_item(sid), score)
+                    for (store, sid, stored, it), score in hits]

@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
-from ...model import Item, SessionRecord, SessionStoreRecord
+from ...model import Item, ItemHit, SessionRecord, SessionStoreRecord
+from .search import TextQuery
 
 __all__ = ["NewItem", "SessionOrder", "SessionPort"]
 
@@ -26,6 +27,8 @@ class NewItem(NamedTuple):
     model: str | None
     in_tokens: int | None
     out_tokens: int | None
+    #: what the item is found by (:func:`~ownstate.backends.ports.search.item_text`)
+    text: str = ""
 
 
 class SessionPort(ABC):
@@ -35,11 +38,13 @@ class SessionPort(ABC):
 
     @abstractmethod
     async def create_store(self, tenant: str, name: str, now: datetime,
-                           owner: str | None = None) -> SessionStoreRecord:
+                           owner: str | None = None, index_items: bool = True,
+                           ) -> SessionStoreRecord:
         """Create the store and, in the same transaction, its grants: none left over from
         an earlier store of this name, and ``owner``'s ``OWNER`` level when one is named
         (see :class:`~ownstate.backends.ports.access.AccessPort`). Either all of it is
-        stored or nothing is.
+        stored or nothing is. With ``index_items`` False, its items are never indexed
+        for :meth:`search_items`.
 
         Raises AlreadyExists.
         """
@@ -174,3 +179,19 @@ class SessionPort(ABC):
     @abstractmethod
     async def clear_items(self, tenant: str, store: str, session_id: str, now: datetime) -> int:
         """Remove every item; returns how many. Raises SessionNotFound."""
+
+    @abstractmethod
+    async def search_items(
+        self,
+        tenant: str,
+        query: TextQuery,
+        *,
+        stores: Sequence[str] | None,
+        actor_id: str | None,
+        session_id: str | None,
+        limit: int,
+    ) -> list[ItemHit]:
+        """Items of the tenant holding at least one of ``query.terms``, in ``stores`` (None:
+        every store), of sessions of ``actor_id`` and of ``session_id`` when given, best
+        first by BM25 score, then by store, session id and seq; at most ``limit``. Items
+        of stores created with ``index_items=False`` are not found."""
