@@ -135,6 +135,7 @@ print("ready", flush=True)
 for line in sys.stdin:
     client.runs.decide(line.strip(), "approve", comment="direct")
     print("done", flush=True)
+client.close()
 """
 
 
