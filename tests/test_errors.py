@@ -41,6 +41,10 @@ BUILT: list[tuple[type[errors.OwnstateError], dict[str, object], str]] = [
     (errors.StaleLease, {"run_id": "r", "fencing_token": 2, "current": 2},
      "run 'r' holds no lease"),
     (errors.RunClosed, {"run_id": "r", "status": "done"}, "run 'r' has ended (done)"),
+    (errors.NotAwaiting, {"run_id": "r", "status": "running"},
+     "run 'r' is not awaiting a human (running)"),
+    (errors.AlreadyDecided, {"run_id": "r", "outcome": "approve"},
+     "run 'r' has been decided already (approve)"),
 ]
 
 

@@ -39,6 +39,7 @@ from .api import (
 )
 from .errors import (
     ActiveRunExists,
+    AlreadyDecided,
     AlreadyExists,
     AssetNotFound,
     BackendUnavailable,
@@ -53,6 +54,7 @@ from .errors import (
     LeaseHeld,
     LimitExceeded,
     MissingExtra,
+    NotAwaiting,
     NotFound,
     OwnstateError,
     PermissionDenied,
@@ -71,6 +73,7 @@ from .model import (
     AssetRef,
     CheckpointRecord,
     CheckpointScope,
+    Decision,
     Effect,
     Fact,
     FactExplanation,
@@ -92,6 +95,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ActiveRunExists",
+    "AlreadyDecided",
     "AlreadyExists",
     "ApiKey",
     "ApiKeys",
@@ -116,6 +120,7 @@ __all__ = [
     "Checkpoints",
     "Client",
     "Conflict",
+    "Decision",
     "Effect",
     "Fact",
     "FactExplanation",
@@ -135,6 +140,7 @@ __all__ = [
     "MemoryStoreRecord",
     "MemoryStores",
     "MissingExtra",
+    "NotAwaiting",
     "NotFound",
     "OwnstateError",
     "Page",

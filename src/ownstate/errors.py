@@ -20,7 +20,9 @@
     │   ├── ActiveRunExists        the session already has a running or awaiting run
     │   ├── LeaseHeld              another owner holds an unexpired lease on the run
     │   ├── StaleLease             a write carried a fencing token older than the run's
-    │   └── RunClosed              the run has ended and cannot be changed
+    │   ├── RunClosed              the run has ended and cannot be changed
+    │   ├── NotAwaiting            a decision on a run that does not await a human
+    │   └── AlreadyDecided         a second decision on a run's request
     ├── InvalidInput               the request itself is wrong: bad name, bad data, bad token
     │   └── LimitExceeded          a documented size bound was crossed
     ├── PermissionDenied           the caller may see the thing but not do this to it
@@ -51,6 +53,7 @@ from typing import ClassVar
 
 __all__ = [
     "ActiveRunExists",
+    "AlreadyDecided",
     "AlreadyExists",
     "AssetNotFound",
     "BackendUnavailable",
@@ -65,6 +68,7 @@ __all__ = [
     "LeaseHeld",
     "LimitExceeded",
     "MissingExtra",
+    "NotAwaiting",
     "NotFound",
     "OwnstateError",
     "PermissionDenied",
@@ -288,6 +292,22 @@ class RunClosed(Conflict):
 
     code = "run_closed"
     template = "run {run_id!r} has ended ({status})"
+
+
+class NotAwaiting(Conflict):
+    """A decision on a run that does not await a human (it runs, or has ended). Carries
+    ``run_id`` and ``status``."""
+
+    code = "not_awaiting"
+    template = "run {run_id!r} is not awaiting a human ({status})"
+
+
+class AlreadyDecided(Conflict):
+    """The run's request has been decided already; the first decision stands. Carries
+    ``run_id`` and the standing ``outcome``."""
+
+    code = "already_decided"
+    template = "run {run_id!r} has been decided already ({outcome})"
 
 
 class InvalidInput(OwnstateError):

@@ -10,9 +10,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
+from ._ids import format_time
+
 __all__ = [
     "ACTIVE_RUN_STATUSES",
     "CLOSED_RUN_STATUSES",
+    "DECISION_OUTCOMES",
     "JSON",
     "PERMISSION_LEVELS",
     "RUN_STATUSES",
@@ -21,6 +24,7 @@ __all__ = [
     "AssetRef",
     "CheckpointRecord",
     "CheckpointScope",
+    "Decision",
     "Effect",
     "Fact",
     "FactExplanation",
@@ -203,6 +207,39 @@ class FactExplanation:
 RUN_STATUSES = ("running", "awaiting_human", "done", "failed", "cancelled")
 ACTIVE_RUN_STATUSES = ("running", "awaiting_human")
 CLOSED_RUN_STATUSES = ("done", "failed", "cancelled")
+#: what a human may answer a run that awaits them with
+DECISION_OUTCOMES = ("approve", "reject")
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A human's answer to a run awaiting them: ``outcome`` (``approve`` or ``reject``),
+    who gave it (``decided_by``: the principal, or whoever the library caller named) and
+    when, with an optional ``comment`` and ``payload`` (edited arguments, an answer) for the
+    framework that resumes the run."""
+
+    outcome: str
+    decided_by: str | None
+    decided_at: datetime
+    comment: str | None = None
+    payload: JSON = None
+
+    @property
+    def approved(self) -> bool:
+        return self.outcome == "approve"
+
+    def to_json(self) -> dict[str, JSON]:
+        """The decision as stored: a JSON object with the time as RFC 3339 text."""
+        return {"outcome": self.outcome, "decided_by": self.decided_by,
+                "decided_at": format_time(self.decided_at), "comment": self.comment,
+                "payload": self.payload}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Decision:
+        """The decision stored as :meth:`to_json` wrote it."""
+        return cls(outcome=data["outcome"], decided_by=data.get("decided_by"),
+                   decided_at=datetime.fromisoformat(data["decided_at"]),
+                   comment=data.get("comment"), payload=data.get("payload"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +250,10 @@ class Run:
     ``tool``, ``payload``, ...) plus ``requested_at`` and ``requested_by``. The lease
     (``lease_owner``, ``lease_expires_at``) says which worker drives the run; every claim
     increases ``fencing_token``, and a write carrying an older token is refused.
+
+    ``decision`` is the human's answer to the current request (set once, while the run
+    awaits; kept when a worker resumes the run, cleared when it is marked awaiting again);
+    ``decisions`` holds every decision the run has received, oldest first, for audit.
     """
 
     run_id: str
@@ -230,6 +271,14 @@ class Run:
     lease_owner: str | None
     lease_expires_at: datetime | None
     fencing_token: int
+    decision: Decision | None = None
+    decisions: tuple[Decision, ...] = ()
+
+    @property
+    def decided(self) -> bool:
+        """True while the run awaits a human who has already answered: a worker should
+        resume it."""
+        return self.status == "awaiting_human" and self.decision is not None
 
     def checkpoint_scope(self) -> CheckpointScope:
         """The scope that names this run's checkpoints."""

@@ -5,7 +5,9 @@ It may touch the backend's run operations through its scope and the session hand
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from collections.abc import Collection, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,8 +20,10 @@ from ..limits import CONTROL_RE, FRAMEWORK_RE, MAX_NAME_CHARS
 from ..model import (
     ACTIVE_RUN_STATUSES,
     CLOSED_RUN_STATUSES,
+    DECISION_OUTCOMES,
     JSON,
     RUN_STATUSES,
+    Decision,
     Effect,
     Lease,
     Page,
@@ -29,10 +33,14 @@ from ._paging import AsyncPager
 from ._scope import Scope
 from .session import AsyncSession
 
-__all__ = ["MAX_LEASE_TTL_SECONDS", "AsyncRuns"]
+__all__ = ["MAX_DECISION_WAIT_SECONDS", "MAX_LEASE_TTL_SECONDS", "AsyncRuns"]
 
 #: The longest lease one claim or heartbeat may take; hold a run longer by heartbeating.
 MAX_LEASE_TTL_SECONDS = 24 * 60 * 60
+#: The longest one ``wait_for_decision`` may wait; wait longer by calling it again.
+MAX_DECISION_WAIT_SECONDS = 24 * 60 * 60
+#: The longest comment a decision may carry, in characters.
+_MAX_COMMENT_CHARS = 4096
 #: How many backend slices one filtered listing reads while passing over the runs of
 #: stores outside ``stores``; it then answers with fewer runs and a cursor to go on from.
 _MAX_SCAN_ROUNDS = 16
@@ -87,6 +95,24 @@ def _status(value: object, allowed: tuple[str, ...]) -> str:
     if not isinstance(value, str) or value not in allowed:
         raise InvalidInput(f"status must be one of {', '.join(allowed)}", field="status")
     return value
+
+
+def _timeout(value: object) -> float:
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not math.isfinite(value) or not 0 <= value <= MAX_DECISION_WAIT_SECONDS):
+        raise InvalidInput(f"timeout must be a number of seconds in [0, "
+                           f"{MAX_DECISION_WAIT_SECONDS}]", field="timeout")
+    return float(value)
+
+
+_CURSOR_RE = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z)/(-?\d{1,19})")
+
+
+def _awaiting_cursor(value: object) -> list[Any]:
+    found = _CURSOR_RE.fullmatch(value) if isinstance(value, str) else None
+    if found is None:
+        raise InvalidInput("after must be a cursor from this listing", field="after")
+    return [found.group(1), _validate.int64(int(found.group(2)), field="after")]
 
 
 class AsyncRuns:
@@ -257,7 +283,9 @@ class AsyncRuns:
         limit: int = 100,
     ) -> list[Run]:
         """Runs in ``status`` (``awaiting_human`` by default, or ``running``) across the
-        tenant, the longest-waiting first.
+        tenant, the longest-waiting first; an awaiting run a human has already decided
+        waits on a worker, not a human, and is left out (:meth:`decided` lists those;
+        :meth:`outstanding_page` pages through the inbox).
 
         ``older_than`` (a timedelta or seconds) keeps only runs that have been in that
         status for longer: marked awaiting (``awaiting["requested_at"]``), or opened or
@@ -365,6 +393,160 @@ class AsyncRuns:
                 rounds += 1
             runs = kept
         return runs, (cursor[0] if cursor is not None else None)
+
+    async def decide(
+        self,
+        run_id: str,
+        outcome: str,
+        *,
+        comment: str | None = None,
+        payload: JSON = None,
+        decided_by: str | None = None,
+    ) -> Run:
+        """Record a human's ``outcome`` (``"approve"`` or ``"reject"``) on a run awaiting
+        them, exactly once, and return the run with its :attr:`~ownstate.model.Run.decision`.
+
+        ``comment`` (up to 4,096 chars) and ``payload`` (any JSON: edited arguments, an
+        answer) travel to the framework that resumes the run. ``decided_by`` names who
+        decided (over HTTP the server records the API key's principal instead); the time
+        is now. The run stays ``awaiting_human`` (:meth:`decided` lists it) until a worker
+        claims it with :meth:`resume`; the decision stays on the run for audit. Of
+        concurrent deciders exactly one wins; the others change nothing.
+
+        Raises :class:`~ownstate.errors.AlreadyDecided` (carrying the standing
+        ``outcome``), :class:`~ownstate.errors.NotAwaiting` (the run runs or has ended),
+        :class:`~ownstate.errors.RunNotFound`, :class:`~ownstate.errors.InvalidInput`,
+        :class:`~ownstate.errors.LimitExceeded`.
+        """
+        s = self._scope
+        rid = _run_id(run_id)
+        if not isinstance(outcome, str) or outcome not in DECISION_OUTCOMES:
+            raise InvalidInput(f"outcome must be one of {', '.join(DECISION_OUTCOMES)}",
+                               field="outcome")
+        if comment is not None and (not isinstance(comment, str)
+                                    or len(comment) > _MAX_COMMENT_CHARS):
+            raise InvalidInput(f"comment must be text of at most {_MAX_COMMENT_CHARS} chars",
+                               field="comment")
+        if comment is not None:
+            _validate.utf8_size(comment, field="comment")
+        by = _text(decided_by, "decided_by") if decided_by is not None else None
+        # stored as JSON spells it: a tuple comes back a list, as from every backend
+        stored = json.loads(self._encode(payload, "payload"))
+        decision = Decision(outcome=outcome, decided_by=by, decided_at=_ids.now(),
+                            comment=comment, payload=stored)
+        return await s.backend.decide(s.tenant, rid, decision)
+
+    async def outstanding_page(
+        self,
+        *,
+        framework: str | None = None,
+        stores: Collection[str] | None = None,
+        page_size: int | None = None,
+        page_token: str | None = None,
+    ) -> Page[Run]:
+        """One page of the runs awaiting a human who has not decided yet (the inbox),
+        oldest request first; ``stores`` keeps only the runs of those session stores.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (bad filter, malformed or foreign
+        page token), :class:`~ownstate.errors.LimitExceeded` (page_size out of range).
+        """
+        return await self._awaiting_page(False, framework, stores, page_size, page_token)
+
+    async def decided(
+        self,
+        *,
+        framework: str | None = None,
+        stores: Collection[str] | None = None,
+        page_size: int | None = None,
+        page_token: str | None = None,
+    ) -> Page[Run]:
+        """One page of the runs a worker should resume: decided by a human and not yet
+        claimed (:meth:`resume`), oldest request first, of ``framework`` and ``stores``.
+
+        Raises :class:`~ownstate.errors.InvalidInput`, :class:`~ownstate.errors.LimitExceeded`.
+        """
+        return await self._awaiting_page(True, framework, stores, page_size, page_token)
+
+    async def awaiting_after(
+        self,
+        *,
+        decided: bool = False,
+        framework: str | None = None,
+        stores: Collection[str] | None = None,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> tuple[list[Run], str | None]:
+        """Up to ``limit`` runs awaiting a human, undecided (the inbox) or ``decided``,
+        oldest request first, after the cursor ``after``, and the cursor of the last run
+        read when more remain: the keyset listing behind :meth:`outstanding_page` and
+        :meth:`decided`. ``limit`` is as in :meth:`list_after`.
+
+        Raises :class:`~ownstate.errors.InvalidInput`, :class:`~ownstate.errors.LimitExceeded`.
+        """
+        s = self._scope
+        kind = _framework(framework) if framework is not None else None
+        visible = _store_set(stores) if stores is not None else None
+        size = s.limits.keyset_size(limit)
+        start = _awaiting_cursor(after) if after is not None else None
+        if visible is not None and not visible:
+            return [], None
+        runs, cursor = await s.backend.list_awaiting(
+            s.tenant, decided=bool(decided), framework=kind, stores=visible, limit=size,
+            after=start)
+        return runs, (f"{cursor[0]}/{cursor[1]}" if cursor is not None else None)
+
+    async def _awaiting_page(self, decided: bool, framework: str | None,
+                             stores: Collection[str] | None, page_size: int | None,
+                             page_token: str | None) -> Page[Run]:
+        s = self._scope
+        kind = _framework(framework) if framework is not None else None
+        visible = _store_set(stores) if stores is not None else None
+        size = s.limits.page_size(page_size)
+        scope = "\x00".join(["awaiting", s.tenant, "decided" if decided else "open",
+                             kind or "", *sorted(visible or ())])
+        after = None
+        if page_token is not None:
+            after = decode_token(page_token, scope)
+            if (len(after) != 2 or not isinstance(after[0], str)
+                    or isinstance(after[1], bool) or not isinstance(after[1], int)):
+                raise InvalidInput("page_token is malformed", field="page_token")
+        if visible is not None and not visible:
+            return Page([], None)
+        runs, cursor = await s.backend.list_awaiting(
+            s.tenant, decided=decided, framework=kind, stores=visible, limit=size,
+            after=after)
+        return Page(runs, encode_token(scope, cursor) if cursor is not None else None)
+
+    async def wait_for_decision(
+        self,
+        run_id: str | None = None,
+        *,
+        framework: str | None = None,
+        stores: Collection[str] | None = None,
+        timeout: float = 30.0,
+    ) -> Run | None:
+        """Wait until a human decides, without polling in a tight loop.
+
+        With ``run_id``: that run, as soon as it no longer awaits an undecided request
+        (at once when it already has a decision, runs or has ended). Without: the oldest
+        run that :meth:`decided` lists, of ``framework`` and ``stores``. ``None`` once
+        ``timeout`` seconds (0 to a day) pass with nothing to return.
+
+        PostgreSQL and Redis announce each decision to every waiting process; SQLite and
+        memory wake the waiters of the deciding process at once and others within a
+        second; over HTTP the server holds the request open (a long poll).
+
+        Raises :class:`~ownstate.errors.RunNotFound`, :class:`~ownstate.errors.InvalidInput`.
+        """
+        s = self._scope
+        rid = _run_id(run_id) if run_id is not None else None
+        if rid is not None and (framework is not None or stores is not None):
+            raise InvalidInput("give run_id, or framework and stores, not both",
+                               field="run_id")
+        kind = _framework(framework) if framework is not None else None
+        visible = _store_set(stores) if stores is not None else None
+        seconds = _timeout(timeout)
+        return await s.backend.wait_for_decision(s.tenant, rid, kind, visible, seconds)
 
     async def record_effect(
         self,

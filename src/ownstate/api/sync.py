@@ -16,6 +16,7 @@ from ..limits import Limits
 from ..model import (
     ACTIVE_RUN_STATUSES,
     CLOSED_RUN_STATUSES,
+    DECISION_OUTCOMES,
     JSON,
     PERMISSION_LEVELS,
     RUN_STATUSES,
@@ -24,6 +25,7 @@ from ..model import (
     AssetRef,
     CheckpointRecord,
     CheckpointScope,
+    Decision,
     Effect,
     Fact,
     FactExplanation,
@@ -729,7 +731,9 @@ class Runs:
 
     def outstanding(self, status: str = 'awaiting_human', *, framework: str | None = None, older_than: timedelta | float | None = None, entered_before: datetime | None = None, stores: Collection[str] | None = None, limit: int = 100) -> list[Run]:
         """Runs in ``status`` (``awaiting_human`` by default, or ``running``) across the
-        tenant, the longest-waiting first.
+        tenant, the longest-waiting first; an awaiting run a human has already decided
+        waits on a worker, not a human, and is left out (:meth:`decided` lists those;
+        :meth:`outstanding_page` pages through the inbox).
 
         ``older_than`` (a timedelta or seconds) keeps only runs that have been in that
         status for longer: marked awaiting (``awaiting["requested_at"]``), or opened or
@@ -754,6 +758,67 @@ class Runs:
         Raises :class:`~ownstate.errors.InvalidInput`, :class:`~ownstate.errors.LimitExceeded`.
         """
         return self._portal.call(self._impl.list_after(store=store, session=_untwin(session), stores=stores, status=status, framework=framework, after=after, limit=limit))
+
+    def decide(self, run_id: str, outcome: str, *, comment: str | None = None, payload: JSON = None, decided_by: str | None = None) -> Run:
+        """Record a human's ``outcome`` (``"approve"`` or ``"reject"``) on a run awaiting
+        them, exactly once, and return the run with its :attr:`~ownstate.model.Run.decision`.
+
+        ``comment`` (up to 4,096 chars) and ``payload`` (any JSON: edited arguments, an
+        answer) travel to the framework that resumes the run. ``decided_by`` names who
+        decided (over HTTP the server records the API key's principal instead); the time
+        is now. The run stays ``awaiting_human`` (:meth:`decided` lists it) until a worker
+        claims it with :meth:`resume`; the decision stays on the run for audit. Of
+        concurrent deciders exactly one wins; the others change nothing.
+
+        Raises :class:`~ownstate.errors.AlreadyDecided` (carrying the standing
+        ``outcome``), :class:`~ownstate.errors.NotAwaiting` (the run runs or has ended),
+        :class:`~ownstate.errors.RunNotFound`, :class:`~ownstate.errors.InvalidInput`,
+        :class:`~ownstate.errors.LimitExceeded`.
+        """
+        return self._portal.call(self._impl.decide(run_id, outcome, comment=comment, payload=payload, decided_by=decided_by))
+
+    def outstanding_page(self, *, framework: str | None = None, stores: Collection[str] | None = None, page_size: int | None = None, page_token: str | None = None) -> Page[Run]:
+        """One page of the runs awaiting a human who has not decided yet (the inbox),
+        oldest request first; ``stores`` keeps only the runs of those session stores.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (bad filter, malformed or foreign
+        page token), :class:`~ownstate.errors.LimitExceeded` (page_size out of range).
+        """
+        return self._portal.call(self._impl.outstanding_page(framework=framework, stores=stores, page_size=page_size, page_token=page_token))
+
+    def decided(self, *, framework: str | None = None, stores: Collection[str] | None = None, page_size: int | None = None, page_token: str | None = None) -> Page[Run]:
+        """One page of the runs a worker should resume: decided by a human and not yet
+        claimed (:meth:`resume`), oldest request first, of ``framework`` and ``stores``.
+
+        Raises :class:`~ownstate.errors.InvalidInput`, :class:`~ownstate.errors.LimitExceeded`.
+        """
+        return self._portal.call(self._impl.decided(framework=framework, stores=stores, page_size=page_size, page_token=page_token))
+
+    def awaiting_after(self, *, decided: bool = False, framework: str | None = None, stores: Collection[str] | None = None, after: str | None = None, limit: int | None = None) -> tuple[list[Run], str | None]:
+        """Up to ``limit`` runs awaiting a human, undecided (the inbox) or ``decided``,
+        oldest request first, after the cursor ``after``, and the cursor of the last run
+        read when more remain: the keyset listing behind :meth:`outstanding_page` and
+        :meth:`decided`. ``limit`` is as in :meth:`list_after`.
+
+        Raises :class:`~ownstate.errors.InvalidInput`, :class:`~ownstate.errors.LimitExceeded`.
+        """
+        return self._portal.call(self._impl.awaiting_after(decided=decided, framework=framework, stores=stores, after=after, limit=limit))
+
+    def wait_for_decision(self, run_id: str | None = None, *, framework: str | None = None, stores: Collection[str] | None = None, timeout: float = 30.0) -> Run | None:
+        """Wait until a human decides, without polling in a tight loop.
+
+        With ``run_id``: that run, as soon as it no longer awaits an undecided request
+        (at once when it already has a decision, runs or has ended). Without: the oldest
+        run that :meth:`decided` lists, of ``framework`` and ``stores``. ``None`` once
+        ``timeout`` seconds (0 to a day) pass with nothing to return.
+
+        PostgreSQL and Redis announce each decision to every waiting process; SQLite and
+        memory wake the waiters of the deciding process at once and others within a
+        second; over HTTP the server holds the request open (a long poll).
+
+        Raises :class:`~ownstate.errors.RunNotFound`, :class:`~ownstate.errors.InvalidInput`.
+        """
+        return self._portal.call(self._impl.wait_for_decision(run_id, framework=framework, stores=stores, timeout=timeout))
 
     def record_effect(self, run_id: str, tool_call_id: str, result: JSON, *, fencing_token: int | None = None) -> Effect:
         """Record the result of a side-effecting tool call, once.

@@ -15,14 +15,18 @@ from typing import Any
 from ..model import CLOSED_RUN_STATUSES, CheckpointScope, RetentionPolicy
 
 __all__ = ["ACTIVE", "CHECKPOINT_COLUMNS", "COPY_CHECKPOINTS", "COPY_WRITES", "RUN_COLUMNS",
-           "RUN_STATE", "SCOPED_RUN", "WRITE_COLUMNS", "outstanding_filter",
+           "RUN_ROWID", "RUN_STATE", "SCOPED_RUN", "WRITE_COLUMNS", "awaiting_filter",
+           "outstanding_filter",
            "retention_reasons", "runs_filter", "scope_params", "session_page"]
 
 #: a run's columns in the order both backends' ``_run`` read them
 RUN_COLUMNS = (
     "run_id, store, session_id, actor_id, framework, thread_key, status, awaiting, "
-    "step_count, usd_cost, started_at, ended_at, lease_owner, lease_expires_at, fencing_token"
+    "step_count, usd_cost, started_at, ended_at, lease_owner, lease_expires_at, fencing_token, "
+    "decision, decisions"
 )
+#: where the row id follows :data:`RUN_COLUMNS` in a listing's rows
+RUN_ROWID = 17
 #: a run that may still change
 ACTIVE = "status IN ('running', 'awaiting_human')"
 #: what a refused run write is checked against (``run_refusal``), by tenant and run id
@@ -62,12 +66,38 @@ def outstanding_filter(p: str, tenant: str, status: str, framework: str | None,
     times."""
     where = [f"tenant = {p}", f"status = {p}"]
     params: list[Any] = [tenant, status]
+    if status == "awaiting_human":
+        where.append("decision IS NULL")  # a decided run waits on a worker, not a human
     if framework is not None:
         where.append(f"framework = {p}")
         params.append(framework)
     if entered_before is not None:
         where.append(f"status_since < {p}")
         params.append(entered_before)
+    return " AND ".join(where), params
+
+
+def awaiting_filter(p: str, tenant: str, decided: bool, framework: str | None,
+                    stores: frozenset[str] | None, after: Sequence[Any] | None,
+                    time_p: str | None = None) -> tuple[str, list[Any]]:
+    """The ``WHERE`` clause of ``list_awaiting`` (oldest first by ``status_since, rid``,
+    strictly after a cursor ``[entered, rid]``); ``time_p`` is the placeholder for the
+    cursor's time (``p`` unless the dialect needs a cast). The literal conditions on
+    status and decision are those of the partial indexes that serve the listing."""
+    where = [f"tenant = {p}", "status = 'awaiting_human'",
+             "decision IS NOT NULL" if decided else "decision IS NULL"]
+    params: list[Any] = [tenant]
+    if framework is not None:
+        where.append(f"framework = {p}")
+        params.append(framework)
+    if stores is not None and not stores:
+        where.append("1 = 0")
+    elif stores is not None:
+        where.append(f"store IN ({', '.join([p] * len(stores))})")
+        params.extend(sorted(stores))
+    if after is not None:
+        where.append(f"(status_since, rid) > ({time_p or p}, {p})")
+        params.extend((after[0], int(after[1])))
     return " AND ".join(where), params
 
 

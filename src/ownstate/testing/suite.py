@@ -9,8 +9,8 @@ import types
 __all__ = ["MODULES", "Suite"]
 
 #: The modules of :mod:`ownstate.testing` that hold tests, which ``Suite()`` runs.
-MODULES = ("access", "assets", "checkpoints", "concurrency", "conformance", "memory",
-           "memory_stateful", "runs", "stateful")
+MODULES = ("access", "assets", "checkpoints", "concurrency", "conformance", "decisions",
+           "memory", "memory_stateful", "runs", "stateful")
 
 
 class Suite:

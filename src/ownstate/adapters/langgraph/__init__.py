@@ -6,7 +6,8 @@ Needs the ``langgraph`` extra. See docs/langgraph.md and docs/langgraph-store.md
 from ..._extras import requires
 
 with requires("langgraph", "the LangGraph adapter"):
-    from .saver import OwnstateSaver, acatch_up, arebuild, catch_up, rebuild
+    from .rebuild import acatch_up, arebuild, catch_up, rebuild
+    from .saver import OwnstateSaver
     from .store import OwnstateStore
 
 __all__ = ["OwnstateSaver", "OwnstateStore", "acatch_up", "arebuild", "catch_up", "rebuild"]

@@ -37,26 +37,30 @@ class Transport:
 
     async def call(self, method: str, path: str, *, params: Params | None = None,
                    json: Any = None, content: bytes | None = None,
-                   headers: Mapping[str, str] | None = None) -> Any:
+                   headers: Mapping[str, str] | None = None,
+                   timeout: float | None = None) -> Any:
         """The decoded JSON body of a 2xx answer (None when empty).
 
         Raises the error a problem answer names, or
         :class:`~ownstate.errors.BackendUnavailable` when the server cannot be reached.
         """
         response = await self.raw(method, path, params=params, json=json, content=content,
-                                  headers=headers)
+                                  headers=headers, timeout=timeout)
         if not response.content:
             return None
         return _parse(response.content)
 
     async def raw(self, method: str, path: str, *, params: Params | None = None,
                   json: Any = None, content: bytes | None = None,
-                  headers: Mapping[str, str] | None = None) -> Any:
-        """The ``httpx.Response`` of a 2xx answer; raises as :meth:`call`."""
+                  headers: Mapping[str, str] | None = None,
+                  timeout: float | None = None) -> Any:
+        """The ``httpx.Response`` of a 2xx answer; raises as :meth:`call`. ``timeout``
+        replaces the client's for this request (a long poll's)."""
         query = {k: _query_value(v) for k, v in (params or {}).items() if v is not None}
+        extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
         try:
             response = await self.client.request(method, path, params=query, json=json,
-                                                 content=content, headers=headers)
+                                                 content=content, headers=headers, **extra)
         except UnicodeError as exc:
             raise InvalidInput("text must be valid Unicode: lone surrogates cannot be sent",
                                field="request") from exc

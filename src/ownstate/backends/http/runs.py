@@ -1,8 +1,14 @@
-"""Runs, leases and effects, over HTTP."""
+"""Runs, leases, effects and decisions, over HTTP.
+
+Waiting for a decision is a long poll: each request asks the server to hold it open for
+up to :data:`_POLL_SECONDS`, and the client asks again until its own timeout passes.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import json
+import time
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -10,13 +16,17 @@ from typing import Any
 from ... import _wire
 from ...errors import LeaseHeld, RunNotFound
 from ...limits import SESSION_ID_RE
-from ...model import Effect, Lease, Run
+from ...model import Decision, Effect, Lease, Run
 from ._base import API, HttpBase, json_object, not_found, segment, session_path
 
 __all__ = ["RunsOverHttp", "missing_run", "run_path"]
 
 RUNS = f"{API}/runs"
 _JSON_HEADERS = {"content-type": "application/json"}
+#: How long one long-poll request asks the server to wait (its limit is 60 s), and how
+#: much longer the client waits for the answer before taking the server for gone.
+_POLL_SECONDS = 25.0
+_POLL_GRACE = 10.0
 
 
 def missing_run(run_id: str) -> RunNotFound:
@@ -122,3 +132,57 @@ class RunsOverHttp(HttpBase):
                                      f"{run_path(run_id)}/effects/{segment(tool_call_id)}")
         found = body.get("effect")
         return _wire.load(Effect, found) if found is not None else None
+
+    async def decide(self, tenant: str, run_id: str, decision: Decision) -> Run:
+        # The server records the key's principal and its own clock.
+        text = json_object({"outcome": decision.outcome, "comment": decision.comment,
+                            "decided_by": decision.decided_by},
+                           {"payload": json.dumps(decision.payload, separators=(",", ":"))})
+        body = await self._http.call("POST", f"{run_path(run_id)}:decide",
+                                     content=text.encode(), headers=_JSON_HEADERS)
+        return _wire.load(Run, body)
+
+    async def list_awaiting(self, tenant: str, *, decided: bool, framework: str | None,
+                            stores: frozenset[str] | None, limit: int,
+                            after: Sequence[Any] | None
+                            ) -> tuple[list[Run], list[Any] | None]:
+        # The server shows only the stores the key may read; ``stores`` narrows that.
+        runs: list[Run] = []
+        cursor = f"{after[0]}/{after[1]}" if after is not None else None
+        while True:
+            body = await self._http.call("GET", f"{RUNS}:awaiting", params={
+                "decided": decided, "framework": framework, "limit": limit - len(runs),
+                "after": cursor})
+            got = [_wire.load(Run, r) for r in body["runs"]]
+            runs.extend(r for r in got if stores is None or r.store in stores)
+            cursor = body.get("next_after")
+            if cursor is None or stores is None or len(runs) >= limit:
+                break
+        if cursor is None:
+            return runs, None
+        entered, _, ordinal = cursor.rpartition("/")
+        return runs, [entered, int(ordinal)]
+
+    async def wait_for_decision(self, tenant: str, run_id: str | None,
+                                framework: str | None, stores: frozenset[str] | None,
+                                timeout: float) -> Run | None:
+        deadline = time.monotonic() + timeout
+        while True:
+            wait = max(0.0, min(_POLL_SECONDS, deadline - time.monotonic()))
+            if run_id is not None:
+                body = await self._http.call("GET", f"{run_path(run_id)}/decision",
+                                             params={"wait": wait},
+                                             timeout=wait + _POLL_GRACE)
+                run = _wire.load(Run, body)
+                if run.status != "awaiting_human" or run.decision is not None:
+                    return run
+            else:
+                body = await self._http.call("GET", f"{RUNS}:awaiting", params={
+                    "decided": True, "framework": framework, "wait": wait},
+                    timeout=wait + _POLL_GRACE)
+                found = [r for r in (_wire.load(Run, r) for r in body["runs"])
+                         if stores is None or r.store in stores]
+                if found:
+                    return found[0]
+            if time.monotonic() >= deadline:
+                return None

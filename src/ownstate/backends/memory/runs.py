@@ -16,9 +16,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..._ids import format_time
 from ...errors import ActiveRunExists, AlreadyExists, RunNotFound, SessionNotFound
-from ...model import ACTIVE_RUN_STATUSES, Effect, Lease, Run
-from ..ports.runs import RunState, run_refusal
+from ...model import ACTIVE_RUN_STATUSES, Decision, Effect, Lease, Run
+from .._decisions import Signalled
+from ..ports.runs import RunState, decision_refusal, run_refusal
 from ._data import MemoryBase
 
 __all__ = ["RunsInMemory"]
@@ -32,11 +34,19 @@ class _StoredRun:
 
 
 def _out(run: Run) -> Run:
-    """The record as returned: a caller changing its ``awaiting`` cannot reach the store."""
-    return run if run.awaiting is None else replace(run, awaiting=copy.deepcopy(run.awaiting))
+    """The record as returned: a caller changing its ``awaiting`` or a decision's payload
+    cannot reach the store."""
+    if run.awaiting is None and not run.decisions:
+        return run
+    return replace(run, awaiting=copy.deepcopy(run.awaiting),
+                   decision=copy.deepcopy(run.decision), decisions=copy.deepcopy(run.decisions))
 
 
-class RunsInMemory(MemoryBase):
+def _undecided(run: Run) -> bool:
+    return run.status != "awaiting_human" or run.decision is None
+
+
+class RunsInMemory(MemoryBase, Signalled):
     # helpers ---------------------------------------------------------------------------
 
     def _stored_run(self, tenant: str, run_id: str) -> _StoredRun:
@@ -129,7 +139,7 @@ class RunsInMemory(MemoryBase):
             stored = self._writable(tenant, run_id, fencing_token)
             stored.record = replace(stored.record, status="awaiting_human",
                                     awaiting=json.loads(awaiting_json), lease_owner=None,
-                                    lease_expires_at=None)
+                                    lease_expires_at=None, decision=None)
             stored.since = now
             return _out(stored.record)
 
@@ -174,11 +184,47 @@ class RunsInMemory(MemoryBase):
         with self._data.lock:
             chosen = sorted(
                 (s for (t, _), s in self._data.runs.items()
-                 if t == tenant and s.record.status == status
+                 if t == tenant and s.record.status == status and _undecided(s.record)
                  and (framework is None or s.record.framework == framework)
                  and (entered_before is None or s.since < entered_before)),
                 key=lambda s: (s.since, s.ordinal))
             return [_out(s.record) for s in chosen[:limit]]
+
+    # decisions -------------------------------------------------------------------------
+
+    async def decide(self, tenant: str, run_id: str, decision: Decision) -> Run:
+        with self._data.lock:
+            stored = self._data.runs.get((tenant, run_id))
+            run = stored.record if stored is not None else None
+            if run is None or run.status != "awaiting_human" or run.decision is not None:
+                raise decision_refusal(run_id, run.status if run else None,
+                                       run.decision.outcome if run and run.decision else None)
+            assert stored is not None
+            kept = copy.deepcopy(decision)
+            stored.record = replace(run, decision=kept, decisions=(*run.decisions, kept))
+            out = _out(stored.record)
+        self.decision_signal.fire()
+        return out
+
+    async def list_awaiting(self, tenant: str, *, decided: bool, framework: str | None,
+                            stores: frozenset[str] | None, limit: int,
+                            after: Sequence[Any] | None
+                            ) -> tuple[list[Run], list[Any] | None]:
+        start = (str(after[0]), int(after[1])) if after is not None else None
+        with self._data.lock:
+            chosen = sorted(
+                ((format_time(s.since), s.ordinal, s.record)
+                 for (t, _), s in self._data.runs.items()
+                 if t == tenant and s.record.status == "awaiting_human"
+                 and (s.record.decision is not None) == decided
+                 and (framework is None or s.record.framework == framework)
+                 and (stores is None or s.record.store in stores)),
+                key=lambda entry: (entry[0], entry[1]))
+            if start is not None:
+                chosen = [e for e in chosen if (e[0], e[1]) > start]
+            page = chosen[:limit]
+            cursor = [page[-1][0], page[-1][1]] if len(chosen) > limit else None
+            return [_out(run) for _, _, run in page], cursor
 
     # effects ---------------------------------------------------------------------------
 

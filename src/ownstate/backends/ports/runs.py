@@ -9,6 +9,12 @@ the run's status: a stale writer always learns that it is stale.
 
 :func:`run_refusal` is that order, written once: every backend (and the checkpoint
 fence) asks it why a write is refused, given the run as read inside the write.
+
+Decisions follow the same rule: ``decide`` is one conditional write on "awaits a human and
+its request is undecided", so of concurrent deciders exactly one wins, and
+:func:`decision_refusal` says why the others lost. A run awaiting a human is *outstanding*
+until decided and *decided* until a worker resumes it; both listings run oldest first,
+by when the run entered ``awaiting_human`` and then by when it was opened.
 """
 
 from __future__ import annotations
@@ -19,10 +25,23 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ...errors import LeaseHeld, OwnstateError, RunClosed, RunNotFound, StaleLease
-from ...model import ACTIVE_RUN_STATUSES, Effect, Lease, Run
+from ...errors import (
+    AlreadyDecided,
+    LeaseHeld,
+    NotAwaiting,
+    OwnstateError,
+    RunClosed,
+    RunNotFound,
+    StaleLease,
+)
+from ...model import ACTIVE_RUN_STATUSES, Decision, Effect, Lease, Run
+from .._decisions import Signalled, wait_until_decided
 
-__all__ = ["RunPort", "RunState", "run_refusal"]
+__all__ = ["RunPort", "RunState", "decision_refusal", "run_refusal"]
+
+#: The longest pause between two checks of a waiter on a backend that cannot announce
+#: decisions made by other processes.
+POLL_BOUND_SECONDS = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +79,18 @@ def run_refusal(run_id: str, run: RunState | None, fencing_token: int | None, *,
     return None
 
 
-class RunPort(ABC):
+def decision_refusal(run_id: str, status: str | None, outcome: str | None) -> OwnstateError:
+    """Why a decision on a run (read after the refused write) was refused: the run does not
+    exist (``status`` None: RunNotFound), it does not await a human (NotAwaiting), or its
+    request already has a decision with ``outcome`` (AlreadyDecided)."""
+    if status is None:
+        return RunNotFound(run_id=run_id)
+    if status != "awaiting_human" or outcome is None:
+        return NotAwaiting(run_id=run_id, status=status)
+    return AlreadyDecided(run_id=run_id, outcome=outcome)
+
+
+class RunPort(Signalled, ABC):
     """Storage for runs, leases and the effects ledger."""
 
     @abstractmethod
@@ -132,3 +162,54 @@ class RunPort(ABC):
     @abstractmethod
     async def get_effect(self, tenant: str, run_id: str, tool_call_id: str) -> Effect | None:
         """Raises RunNotFound."""
+
+    # decisions -------------------------------------------------------------------------
+
+    @abstractmethod
+    async def decide(self, tenant: str, run_id: str, decision: Decision) -> Run:
+        """Record ``decision`` on the run when it awaits a human and its request has no
+        decision yet, and add it to the run's ``decisions``: one conditional write, so of
+        concurrent deciders exactly one wins. Then fire :attr:`decision_signal` (and the
+        datastore's announcement, where it has one). Raises RunNotFound, NotAwaiting,
+        AlreadyDecided."""
+
+    @abstractmethod
+    async def list_awaiting(self, tenant: str, *, decided: bool, framework: str | None,
+                            stores: frozenset[str] | None, limit: int,
+                            after: Sequence[Any] | None
+                            ) -> tuple[list[Run], list[Any] | None]:
+        """Up to ``limit`` runs awaiting a human whose request is decided (``decided``) or
+        not, oldest first, of ``framework`` and of the session stores ``stores`` when
+        given, strictly after the cursor ``after``; and the cursor of the last one returned
+        when more remain. A cursor is ``[entered, ordinal]``: RFC 3339 text (as
+        :func:`~ownstate._ids.format_time` writes it) of when the run entered
+        ``awaiting_human``, and the backend's opening order of runs."""
+
+    async def wait_for_decision(self, tenant: str, run_id: str | None,
+                                framework: str | None, stores: frozenset[str] | None,
+                                timeout: float) -> Run | None:
+        """The run ``run_id`` once it no longer awaits an undecided request, or (without
+        ``run_id``) the oldest decided run of ``framework`` and ``stores``; None when
+        ``timeout`` seconds pass first. Raises RunNotFound.
+
+        This version checks, then sleeps until :attr:`decision_signal` fires or a pause
+        bounded by a second passes; a backend that hears other processes' decisions
+        overrides :meth:`_decision_wait_bound` and :meth:`_decision_listener`.
+        """
+        async def check() -> Run | None:
+            if run_id is not None:
+                run = await self.get_run(tenant, run_id)
+                return None if run.status == "awaiting_human" and run.decision is None else run
+            found, _ = await self.list_awaiting(tenant, decided=True, framework=framework,
+                                                stores=stores, limit=1, after=None)
+            return found[0] if found else None
+
+        return await wait_until_decided(self.decision_signal, check, timeout,
+                                        max_pause=self._decision_wait_bound(),
+                                        listener=self._decision_listener())
+
+    def _decision_wait_bound(self) -> float:
+        return POLL_BOUND_SECONDS
+
+    def _decision_listener(self) -> Any:
+        return None

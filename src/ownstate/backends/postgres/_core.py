@@ -235,6 +235,9 @@ class PostgresCore:
             self._opened = True
 
     async def close(self) -> None:
+        listener = self.__dict__.pop("_decisions_listener", None)
+        if listener is not None:
+            await listener.close()
         if self._owns_pool and self._opened:
             await self._pool.close()
         self._opened = False

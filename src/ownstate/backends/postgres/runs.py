@@ -1,4 +1,4 @@
-"""Runs, leases and effects in PostgreSQL.
+r"""Runs, leases and effects in PostgreSQL.
 
 The invariants are the database's, each enforced by a single statement:
 
@@ -15,14 +15,23 @@ a read right after says why (not found, stale token, closed, lease held); under 
 COMMITTED, a read in the same transaction would see no more than that. Runs reference their
 session, and effects their run, ``ON DELETE CASCADE``: deleting a session or a store
 deletes its runs and their effects.
+
+A decision is one conditional ``UPDATE`` too, and the same statement calls ``pg_notify``
+on the schema's channel (``ownstate_decided_`` and a digest of the schema name), which
+PostgreSQL delivers when the write commits: every process waiting for a decision holds one
+connection that ``LISTEN``\ s on it and wakes its waiters at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+import json
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..._extras import requires
+from ..._ids import format_time
 from ...errors import (
     ActiveRunExists,
     AlreadyExists,
@@ -31,10 +40,23 @@ from ...errors import (
     RunNotFound,
     SessionNotFound,
 )
-from ...model import Effect, Lease, Run
-from .._sql import ACTIVE, RUN_COLUMNS, RUN_STATE, outstanding_filter, runs_filter
-from ..ports.runs import RunState, run_refusal
+from ...model import Decision, Effect, Lease, Run
+from .._decisions import Listener, Signalled
+from .._sql import (
+    ACTIVE,
+    RUN_COLUMNS,
+    RUN_ROWID,
+    RUN_STATE,
+    awaiting_filter,
+    outstanding_filter,
+    runs_filter,
+)
+from ..ports.runs import RunState, decision_refusal, run_refusal
 from ._core import Cursor, PostgresCore
+
+with requires("postgres", "the PostgreSQL backend"):
+    import psycopg
+    from psycopg import sql
 
 __all__ = ["RunsInPostgres"]
 
@@ -45,7 +67,14 @@ def _run(row: Sequence[Any]) -> Run:
         thread_key=row[5], status=row[6], awaiting=row[7], step_count=int(row[8]),
         usd_cost=float(row[9]), started_at=row[10], ended_at=row[11], lease_owner=row[12],
         lease_expires_at=row[13], fencing_token=int(row[14]),
+        decision=Decision.from_json(row[15]) if row[15] is not None else None,
+        decisions=tuple(Decision.from_json(d) for d in row[16] or ()),
     )
+
+
+def decision_channel(schema: str) -> str:
+    """The ``NOTIFY`` channel on which decisions on runs in ``schema`` are announced."""
+    return "ownstate_decided_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
 
 
 async def _refusal(cur: Cursor, tenant: str, run_id: str, fencing_token: int | None, *,
@@ -60,7 +89,7 @@ async def _refusal(cur: Cursor, tenant: str, run_id: str, fencing_token: int | N
     return refusal or BackendUnavailable(f"run {run_id!r} changed in an unexpected way; retry")
 
 
-class RunsInPostgres(PostgresCore):
+class RunsInPostgres(PostgresCore, Signalled):
     """The runs port on PostgreSQL."""
 
     # runs ------------------------------------------------------------------------------
@@ -138,7 +167,7 @@ class RunsInPostgres(PostgresCore):
             await cur.execute(query, params)
             rows = await cur.fetchall()
             page = rows[:limit]
-            cursor = [page[-1][15]] if len(rows) > limit else None
+            cursor = [page[-1][RUN_ROWID]] if len(rows) > limit else None
             return [_run(r) for r in page], cursor
 
         return await self._read(tenant, run)
@@ -148,7 +177,7 @@ class RunsInPostgres(PostgresCore):
         async def run(cur: Cursor) -> Run:
             await cur.execute(
                 "UPDATE runs SET status = 'awaiting_human', awaiting = %s::json, "
-                "status_since = %s, lease_owner = NULL, lease_expires_at = NULL "
+                "status_since = %s, lease_owner = NULL, lease_expires_at = NULL, decision = NULL "
                 f"WHERE tenant = %s AND run_id = %s AND {ACTIVE} "
                 "AND (%s::bigint IS NULL OR fencing_token = %s) "
                 f"RETURNING {RUN_COLUMNS}",
@@ -229,6 +258,77 @@ class RunsInPostgres(PostgresCore):
             return [_run(r) for r in await cur.fetchall()]
 
         return await self._read(tenant, run)
+
+    # decisions -------------------------------------------------------------------------
+
+    async def decide(self, tenant: str, run_id: str, decision: Decision) -> Run:
+        text = json.dumps(decision.to_json(), separators=(",", ":"))
+
+        async def run(cur: Cursor) -> Run:
+            await cur.execute(
+                "WITH decided AS (UPDATE runs SET decision = %s::jsonb, "
+                "decisions = coalesce(decisions, '[]'::jsonb) || jsonb_build_array(%s::jsonb) "
+                "WHERE tenant = %s AND run_id = %s AND status = 'awaiting_human' "
+                f"AND decision IS NULL RETURNING {RUN_COLUMNS}) "
+                "SELECT *, pg_notify(%s, '') FROM decided",
+                (text, text, tenant, run_id, decision_channel(self.schema)), last=True)
+            row = await cur.fetchone()
+            if row is None:
+                await cur.execute("SELECT status, decision ->> 'outcome' FROM runs "
+                                  "WHERE tenant = %s AND run_id = %s", (tenant, run_id))
+                found = await cur.fetchone()
+                raise decision_refusal(run_id, found[0] if found else None,
+                                       found[1] if found else None)
+            return _run(row)
+
+        decided = await self._write(tenant, run)
+        self.decision_signal.fire()
+        return decided
+
+    async def list_awaiting(self, tenant: str, *, decided: bool, framework: str | None,
+                            stores: frozenset[str] | None, limit: int,
+                            after: Sequence[Any] | None
+                            ) -> tuple[list[Run], list[Any] | None]:
+        where, params = awaiting_filter("%s", tenant, decided, framework, stores, after,
+                                        time_p="%s::timestamptz")
+        query = (f"SELECT {RUN_COLUMNS}, rid, status_since FROM runs WHERE {where} "
+                 "ORDER BY status_since, rid LIMIT %s")
+        params.append(limit + 1)
+
+        async def run(cur: Cursor) -> tuple[list[Run], list[Any] | None]:
+            await cur.execute(query, params)
+            rows = await cur.fetchall()
+            page = rows[:limit]
+            cursor = ([format_time(page[-1][RUN_ROWID + 1]), page[-1][RUN_ROWID]]
+                      if len(rows) > limit else None)
+            return [_run(r) for r in page], cursor
+
+        return await self._read(tenant, run)
+
+    def _decision_wait_bound(self) -> float:
+        return 5.0  # announced; the bound only covers a listener that lost its connection
+
+    def _decision_listener(self) -> Listener:
+        listener: Listener | None = self.__dict__.get("_decisions_listener")
+        if listener is None:
+            listener = Listener(self.decision_signal, self._listen_for_decisions)
+            self.__dict__["_decisions_listener"] = listener
+        return listener
+
+    async def _listen_for_decisions(self, ready: Callable[[], None],
+                                    fire: Callable[[], None]) -> None:
+        pool = self._pool
+        kwargs, conninfo = pool.kwargs, pool.conninfo
+        if not isinstance(conninfo, str) or not isinstance(kwargs, dict):
+            return  # a pool that makes its settings on demand: waiters poll
+        options = {k: v for k, v in kwargs.items() if k != "autocommit"}
+        conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True, **options)
+        async with conn:
+            await conn.execute(sql.SQL("LISTEN {}").format(
+                sql.Identifier(decision_channel(self.schema))))
+            ready()
+            async for _ in conn.notifies():
+                fire()
 
     # effects ---------------------------------------------------------------------------
 

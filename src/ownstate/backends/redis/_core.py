@@ -423,6 +423,9 @@ class RedisCore:
         self._run_homes: dict[tuple[str, str], tuple[str, str]] = {}
 
     async def close(self) -> None:
+        listener = self.__dict__.pop("_decisions_listener", None)
+        if listener is not None:
+            await listener.close()
         if self._owns_client:
             with contextlib.suppress(redis_errors.RedisError):
                 await self._r.aclose()

@@ -8,15 +8,21 @@ is one script on one slot: the check and the change it guards are one atomic ste
 The tenant's slot holds the run directory (``{T}:runs``: run id -> store and session, which
 also makes run ids unique in the tenant), ``run-order`` (every run by when it was opened,
 for listings) and ``run-active`` (runs that may be running or awaiting, for
-``outstanding``). Opening a run claims its id in the directory first, then creates it in
-the tree; a refused open withdraws the claim. A claim whose run never appeared (its opener
-stopped in between) is taken over by a later open after a minute.
+``outstanding`` and the decision listings). Opening a run claims its id in the directory
+first, then creates it in the tree; a refused open withdraws the claim. A claim whose run
+never appeared (its opener stopped in between) is taken over by a later open after a
+minute.
+
+A decision is one script on the run's slot (``dc`` holds the current request's decision,
+``dl`` every decision, comma-joined JSON objects); the backend then publishes on the
+channel ``PREFIX:decided``, on which every process waiting for a decision holds one
+subscription (on a single Redis; on Redis Cluster waiters check within a second).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -32,13 +38,15 @@ from ...errors import (
     SessionNotFound,
     StaleLease,
 )
-from ...model import ACTIVE_RUN_STATUSES, Effect, Lease, Run
+from ...model import ACTIVE_RUN_STATUSES, Decision, Effect, Lease, Run
+from .._decisions import Listener, Signalled
+from ..ports.runs import decision_refusal
 from ._core import CLAIM_GRACE_MS, RedisCore, Reply, claim_age_ms, lua, text
 
 __all__ = ["RunsInRedis", "micros"]
 
 _FIELDS = ("store", "sid", "actor", "fw", "tk", "st", "aw", "steps", "cost", "started",
-           "ended", "lo", "le", "tok", "since", "ord")
+           "ended", "lo", "le", "tok", "since", "ord", "dc", "dl")
 _RETURN_RUN = ("local g = redis.call('HMGET', rkey, "
                + ", ".join(f"'{f}'" for f in _FIELDS) + ")\n"
                + "return {'ok', " + ", ".join(f"g[{i}]" for i in range(1, len(_FIELDS) + 1))
@@ -64,6 +72,9 @@ def _run(run_id: str, f: Sequence[Any]) -> Run:
         step_count=int(f[7]), usd_cost=float(f[8]), started_at=parse_time(text(f[9])),
         ended_at=_time(f[10]), lease_owner=None if f[11] is None else text(f[11]),
         lease_expires_at=_time(f[12]), fencing_token=int(f[13]),
+        decision=Decision.from_json(json.loads(f[16])) if f[16] is not None else None,
+        decisions=tuple(Decision.from_json(d) for d in json.loads(
+            b"[" + (f[17] or b"") + b"]")),
     )
 
 
@@ -128,7 +139,7 @@ local f = redis.call('HMGET', rkey, 'st', 'tok')
 if ARGV[5] ~= '' and tonumber(ARGV[5]) ~= tonumber(f[2]) then return {{'@stale', f[2]}} end
 if not ({_OPEN}) then return {{'@closed', f[1]}} end
 redis.call('HSET', rkey, 'st', 'awaiting_human', 'aw', ARGV[4], 'since', ARGV[6])
-redis.call('HDEL', rkey, 'lo', 'le', 'leu')
+redis.call('HDEL', rkey, 'lo', 'le', 'leu', 'dc')
 """ + _RETURN_RUN, on="run")
 
 # ARGV[4..8]: owner, lease expiry, its microseconds, time, its microseconds.
@@ -179,6 +190,15 @@ redis.call('HSET', base .. 'e:' .. run, ARGV[4], ARGV[7] .. '\\n' .. ARGV[5])
 return {{'ok'}}
 """, on="run")
 
+# ARGV[4]: the decision as JSON.
+lua("run_decide", """
+local f = redis.call('HMGET', rkey, 'st', 'dc')
+if f[1] ~= 'awaiting_human' then return {'@notawaiting', f[1]} end
+if f[2] then return {'@decided', cjson.decode(f[2])['outcome']} end
+local log = redis.call('HGET', rkey, 'dl')
+redis.call('HSET', rkey, 'dc', ARGV[4], 'dl', log and (log .. ',' .. ARGV[4]) or ARGV[4])
+""" + _RETURN_RUN, on="run")
+
 lua("run_get_effect", """
 return {'ok', redis.call('HGET', base .. 'e:' .. run, ARGV[4])}
 """, on="run")
@@ -190,7 +210,7 @@ def _effect(run_id: str, tool_call_id: str, stored: bytes, recorded: bool) -> Ef
                   recorded)
 
 
-class RunsInRedis(RedisCore):
+class RunsInRedis(RedisCore, Signalled):
     def _homes(self) -> dict[tuple[str, str], tuple[str, str]]:
         if len(self._run_homes) > 100_000:
             self._run_homes.clear()
@@ -451,10 +471,73 @@ class RunsInRedis(RedisCore):
         chosen = sorted(
             ((since, ordinal, run) for run, since, ordinal in found.values()
              if run.status == status
+             and (status != "awaiting_human" or run.decision is None)
              and (framework is None or run.framework == framework)
              and (entered_before is None or since < entered_before)),
             key=lambda entry: (entry[0], entry[1]))
         return [run for _, _, run in chosen[:limit]]
+
+    # decisions -------------------------------------------------------------------------
+
+    def _decision_channel(self) -> str:
+        return f"{self.prefix}:decided"
+
+    async def decide(self, tenant: str, run_id: str, decision: Decision) -> Run:
+        text_json = json.dumps(decision.to_json(), separators=(",", ":"))
+        reply = await self._run_call(tenant, run_id, "run_decide", [text_json])
+        if reply[0] != b"ok":
+            standing = text(reply[1]) if reply[0] == b"@decided" else None
+            status = text(reply[1]) if reply[0] == b"@notawaiting" else "awaiting_human"
+            raise decision_refusal(run_id, status, standing)
+        self.decision_signal.fire()
+        await self._command("PUBLISH", self._decision_channel(), b"", write=True)
+        return _run(run_id, reply[1:])
+
+    async def list_awaiting(self, tenant: str, *, decided: bool, framework: str | None,
+                            stores: frozenset[str] | None, limit: int,
+                            after: Sequence[Any] | None
+                            ) -> tuple[list[Run], list[Any] | None]:
+        active = self.tenant_key(tenant) + "run-active"
+        ids = sorted(text(r) for r in await self._command("SMEMBERS", active, write=False))
+        found = await self._fetch_runs(tenant, ids)
+        start = (str(after[0]), int(after[1])) if after is not None else None
+        chosen = sorted(
+            (entry for entry in ((format_time(since), ordinal, run)
+                                 for run, since, ordinal in found.values())
+             if entry[2].status == "awaiting_human"
+             and (entry[2].decision is not None) == decided
+             and (framework is None or entry[2].framework == framework)
+             and (stores is None or entry[2].store in stores)
+             and (start is None or (entry[0], entry[1]) > start)),
+            key=lambda entry: (entry[0], entry[1]))
+        page = chosen[:limit]
+        cursor = [page[-1][0], page[-1][1]] if len(chosen) > limit else None
+        return [run for _, _, run in page], cursor
+
+    def _decision_wait_bound(self) -> float:
+        # announced on a single Redis; the bound covers a listener that lost its connection
+        return 1.0 if self.cluster else 5.0
+
+    def _decision_listener(self) -> Listener | None:
+        if self.cluster:
+            return None
+        listener: Listener | None = self.__dict__.get("_decisions_listener")
+        if listener is None:
+            listener = Listener(self.decision_signal, self._listen_for_decisions)
+            self.__dict__["_decisions_listener"] = listener
+        return listener
+
+    async def _listen_for_decisions(self, ready: Callable[[], None],
+                                    fire: Callable[[], None]) -> None:
+        pubsub = self._r.pubsub()
+        try:
+            await pubsub.subscribe(self._decision_channel())
+            ready()
+            async for message in pubsub.listen():
+                if message.get("type") == b"message" or message.get("type") == "message":
+                    fire()
+        finally:
+            await pubsub.aclose()
 
     # effects ---------------------------------------------------------------------------
 

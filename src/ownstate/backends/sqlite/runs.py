@@ -25,9 +25,18 @@ from ...errors import (
     RunNotFound,
     SessionNotFound,
 )
-from ...model import Effect, Lease, Run
-from .._sql import ACTIVE, RUN_COLUMNS, RUN_STATE, outstanding_filter, runs_filter
-from ..ports.runs import RunState, run_refusal
+from ...model import Decision, Effect, Lease, Run
+from .._decisions import Signalled
+from .._sql import (
+    ACTIVE,
+    RUN_COLUMNS,
+    RUN_ROWID,
+    RUN_STATE,
+    awaiting_filter,
+    outstanding_filter,
+    runs_filter,
+)
+from ..ports.runs import RunState, decision_refusal, run_refusal
 from ._core import SqliteCore, write
 
 __all__ = ["RunsInSqlite"]
@@ -45,6 +54,8 @@ def _run(row: Sequence[Any]) -> Run:
         step_count=int(row[8]), usd_cost=float(row[9]), started_at=parse_time(row[10]),
         ended_at=_time(row[11]), lease_owner=row[12], lease_expires_at=_time(row[13]),
         fencing_token=int(row[14]),
+        decision=Decision.from_json(json.loads(row[15])) if row[15] is not None else None,
+        decisions=tuple(Decision.from_json(d) for d in json.loads(row[16] or "[]")),
     )
 
 
@@ -62,7 +73,7 @@ def _refusal(conn: sqlite3.Connection, tenant: str, run_id: str, fencing_token: 
     return refusal or BackendUnavailable(f"run {run_id!r} changed in an unexpected way; retry")
 
 
-class RunsInSqlite(SqliteCore):
+class RunsInSqlite(SqliteCore, Signalled):
     # runs ------------------------------------------------------------------------------
 
     async def open_run(self, tenant: str, store: str, session_id: str, run_id: str,
@@ -134,7 +145,7 @@ class RunsInSqlite(SqliteCore):
         def run(conn: sqlite3.Connection) -> tuple[list[Run], list[Any] | None]:
             rows = conn.execute(sql, params).fetchall()
             page = rows[:limit]
-            cursor = [page[-1][15]] if len(rows) > limit else None
+            cursor = [page[-1][RUN_ROWID]] if len(rows) > limit else None
             return [_run(r) for r in page], cursor
 
         return await self._run(run)
@@ -145,7 +156,7 @@ class RunsInSqlite(SqliteCore):
             with write(conn):
                 row = conn.execute(
                     "UPDATE runs SET status = 'awaiting_human', awaiting = ?, status_since = ?, "
-                    "lease_owner = NULL, lease_expires_at = NULL "
+                    "lease_owner = NULL, lease_expires_at = NULL, decision = NULL "
                     f"WHERE tenant = ? AND run_id = ? AND {ACTIVE} "
                     "AND (? IS NULL OR fencing_token = ?) "
                     f"RETURNING {RUN_COLUMNS}",
@@ -225,6 +236,49 @@ class RunsInSqlite(SqliteCore):
         sql = f"SELECT {RUN_COLUMNS} FROM runs WHERE {where} ORDER BY status_since, rid LIMIT ?"
         params.append(limit)
         return await self._run(lambda conn: [_run(r) for r in conn.execute(sql, params)])
+
+    # decisions -------------------------------------------------------------------------
+
+    async def decide(self, tenant: str, run_id: str, decision: Decision) -> Run:
+        text = json.dumps(decision.to_json(), separators=(",", ":"))
+
+        def run(conn: sqlite3.Connection) -> Run:
+            with write(conn):
+                row = conn.execute(
+                    "UPDATE runs SET decision = ?, "
+                    "decisions = json_insert(coalesce(decisions, '[]'), '$[#]', json(?)) "
+                    "WHERE tenant = ? AND run_id = ? AND status = 'awaiting_human' "
+                    f"AND decision IS NULL RETURNING {RUN_COLUMNS}",
+                    (text, text, tenant, run_id)).fetchone()
+                if row is None:
+                    found = conn.execute(
+                        "SELECT status, json_extract(decision, '$.outcome') FROM runs "
+                        "WHERE tenant = ? AND run_id = ?", (tenant, run_id)).fetchone()
+                    raise decision_refusal(run_id, found[0] if found else None,
+                                           found[1] if found else None)
+                return _run(row)
+
+        decided = await self._run(run)
+        self.decision_signal.fire()
+        return decided
+
+    async def list_awaiting(self, tenant: str, *, decided: bool, framework: str | None,
+                            stores: frozenset[str] | None, limit: int,
+                            after: Sequence[Any] | None
+                            ) -> tuple[list[Run], list[Any] | None]:
+        where, params = awaiting_filter("?", tenant, decided, framework, stores, after)
+        sql = (f"SELECT {RUN_COLUMNS}, rid, status_since FROM runs WHERE {where} "
+               "ORDER BY status_since, rid LIMIT ?")
+        params.append(limit + 1)
+
+        def run(conn: sqlite3.Connection) -> tuple[list[Run], list[Any] | None]:
+            rows = conn.execute(sql, params).fetchall()
+            page = rows[:limit]
+            cursor = ([page[-1][RUN_ROWID + 1], page[-1][RUN_ROWID]] if len(rows) > limit
+                      else None)
+            return [_run(r) for r in page], cursor
+
+        return await self._run(run)
 
     # effects ---------------------------------------------------------------------------
 

@@ -297,6 +297,20 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         "CREATE INDEX store_grants_by_principal ON store_grants (tenant, principal, kind, store)",
     )),
+    Migration(6, "human decisions on awaiting runs", (
+        # the decision on the current request, and every decision the run received
+        "ALTER TABLE runs ADD COLUMN decision TEXT",
+        "ALTER TABLE runs ADD COLUMN decisions TEXT",
+        # the inbox (undecided) and the resume queue (decided), each oldest first
+        """
+        CREATE INDEX runs_awaiting_undecided ON runs (tenant, status_since, rid)
+               WHERE status = 'awaiting_human' AND decision IS NULL
+        """,
+        """
+        CREATE INDEX runs_awaiting_decided ON runs (tenant, status_since, rid)
+               WHERE status = 'awaiting_human' AND decision IS NOT NULL
+        """,
+    )),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -90,7 +90,7 @@ def _delta(data: dict[str, JSON]) -> dict[str, JSON]:
 
 def _fold(items: Sequence[tuple[str, dict[str, JSON]]]) -> dict[str, Any]:
     """The session state ``(format, data)`` items fold to, as the adapter folds them."""
-    from ...adapters.adk import EVENT_FORMAT, STATE_FORMAT, _session_delta
+    from ...adapters.adk._state import EVENT_FORMAT, STATE_FORMAT, _session_delta
 
     state: dict[str, Any] = {}
     for fmt, data in items:
@@ -314,7 +314,7 @@ class AdkImporter(Importer[_Session | _State]):
 
     async def _write_session(self, client: AsyncClient, d: _Session, *, dry_run: bool
                              ) -> Written:
-        from ...adapters.adk import (
+        from ...adapters.adk._state import (
             _LABEL_APP,
             _LABEL_SESSION,
             _LABEL_STATE,
@@ -408,7 +408,7 @@ class AdkImporter(Importer[_Session | _State]):
                     self._setters[found] = (when, value, source)
 
     async def _facts(self, client: AsyncClient, *, create: bool) -> Any:
-        from ...adapters.adk import _memory_store
+        from ...adapters.adk._state import _memory_store
 
         if create:
             return await _memory_store(client, self.settings["state-store"])
@@ -420,7 +420,7 @@ class AdkImporter(Importer[_Session | _State]):
     @staticmethod
     def _specs(client: AsyncClient, d: _State) -> list[dict[str, Any]]:
         """The facts the adapter keeps for this state (checked: raises InvalidInput)."""
-        from ...adapters.adk import _state_facts
+        from ...adapters.adk._state import _state_facts
 
         scopes = {"app": d.state, "user": {}} if d.user_id is None else {
             "app": {}, "user": d.state}
@@ -471,7 +471,7 @@ class AdkImporter(Importer[_Session | _State]):
     async def digest(self, client: AsyncClient, unit: Unit, decoded: _Session | _State
                      ) -> tuple[tuple[str, Counter[str]], tuple[str, Counter[str]]]:
         if isinstance(decoded, _State):
-            from ...adapters.adk import _app_subject, _state_prefix
+            from ...adapters.adk._state import _app_subject, _state_prefix
 
             source = sorted([s["key"], s["value"]] for s in self._specs(client, decoded))
             subject, scope = ((_app_subject(decoded.app_name), "app")
@@ -482,7 +482,12 @@ class AdkImporter(Importer[_Session | _State]):
             stored = sorted([f.key, f.value] for f in current if f.key.startswith(prefix))
             return ((canonical_digest(source), Counter(facts=len(source))),
                     (canonical_digest(stored), Counter(facts=len(stored))))
-        from ...adapters.adk import _LABEL_APP, _LABEL_SESSION, EVENT_FORMAT, ownstate_session_id
+        from ...adapters.adk._state import (
+            _LABEL_APP,
+            _LABEL_SESSION,
+            EVENT_FORMAT,
+            ownstate_session_id,
+        )
 
         d = decoded
         handle, items = await self._stored(

@@ -200,7 +200,7 @@ class LangGraphImporter(Importer[_Thread]):
 
     async def write(self, client: AsyncClient, unit: Unit, decoded: _Thread, *,
                     dry_run: bool) -> Written:
-        from ...adapters.langgraph.saver import _THREAD_LABEL, _session_id
+        from ...adapters.langgraph._threads import _THREAD_LABEL, _session_id
 
         written = Written()
         counts = Counter(sessions=1, items=len(decoded.messages),
@@ -288,7 +288,7 @@ class LangGraphImporter(Importer[_Thread]):
     async def _stored(self, client: AsyncClient, thread: _Thread) -> str:
         """``absent``, ``complete``, or ``partial`` (an import cut short) for a thread;
         raises :class:`Conflict` for one that has gone on in ownstate since."""
-        from ...adapters.langgraph.saver import _holder_id, _session_id
+        from ...adapters.langgraph._threads import _holder_id, _session_id
 
         store = await self._saver(client)._session_store(create=False)
         if store is None:
@@ -357,7 +357,7 @@ class LangGraphImporter(Importer[_Thread]):
 
     async def digest(self, client: AsyncClient, unit: Unit, decoded: _Thread
                      ) -> tuple[tuple[str, Counter[str]], tuple[str, Counter[str]]]:
-        from ...adapters.langgraph.saver import _session_id
+        from ...adapters.langgraph._threads import _session_id
 
         saver = self._saver(client)
         source_counts = Counter(sessions=1, checkpoints=len(decoded.tuples),

@@ -5,6 +5,11 @@ and then addressed by its id alone (``/runs/{run_id}``): every route finds the r
 and needs a permission on its session store, and a run the caller may not read answers
 exactly as a run that does not exist. Listings and ``runs:outstanding`` show a non-admin
 caller only the runs of the stores it may read.
+
+A human's decision is ``POST /runs/{run_id}:decide`` (WRITE, recorded as the key's
+principal); ``GET /runs:awaiting`` lists the inbox (undecided) or, with ``decided=true``,
+the runs a worker should resume, and with ``wait`` holds the request open until one is
+there (a long poll); ``GET /runs/{run_id}/decision?wait=`` does the same for one run.
 """
 
 from __future__ import annotations
@@ -25,9 +30,9 @@ from pydantic import (
 )
 
 from ..._tokens import decode_token, encode_token
-from ...errors import InvalidInput
+from ...errors import InvalidInput, PermissionDenied
 from ...limits import FRAMEWORK_RE, MAX_NAME_CHARS, anchored, printable
-from ...model import Effect, Lease, Run
+from ...model import Decision, Effect, Lease, Run
 from ..auth import Caller
 from ..permissions import SESSION_STORE, require, require_run, visible_stores
 from ..routing import CallerDep
@@ -71,8 +76,27 @@ Ttl = Annotated[float, Field(strict=True, gt=0, le=86_400, allow_inf_nan=False,
 FencingToken = Annotated[int, Field(strict=True, ge=0, le=MAX_BIGINT)]
 
 
+#: The longest a long poll holds a request open; a client waiting longer asks again.
+MAX_WAIT_SECONDS = 60.0
+Wait = Annotated[float, Query(ge=0, le=MAX_WAIT_SECONDS, allow_inf_nan=False, description=(
+    "Hold the request open up to this many seconds until there is something to return."))]
+
+
+class DecisionOut(BaseModel):
+    """A human's answer to a run awaiting them: who, what, when, and what with."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    outcome: Literal["approve", "reject"]
+    decided_by: str | None
+    decided_at: datetime
+    comment: str | None
+    payload: Any
+
+
 class RunOut(BaseModel):
-    """A run: its session, status, what it awaits, its counters and its lease."""
+    """A run: its session, status, what it awaits, its counters and its lease; the
+    decision on its current request and every decision it received."""
 
     model_config = ConfigDict(from_attributes=True)
 
@@ -91,6 +115,8 @@ class RunOut(BaseModel):
     lease_owner: str | None
     lease_expires_at: datetime | None
     fencing_token: int
+    decision: DecisionOut | None = None
+    decisions: list[DecisionOut] = Field(default_factory=list)
 
 
 class RunsOut(BaseModel):
@@ -103,6 +129,23 @@ class RunsOut(BaseModel):
 
 class OutstandingOut(BaseModel):
     runs: list[RunOut]
+
+
+class AwaitingOut(BaseModel):
+    runs: list[RunOut]
+    next_page_token: str | None = Field(default=None, description=(
+        "Token mode: the token of the next page, absent on the last."))
+    next_after: str | None = Field(default=None, description=(
+        "Keyset mode: pass as `after` for the next page; absent when no run remains."))
+
+
+class Decide(StrictModel):
+    outcome: Literal["approve", "reject"]
+    comment: Annotated[str, Field(max_length=4096), AfterValidator(utf8_text)] | None = None
+    payload: Any = Field(default=None, description=(
+        "Any JSON for the framework that resumes the run (edited arguments, an answer)."))
+    decided_by: Text | None = Field(default=None, description=(
+        "The key's principal is recorded; naming anyone else is refused."))
 
 
 class LeaseOut(BaseModel):
@@ -361,3 +404,70 @@ async def get_effect(run_id: str, tool_call_id: str, caller: CallerDep) -> Effec
     effect = await caller.client.runs.get_effect(run_id, tool_call_id)
     return EffectLookup(effect=_effect_out(effect) if effect is not None else None)
 
+
+
+def _decision_out(decision: Decision) -> DecisionOut:
+    return DecisionOut.model_validate(decision)
+
+
+@router.post("/runs/{run_id}:decide", response_model=RunOut)
+async def decide_run(run_id: str, body: Decide, caller: CallerDep) -> RunOut:
+    """Record a human's decision on a run awaiting one, exactly once: a second decision,
+    or one on a run that does not await a human, is 409 and changes nothing (WRITE). The
+    key's principal is recorded as who decided."""
+    await _authorize(caller, run_id, "WRITE")
+    if body.decided_by is not None and body.decided_by != caller.principal:
+        raise PermissionDenied("a key decides as its own principal", field="decided_by")
+    run = await caller.client.runs.decide(
+        run_id, body.outcome, comment=body.comment,
+        payload=json_utf8(body.payload, "payload"), decided_by=caller.principal)
+    return _run_out(run)
+
+
+@router.get("/runs/{run_id}/decision", response_model=RunOut)
+async def wait_for_run_decision(run_id: str, caller: CallerDep, wait: Wait = 0.0) -> RunOut:
+    """The run, once it no longer awaits an undecided request, or as it is after ``wait``
+    seconds (READ)."""
+    await _authorize(caller, run_id, "READ")
+    run = await caller.client.runs.wait_for_decision(run_id, timeout=wait)
+    return _run_out(run if run is not None else await caller.client.runs.get(run_id))
+
+
+@router.get("/runs:awaiting", response_model=AwaitingOut)
+async def awaiting_runs(
+    caller: CallerDep,
+    decided: Annotated[bool, Query(description=(
+        "false: the inbox (undecided); true: decided runs a worker should resume."))] = False,
+    framework: Annotated[str | None, Query(pattern=_FRAMEWORK)] = None,
+    page_size: Annotated[int | None, Query(ge=1, le=1000)] = None,
+    page_token: Annotated[str | None, Query(max_length=2048)] = None,
+    after: Annotated[str | None, Query(max_length=64, description=(
+        "Keyset paging: runs after this cursor (a `next_after`), instead of page_token."))
+    ] = None,
+    limit: Annotated[int | None, Query(ge=1, le=1001)] = None,
+    wait: Wait = 0.0,
+) -> AwaitingOut:
+    """Runs awaiting a human across the stores the caller may read, oldest request first:
+    undecided (the inbox), or decided and not yet resumed. With ``wait``, an empty first
+    page holds the request open until a run appears or the time passes."""
+    s = caller.client.runs
+    visible = await visible_stores(caller, SESSION_STORE)
+
+    async def listing() -> AwaitingOut:
+        if after is not None or limit is not None:
+            keyset_mode(page_size, page_token)
+            runs, cursor = await s.awaiting_after(decided=decided, framework=framework,
+                                                  stores=visible, after=after, limit=limit)
+            return AwaitingOut(runs=[_run_out(r) for r in runs], next_after=cursor)
+        pick = s.decided if decided else s.outstanding_page
+        page = await pick(framework=framework, stores=visible, page_size=page_size,
+                          page_token=page_token)
+        return AwaitingOut(runs=[_run_out(r) for r in page.items],
+                           next_page_token=page.next_page_token)
+
+    found = await listing()
+    if found.runs or wait <= 0 or after is not None or page_token is not None:
+        return found
+    if decided:
+        await s.wait_for_decision(framework=framework, stores=visible, timeout=wait)
+    return await listing()

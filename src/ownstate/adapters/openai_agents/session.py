@@ -1,41 +1,37 @@
-"""The OpenAI Agents SDK adapter: its ``Session`` protocol and human approvals over ownstate.
-
-:class:`OwnstateSession` is an ``agents.memory.Session``: pass it to ``Runner.run(...,
-session=...)``. It keeps the conversation in one ownstate session (store ``openai-agents``
-by default, session id = the SDK's session id), items stored exactly as the SDK gives them,
-with format ``openai.responses``.
-
-When a run stops for tool approvals (``needs_approval=True`` tools),
-:meth:`OwnstateSession.hold_for_approval` keeps the SDK's serialized ``RunState`` as a
-checkpoint of an ownstate run in status ``awaiting_human``, so that any process on the same
-database can find it with ``client.runs.outstanding()``, load it
-(:meth:`OwnstateSession.load_approval`), approve or reject each call, and carry on with the
-real ``Runner`` (:meth:`OwnstateSession.resume_from_approval`), which closes the run when
-the agent is done. See ``docs/openai-agents.md``.
-"""
+"""``OwnstateSession``: the OpenAI Agents SDK ``Session`` protocol over one ownstate session,
+its human approvals stored as runs and checkpoints (built in :mod:`.approvals`) and the run
+hooks that record each ``Runner.run``. Reads and writes through the session's bridge."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
-import uuid
 from collections.abc import Coroutine, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
-from .. import limits as _validate
-from .._extras import requires
-from ..api import AsyncClient, AsyncSession, Client
-from ..errors import (
+from agents import (
+    Agent,
+    RunHooks,
+    Runner,
+    RunResult,
+    RunResultStreaming,
+    RunState,
+)
+from agents.exceptions import UserError
+from agents.items import TResponseInputItem
+from agents.memory import SessionSettings
+from agents.memory.session_settings import coerce_session_settings
+
+from ... import limits as _validate
+from ...api import AsyncClient, AsyncSession, Client
+from ...errors import (
     ActiveRunExists,
     AlreadyExists,
     CheckpointNotFound,
-    Conflict,
     InvalidInput,
     LeaseHeld,
-    LimitExceeded,
     OwnstateError,
     RunClosed,
     RunNotFound,
@@ -43,35 +39,24 @@ from ..errors import (
     StaleLease,
     StoreNotFound,
 )
-from ..model import JSON, CheckpointRecord, CheckpointScope, Item, Run
-from ._bridge import Bridge
-
-with requires("openai-agents", "the OpenAI Agents SDK adapter"):
-    from agents import (
-        Agent,
-        RunHooks,
-        Runner,
-        RunResult,
-        RunResultStreaming,
-        RunState,
-        ToolApprovalItem,
-    )
-    from agents.exceptions import UserError
-    from agents.items import TResponseInputItem
-    from agents.memory import SessionSettings
-    from agents.memory.session_settings import coerce_session_settings
-
-__all__ = [
-    "DEFAULT_ACTOR_ID",
-    "DEFAULT_ITEM_CACHE_SIZE",
-    "DEFAULT_STORE",
-    "FORMAT",
-    "FRAMEWORK",
-    "InvalidType",
-    "OwnstateSession",
-    "PendingApproval",
-    "StaleApproval",
-]
+from ...model import JSON, CheckpointRecord, CheckpointScope, Item, Run
+from .._bridge import Bridge
+from ._history import (
+    _copy_json,
+    _History,
+)
+from .approvals import (
+    _CHECKPOINT_PREFIX,
+    _TYPE_TAG,
+    FRAMEWORK,
+    PendingApproval,
+    StaleApproval,
+    _new_owner,
+    _Parked,
+    _printable,
+    park_data,
+    to_state,
+)
 
 #: The session store used unless another is named.
 DEFAULT_STORE = "openai-agents"
@@ -79,93 +64,10 @@ DEFAULT_STORE = "openai-agents"
 DEFAULT_ACTOR_ID = "openai-agents"
 #: The item format every item is stored with.
 FORMAT = "openai.responses"
-#: The ``framework`` of the runs that hold approvals.
-FRAMEWORK = "openai.agents"
 #: How many items a session keeps between reads unless told otherwise (see ``_History``).
 DEFAULT_ITEM_CACHE_SIZE = 10_000
 
-_TYPE_TAG = "json"
-_CHECKPOINT_PREFIX = "run-state-"
-#: Arguments longer than this are cut in the awaiting description (the checkpoint keeps
-#: them whole), so that what a console lists stays small whatever a tool is given.
-_MAX_DESCRIBED_ARGUMENT_CHARS = 4096
-#: Room left in ``Limits.max_item_bytes`` for what mark_awaiting adds to the description.
-_DESCRIPTION_SLACK_BYTES = 1024
-_MAX_TEXT_CHARS = 256
-
 T = TypeVar("T")
-
-
-def _copy_json(value: Any) -> Any:
-    """A deep copy of a JSON value (dicts, lists and immutable scalars), about four times
-    faster than ``copy.deepcopy`` and seven times faster than a JSON round trip: only
-    dicts and lists are copied, and a container's scalars come along in one C-level
-    ``copy()``."""
-    kind = type(value)
-    if kind is dict:
-        copied = value.copy()
-        for key, inner in value.items():
-            inner_kind = type(inner)
-            if inner_kind is dict or inner_kind is list:
-                copied[key] = _copy_json(inner)
-        return copied
-    if kind is list:
-        copied_list = value.copy()
-        for index, inner in enumerate(value):
-            inner_kind = type(inner)
-            if inner_kind is dict or inner_kind is list:
-                copied_list[index] = _copy_json(inner)
-        return copied_list
-    return value
-
-
-@dataclass(frozen=True, slots=True)
-class _History:
-    """The conversation as last read, kept so that the next read fetches only what
-    follows it.
-
-    The cache trusts nothing it cannot check: the next read asks for the items from the
-    last one's ``seq`` on, and uses the cache only if the first of them is still that
-    item (same ``item_id``). Items are immutable and leave a session only from its end
-    (``pop_item``) or all at once (``clear``, deleting the session), and item ids are
-    never reused, so then every cached item is still stored, in the same place. Anything
-    else (a pop by someone else, a clear, the session made again) sends the read down the
-    full path. A conversation holding another framework's items is never cached. The
-    data is never handed out: callers get copies, so nothing they do to them reaches the
-    cache. A ``_History`` is never changed once made.
-    """
-
-    data: list[dict[str, JSON]]
-    ids: list[tuple[int, str]]  # (seq, item_id) of each item
-
-    @property
-    def last(self) -> tuple[int, str]:
-        return self.ids[-1] if self.ids else (0, "")
-
-    @classmethod
-    def of(cls, items: Sequence[Item]) -> _History:
-        return cls([item.data for item in items], [(i.seq, i.item_id) for i in items])
-
-    def extended(self, items: Sequence[Item]) -> _History:
-        if not items:
-            return self
-        return _History(self.data + [item.data for item in items],
-                        self.ids + [(i.seq, i.item_id) for i in items])
-
-    def newest(self, limit: int | None) -> list[TResponseInputItem]:
-        """Copies of every item, or of the newest ``limit``, oldest first."""
-        chosen = self.data if limit is None else self.data[max(len(self.data) - limit, 0):]
-        return cast(list[TResponseInputItem], [_copy_json(data) for data in chosen])
-
-
-class StaleApproval(Conflict):
-    """The approval was loaded from a state that has since been replaced: the run was
-    resumed and paused again after :meth:`OwnstateSession.load_approval`. Load it again.
-
-    Carries ``run_id``, ``checkpoint_id`` (the one loaded) and ``current`` (the newest).
-    """
-
-    code = "stale_approval"
 
 
 class InvalidType(InvalidInput, TypeError):
@@ -180,118 +82,12 @@ class InvalidType(InvalidInput, TypeError):
 #: The error of every call on an OwnstateSession after close(), as SQLiteSession's.
 _CLOSED = "OwnstateSession is closed"
 
-
-@dataclass(eq=False)
-class PendingApproval:
-    """A paused run, loaded for a decision: the ownstate run, the SDK's restored
-    ``RunState`` and what it waits for.
-
-    Decide with :meth:`approve` and :meth:`reject` (they change only this object), then
-    hand it to :meth:`OwnstateSession.resume_from_approval`.
-    """
-
-    run: Run
-    """The ownstate run, as read when loaded (status ``awaiting_human``)."""
-    agent: Agent[Any]
-    """The starting agent the state was restored with; the resumed run starts from it."""
-    state: RunState[Any, Agent[Any]]
-    """The SDK's run state, restored from the run's newest checkpoint."""
-    checkpoint_id: str
-    """The checkpoint the state came from (``run-state-<revision>``)."""
-    revision: int
-    """How many times the run has been paused: 1 for the first approval."""
-
-    @property
-    def run_id(self) -> str:
-        return self.run.run_id
-
-    @property
-    def requests(self) -> list[dict[str, JSON]]:
-        """What the run waits for, one entry per tool call (``call_id``, ``tool``,
-        ``arguments``, ``agent``), as stored in ``run.awaiting["requests"]``."""
-        awaiting = self.run.awaiting or {}
-        requests = awaiting.get("requests")
-        return [dict(r) for r in requests if isinstance(r, dict)] if isinstance(
-            requests, list) else []
-
-    @property
-    def interruptions(self) -> list[ToolApprovalItem]:
-        """The SDK's approval items still waiting for a decision."""
-        return self.state.get_interruptions()
-
-    def approve(self, call_id: str | None = None, *, always: bool = False) -> None:
-        """Approve the tool call ``call_id`` (every waiting call when ``None``).
-
-        ``always=True`` approves every later call of the same tool in this run too.
-        Raises :class:`~ownstate.errors.InvalidInput` for a ``call_id`` the run does not
-        wait for.
-        """
-        for item in self._select(call_id):
-            self.state.approve(item, always_approve=always)
-
-    def reject(
-        self, call_id: str | None = None, *, message: str | None = None, always: bool = False
-    ) -> None:
-        """Reject the tool call ``call_id`` (every waiting call when ``None``): the tool
-        does not run and the model is told so (``message`` when given, else the SDK's
-        default text) when the run resumes.
-
-        Raises :class:`~ownstate.errors.InvalidInput` for a ``call_id`` the run does not
-        wait for, or a ``message`` that is not a string.
-        """
-        if message is not None and not isinstance(message, str):
-            raise InvalidInput("message must be a string", field="message")
-        for item in self._select(call_id):
-            self.state.reject(item, always_reject=always, rejection_message=message)
-
-    def _select(self, call_id: str | None) -> list[ToolApprovalItem]:
-        waiting = self.interruptions
-        if call_id is None:
-            return waiting
-        chosen = [item for item in waiting if item.call_id == call_id]
-        if not chosen:
-            raise InvalidInput(f"run {self.run_id!r} waits for no tool call {call_id!r}",
-                               field="call_id", run_id=self.run_id, call_id=call_id)
-        return chosen
-
-
-def _printable(value: object, field: str) -> str:
-    if (not isinstance(value, str) or not value or len(value) > _MAX_TEXT_CHARS
-            or any(ch < " " or ch == "\x7f" for ch in value)):
-        raise InvalidInput(f"{field} must be 1-{_MAX_TEXT_CHARS} printable chars", field=field)
-    return value
-
-
 def _checked_limit(value: object) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidInput("limit must be None or an integer >= 0", field="limit")
     return value
-
-
-def _describe(item: ToolApprovalItem) -> dict[str, JSON]:
-    """The awaiting description of one tool call: what a human needs to decide."""
-    arguments = item.arguments
-    described: dict[str, JSON] = {
-        "call_id": item.call_id,
-        "tool": item.qualified_name or item.name,
-        "arguments": arguments,
-        "agent": getattr(item.agent, "name", None),
-    }
-    if arguments is not None and len(arguments) > _MAX_DESCRIBED_ARGUMENT_CHARS:
-        described["arguments"] = arguments[:_MAX_DESCRIBED_ARGUMENT_CHARS]
-        described["arguments_truncated"] = True
-    return described
-
-
-@dataclass(frozen=True)
-class _Parked:
-    """A run state ready to store: the checkpoint payload and the awaiting description."""
-
-    payload: bytes
-    awaiting: dict[str, JSON]
-    requested_by: str | None
 
 
 class OwnstateSession:
@@ -516,8 +312,8 @@ class OwnstateSession:
         session already has a running or awaiting run); nothing is stored then.
         """
         self._check_open()
-        state = result if isinstance(result, RunState) else self._to_state(result)
-        parked = self._park_data(state, 1, requested_by, context_serializer)
+        state = result if isinstance(result, RunState) else to_state(result)
+        parked = park_data(self._client.limits, state, 1, requested_by, context_serializer)
         return await self._call(self._hold(parked))
 
     async def load_approval(
@@ -614,7 +410,8 @@ class OwnstateSession:
         await _stop(beat)
         if result.interruptions:
             try:
-                parked = self._park_data(result.to_state(), approval.revision + 1, None, None)
+                parked = park_data(self._client.limits, result.to_state(),
+                                   approval.revision + 1, None, None)
             except BaseException:
                 with contextlib.suppress(OwnstateError):
                     await self._call(self._client.runs.close_run(run_id, "failed",
@@ -833,53 +630,6 @@ class OwnstateSession:
         self._history = _History([], []) if self._item_cache_size else None
 
     # -- approvals, the storage side -----------------------------------------------------
-
-    @staticmethod
-    def _to_state(result: object) -> RunState[Any, Any]:
-        to_state = getattr(result, "to_state", None)
-        if not isinstance(result, (RunResult, RunResultStreaming)) or not callable(to_state):
-            raise InvalidInput("result must be a RunResult, RunResultStreaming or RunState",
-                               field="result")
-        return cast(RunState[Any, Any], to_state())
-
-    def _park_data(self, state: RunState[Any, Any], revision: int, requested_by: str | None,
-                   context_serializer: Any) -> _Parked:
-        """Everything a pause stores, checked before anything is written."""
-        interruptions = state.get_interruptions()
-        if not interruptions:
-            raise InvalidInput("the run has no interruptions to approve", field="result")
-        try:
-            snapshot = (state.to_json(context_serializer=context_serializer)
-                        if context_serializer is not None else state.to_json())
-            text = json.dumps(snapshot,
-                              ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-        except (UserError, TypeError, ValueError) as exc:
-            raise InvalidInput(f"the RunState cannot be serialized: {exc}",
-                               field="result") from exc
-        payload = text.encode()
-        limits = self._client.limits
-        if len(payload) > limits.max_checkpoint_bytes:
-            raise LimitExceeded(f"the RunState is {len(payload)} bytes; the limit is "
-                                f"{limits.max_checkpoint_bytes}", field="result",
-                                limit=limits.max_checkpoint_bytes, actual=len(payload))
-        requests = [_describe(item) for item in interruptions]
-        awaiting: dict[str, JSON] = {"kind": "approval", "tool": requests[0]["tool"],
-                                     "revision": revision, "requests": cast(JSON, requests)}
-        size = len(_validate.encode_json(awaiting, field="awaiting").encode())
-        room = limits.max_item_bytes - _DESCRIPTION_SLACK_BYTES
-        if size > room:
-            raise LimitExceeded(f"the approval requests take {size} bytes; the limit is "
-                                f"{room}", field="awaiting", limit=room, actual=size)
-        if requested_by is not None:
-            by: str | None = _printable(requested_by, "requested_by")
-        else:
-            name = getattr(interruptions[0].agent, "name", None)
-            try:
-                by = _printable(name, "requested_by")
-            except InvalidInput:  # an agent name we cannot store as a requester: say nothing
-                by = None
-        return _Parked(payload, awaiting, by)
-
     async def _hold(self, parked: _Parked) -> Run:
         runs = self._client.runs
         tracked, self._tracked = self._tracked, None
@@ -983,10 +733,6 @@ class OwnstateSession:
 async def _stop(task: asyncio.Future[None]) -> None:
     task.cancel()
     await asyncio.wait({task})
-
-
-def _new_owner() -> str:
-    return f"openai-agents:{uuid.uuid4().hex}"
 
 
 class _RunHooks(RunHooks[Any]):

@@ -1,409 +1,72 @@
-"""Google ADK on ownstate: a session service and a memory service.
-
-:class:`OwnstateSessionService` implements ADK's ``BaseSessionService`` and
-:class:`OwnstateMemoryService` its ``BaseMemoryService``. Where ADK's state goes:
-
-- An ADK session is an ownstate session in one session store (``"adk"`` by default). Its
-  ownstate ``session_id`` is derived from ADK's ``(app_name, user_id, session_id)``
-  (:func:`ownstate_session_id`), its ``actor_id`` is the ADK ``user_id``, and the labels
-  ``adk.app_name`` and ``adk.session_id`` hold the rest.
-- Each event is one item of format ``adk.event`` whose data is the event's JSON, as
-  ADK's ``DatabaseSessionService`` stores it; it loads back into an equal ``Event``.
-- Session-scoped state lives in the history itself: the state given to
-  ``create_session`` is an item of format ``adk.state``, and every event carries its own
-  ``state_delta``. Reading a session folds them, so a session's state is written in the
-  same atomic append as the event that changes it and goes wherever the session goes.
-- ``app:`` and ``user:`` state are memory facts (store ``"adk-state"``): app state under
-  the subject ``app:<app_name>``, user state under the subject ``<user_id>``, with keys
-  ``<app>:app:<key>`` and ``<app>:user:<key>``. Each fact names the event item that set
-  it as its source. ``temp:`` state is never stored.
-- The memory service keeps one fact per remembered event (store ``"adk-memory"``),
-  subject ``<user_id>``, key ``<app>:<session id>:<event id>``.
-
-Because the user's sessions carry their ``actor_id`` and the user's facts their subject,
-``client.memory_stores.erase_subject(user_id, include_sessions=True)`` removes everything
-these services stored about a user. See ``docs/adk.md``.
-"""
+"""``OwnstateSessionService``: ADK's ``BaseSessionService`` over ownstate sessions and
+memory facts (see the package docstring for where each part of a session goes). Reads and
+writes through the service's bridge; the history cache lives in :mod:`._history`."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import copy
-import hashlib
-import itertools
-import json
-import re
 import threading
-import unicodedata
-import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
 
-from .. import limits as _limits
-from .._extras import requires
-from ..api import AsyncClient, Client
-from ..api.aio import AsyncSession, AsyncSessionStore
-from ..api.memory import AsyncMemoryStore
-from ..errors import (
-    ActiveRunExists,
+from google.adk.errors import StaleSessionError
+from google.adk.errors.already_exists_error import AlreadyExistsError
+from google.adk.errors.session_not_found_error import SessionNotFoundError
+from google.adk.events.event import Event
+from google.adk.platform import uuid as platform_uuid
+from google.adk.sessions import BaseSessionService, Session, State, _session_util
+from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
+
+from ... import limits as _limits
+from ...api import AsyncClient, Client
+from ...api.aio import AsyncSession, AsyncSessionStore
+from ...api.memory import AsyncMemoryStore
+from ...errors import (
     AlreadyExists,
     Conflict,
     InvalidInput,
-    LimitExceeded,
-    RunClosed,
     SessionNotFound,
-    StaleLease,
-    StoreNotFound,
 )
-from ..limits import CONTROL_RE
-from ..model import JSON, Fact, Item, SessionRecord
-from ._bridge import Bridge
-
-with requires("adk", "the Google ADK adapter"):
-    from google.adk.errors import StaleSessionError
-    from google.adk.errors.already_exists_error import AlreadyExistsError
-    from google.adk.errors.session_not_found_error import SessionNotFoundError
-    from google.adk.events.event import Event
-    from google.adk.memory import BaseMemoryService
-    from google.adk.memory.base_memory_service import SearchMemoryResponse
-    from google.adk.memory.memory_entry import MemoryEntry
-    from google.adk.platform import uuid as platform_uuid
-    from google.adk.plugins.base_plugin import BasePlugin
-    from google.adk.sessions import BaseSessionService, Session, State, _session_util
-    from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
-    from google.genai import types
-
-__all__ = [
-    "EVENT_FORMAT",
-    "STATE_FORMAT",
-    "OwnstateMemoryService",
-    "OwnstateRunPlugin",
-    "OwnstateSessionService",
-    "ownstate_session_id",
-]
-
-#: The item format of an ADK event: its JSON as ``Event.model_dump(mode="json",
-#: exclude_none=True)`` writes it.
-EVENT_FORMAT = "adk.event"
-#: The item format of the session-scoped state a session was created with:
-#: ``{"state": {...}}``.
-STATE_FORMAT = "adk.state"
-
-_LABEL_APP = "adk.app_name"
-_LABEL_SESSION = "adk.session_id"
-#: Set on a session once any of its items may carry session-scoped state; a session
-#: without it is read without folding its whole history.
-_LABEL_STATE = "adk.session_state"
-
-#: ADK's DatabaseSessionService keeps app names, user ids and session ids in 128-char
-#: columns; the same bound keeps every derived subject, key and label within ownstate's.
-_MAX_NAME_CHARS = 128
-_MAX_FACT_KEY_CHARS = 256
-_STALE_MESSAGE = ("The session has been modified in storage since it was loaded. "
-                  "Please reload the session before appending more events.")
-_NOT_SCOPED = (State.APP_PREFIX, State.USER_PREFIX, State.TEMP_PREFIX)
-#: How many times an append retries after finding that items appended at the same
-#: revision were popped since (each pop at one revision costs one retry).
-_MAX_POPPED_RETRIES = 64
-#: The most sessions whose histories are kept between reads (see _Cached).
-_MAX_CACHED_SESSIONS = 1024
-_ADK_FORMATS = (EVENT_FORMAT, STATE_FORMAT)
-
-T = TypeVar("T")
-
-
-# names and keys ------------------------------------------------------------------------
-
-
-def _name(value: object, field: str) -> str:
-    """An app name, user id or session id: non-blank printable text, at most 128 chars."""
-    if (not isinstance(value, str) or not value.strip() or len(value) > _MAX_NAME_CHARS
-            or CONTROL_RE.search(value)):
-        raise InvalidInput(f"{field} must be a non-blank string of at most {_MAX_NAME_CHARS} "
-                           "printable characters", field=field)
-    try:
-        value.encode()
-    except UnicodeEncodeError as exc:
-        raise InvalidInput(f"{field} must be valid UTF-8 text", field=field) from exc
-    return value
-
-
-def _given_session_id(value: object) -> str | None:
-    """A session id as ADK's in-memory and SQLite services take it: without surrounding
-    whitespace (``"order-42\n"`` is ``"order-42"``); ``None`` when that leaves nothing."""
-    if isinstance(value, str):
-        return value.strip() or None
-    return None if value is None else _name(value, "session_id")  # refused: not text
-
-
-def ownstate_session_id(app_name: str, user_id: str, session_id: str) -> str:
-    """The ownstate ``session_id`` of the ADK session ``(app_name, user_id, session_id)``.
-
-    ADK names a session by all three, so the same ADK id may belong to several users;
-    ownstate's id is a digest of the three (``adk-`` and 32 hex digits). Raises
-    :class:`~ownstate.errors.InvalidInput` for a name that ADK's database service could not
-    store either (blank, longer than 128 characters, or with control characters).
-    """
-    parts = [_name(app_name, "app_name"), _name(user_id, "user_id"),
-             _name(session_id, "session_id")]
-    digest = hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode()).hexdigest()
-    return f"adk-{digest[:32]}"
-
-
-def _escape(app_name: str) -> str:
-    """The app name as a fact-key prefix: ``:`` (the separator) and ``%`` escaped."""
-    return app_name.replace("%", "%25").replace(":", "%3A")
-
-
-def _app_subject(app_name: str) -> str:
-    return f"app:{app_name}"
-
-
-def _state_prefix(app_name: str, scope: str) -> str:
-    return f"{_escape(app_name)}:{scope}:"
-
-
-def _scoped_values(facts: Iterable[Fact], prefix: str) -> dict[str, Any]:
-    return {f.key[len(prefix):]: f.value for f in facts if f.key.startswith(prefix)}
-
-
-def _merge_state(app_state: Mapping[str, Any], user_state: Mapping[str, Any],
-                 session_state: Mapping[str, Any]) -> dict[str, Any]:
-    """The state a session shows: its own, then ``app:`` and ``user:`` keys, as ADK merges
-    them (a copy, so that changing it changes nothing stored or cached)."""
-    merged = copy.deepcopy(dict(session_state))
-    for key, value in app_state.items():
-        merged[State.APP_PREFIX + key] = copy.deepcopy(value)
-    for key, value in user_state.items():
-        merged[State.USER_PREFIX + key] = copy.deepcopy(value)
-    return merged
-
-
-def _session_delta(delta: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in delta.items() if not k.startswith(_NOT_SCOPED)}
-
-
-def _fold_into(state: dict[str, Any], item: Item) -> None:
-    data = item.data
-    if item.format == EVENT_FORMAT:
-        actions = data.get("actions")
-        delta = actions.get("state_delta") if isinstance(actions, dict) else None
-        if isinstance(delta, dict):
-            state.update(_session_delta(delta))
-    elif item.format == STATE_FORMAT and isinstance(data.get("state"), dict):
-        state.update(data["state"])
-
-
-def _fold_state(items: Iterable[Item]) -> dict[str, Any]:
-    """The session-scoped state a history amounts to, in order."""
-    state: dict[str, Any] = {}
-    for item in items:
-        _fold_into(state, item)
-    return state
-
-
-def _all_adk(items: Iterable[Item]) -> bool:
-    return all(i.format in _ADK_FORMATS for i in items)
-
-
-def _foreign_events(items: Sequence[Item]) -> list[Event]:
-    """The events of a session part of which another framework wrote: every message
-    item converted to ADK's shape (ADK's own events come back as stored)."""
-    from ..formats.neutral import convert
-
-    return [Event.model_validate(data) for data in convert(items, EVENT_FORMAT)]
-
-
-def _timestamp(item: Item) -> float:
-    value = item.data.get("timestamp")
-    return float(value) if isinstance(value, (int, float)) else 0.0
-
-
-def _carries_session_state(item: Item) -> bool:
-    if item.format == STATE_FORMAT:
-        return True
-    if item.format != EVENT_FORMAT:
-        return False
-    actions = item.data.get("actions")
-    delta = actions.get("state_delta") if isinstance(actions, dict) else None
-    return isinstance(delta, dict) and bool(_session_delta(delta))
-
-
-@dataclass(frozen=True, slots=True)
-class _Revision:
-    """What a Session object last saw of its stored history: the last item (its seq and
-    id; 0 and "" when empty), and whether the session carries session-scoped state.
-
-    It travels in ``Session._storage_update_marker``, the attribute ADK reserves for a
-    service's revision marker."""
-
-    seq: int
-    item_id: str
-    has_state: bool
-
-    _PREFIX = "ownstate:"
-
-    @classmethod
-    def of(cls, last: Item | None, has_state: bool) -> _Revision:
-        return cls(last.seq, last.item_id, has_state) if last else cls(0, "", has_state)
-
-    @classmethod
-    def parse(cls, marker: str | None) -> _Revision | None:
-        if not marker or not marker.startswith(cls._PREFIX):
-            return None
-        parts = marker[len(cls._PREFIX):].split(":")
-        if len(parts) != 3 or not parts[0].isdigit():
-            return None
-        return cls(int(parts[0]), parts[1] if parts[1] != "-" else "", parts[2] == "s")
-
-    def marker(self) -> str:
-        return (f"{self._PREFIX}{self.seq}:{self.item_id or '-'}:"
-                f"{'s' if self.has_state else '-'}")
-
-    def append_key(self, attempt: int) -> str:
-        """The idempotency key of an append made at this revision.
-
-        Every append through this service at one revision uses the same key, so the
-        datastore lets exactly one of them through: a second writer at a revision that
-        has moved on is refused (IdempotencyKeyReused), which is the stale-session check,
-        done in the same round trip as the append."""
-        base = f"adk:{self.seq}:{self.item_id or '-'}"
-        return base if attempt == 0 else f"{base}:{attempt}"
-
-
-class _Stale(Exception):
-    """Raised inside a coroutine; turned into ADK's StaleSessionError by the caller."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Cached:
-    """What this service last read of one session's history, kept so that the next read
-    fetches only the items that follow it.
-
-    The cache trusts nothing it cannot check: the next read asks for the items from
-    ``seq`` on, and uses the cache only if the first of them is still the item
-    ``item_id`` in a session created at ``created``. Items are immutable and leave a
-    session only from its end (``pop_item``) or all at once (``clear``, deleting the
-    session), and item ids are never reused, so then the items up to ``seq`` are the ones
-    cached. Anything else (a pop, a clear, the session made again, another framework's
-    items) sends the read down the full path. Sessions holding other frameworks' items are
-    never cached. Apart from ``ids``, which only grows, an entry is never changed once
-    made (a later read or append makes a new one), so a reader holding one always sees a
-    consistent history.
-    """
-
-    created: datetime
-    seq: int  # the last item read (0 and "" when the history was empty)
-    item_id: str
-    events: list[Event]
-    stamps: list[float]  # each event's stored timestamp, what after_timestamp compares
-    state: dict[str, Any]  # the session-scoped state the history folds to; never handed out
-    #: The ids of the events, and of events appended through this service since: only
-    #: ever grows, and may be shared with later entries (a superset is all _maybe_held
-    #: needs).
-    ids: set[str]
-    #: The newest item appended through this service on top of this read, and how many
-    #: events the Session object it was appended to then holds (see _maybe_held).
-    tip: tuple[int, str]
-    count: int
-    last_id: str | None
-
-    @classmethod
-    def read(cls, created: datetime, last: tuple[int, str], events: list[Event],
-             stamps: list[float], state: dict[str, Any], ids: set[str]) -> _Cached:
-        return cls(created, last[0], last[1], events, stamps, state, ids, last, len(events),
-                   events[-1].id if events else None)
-
-    def extended(self, items: Sequence[Item], events: list[Event]) -> _Cached:
-        """This history followed by ``items`` (read after it; all ADK's) and their
-        ``events``."""
-        if not items:
-            return _Cached.read(self.created, (self.seq, self.item_id), self.events,
-                                self.stamps, self.state, self.ids)
-        state = dict(self.state)
-        for item in items:
-            _fold_into(state, item)
-        ids = self.ids
-        ids.update(e.id for e in events)
-        last = items[-1]
-        return _Cached.read(self.created, (last.seq, last.item_id), self.events + events,
-                            self.stamps + [_timestamp(i) for i in items
-                                           if i.format == EVENT_FORMAT],
-                            state, ids)
-
-
-async def _run_all(inline: bool, *coros: Awaitable[Any]) -> list[Any]:
-    """Await ``coros``: one after another on a backend that never waits (nothing to
-    overlap, and tasks would only add cost), concurrently otherwise."""
-    if inline:
-        return [await c for c in coros]
-    return list(await asyncio.gather(*coros))
-
-
-async def _session_store(client: AsyncClient, name: str) -> AsyncSessionStore:
-    try:
-        return await client.session_stores.get(name)
-    except StoreNotFound:
-        try:
-            return await client.session_stores.create(name)
-        except AlreadyExists:  # made by a concurrent first call
-            return await client.session_stores.get(name)
-
-
-async def _memory_store(client: AsyncClient, name: str) -> AsyncMemoryStore:
-    try:
-        return await client.memory_stores.get(name)
-    except StoreNotFound:
-        try:
-            return await client.memory_stores.create(name)
-        except AlreadyExists:
-            return await client.memory_stores.get(name)
-
-
-def _check_fact(client: AsyncClient, key: str, value: Any, field: str) -> None:
-    """Refuse, before anything is written, a state entry a fact could not hold."""
-    if len(key) > _MAX_FACT_KEY_CHARS or CONTROL_RE.search(key):
-        raise InvalidInput(f"{field} key {key!r} is too long or holds control characters "
-                           f"(stored as a fact key of at most {_MAX_FACT_KEY_CHARS} "
-                           "printable chars)", field=field)
-    size = len(_limits.encode_json(value, field=field).encode())
-    limit = client.limits.max_item_bytes
-    if size > limit:
-        raise LimitExceeded(f"{field} value of {key!r} is {size} bytes; the limit is {limit}",
-                            field=field, limit=limit, actual=size)
-
-
-def _state_facts(client: AsyncClient, app_name: str, user_id: str,
-                 deltas: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The facts that record the ``app`` and ``user`` parts of ``deltas``, checked."""
-    specs: list[dict[str, Any]] = []
-    for scope, subject in (("app", _app_subject(app_name)), ("user", user_id)):
-        prefix = _state_prefix(app_name, scope)
-        for key, value in deltas[scope].items():
-            fact_key = prefix + key
-            _check_fact(client, fact_key, value, "state")
-            specs.append({"subject": subject, "key": fact_key, "value": value})
-    return specs
-
-
-@dataclass(slots=True)
-class _Snapshot:
-    """What a read of one session found."""
-
-    handle: AsyncSession
-    #: The whole history; or its newest part (not complete); or, with ``base``, the items
-    #: that follow what ``base`` holds.
-    items: list[Item]
-    complete: bool  # items is the whole history, or all that follows base
-    last: Item | None
-    app_state: dict[str, Any]
-    user_state: dict[str, Any]
-    base: _Cached | None = None
+from ...model import JSON, Item, SessionRecord
+from .._bridge import Bridge
+from ._history import (
+    _Cached,
+    _Revision,
+    _Snapshot,
+    _Stale,
+)
+from ._state import (
+    _LABEL_APP,
+    _LABEL_SESSION,
+    _LABEL_STATE,
+    _MAX_CACHED_SESSIONS,
+    _MAX_POPPED_RETRIES,
+    _STALE_MESSAGE,
+    EVENT_FORMAT,
+    STATE_FORMAT,
+    _all_adk,
+    _app_subject,
+    _carries_session_state,
+    _fold_state,
+    _foreign_events,
+    _given_session_id,
+    _memory_store,
+    _merge_state,
+    _name,
+    _run_all,
+    _scoped_values,
+    _session_store,
+    _state_facts,
+    _state_prefix,
+    _timestamp,
+    ownstate_session_id,
+)
 
 
 class OwnstateSessionService(BaseSessionService):
@@ -1084,303 +747,3 @@ class OwnstateSessionService(BaseSessionService):
         if not current:
             raise _Stale
         return _Revision.of(newest, _LABEL_STATE in record.metadata)
-
-
-# memory --------------------------------------------------------------------------------
-
-_WORD_RE = re.compile(r"\w+")
-
-
-def _is_latin(char: str) -> bool:
-    if char.isascii():
-        return char.isalnum() or char == "_"
-    return unicodedata.name(char, "").startswith("LATIN")
-
-
-def _query_words(text: str) -> set[str]:
-    """The words of a query as ADK's InMemoryMemoryService reads them: ``\\w+`` runs of the
-    NFC-normalized text (so a decomposed accent is the composed one), lowercased."""
-    return {w.lower() for w in _WORD_RE.findall(unicodedata.normalize("NFC", text))}
-
-
-def _event_words(text: str) -> set[str]:
-    """The words an event can be found by, as InMemoryMemoryService finds them: the query
-    words of its text, plus each single-script run of a word mixing Latin and other
-    scripts (``私はPythonで`` gives ``python``)."""
-    words = _query_words(text)
-    for word in list(words):
-        if not word.isascii():
-            words.update("".join(run) for _, run in itertools.groupby(word, _is_latin))
-    return words
-
-
-def _memory_score(query: set[str], text: str) -> int:
-    """How many query words the event text holds: whole words, and for a word that is
-    not ASCII (scripts written without spaces) anywhere in the text."""
-    words = _event_words(text)
-    if not words:
-        return 0
-    lowered = unicodedata.normalize("NFC", text).lower()
-    return sum(1 for w in query if w in words or (not w.isascii() and w in lowered))
-
-
-def _memory_prefix(app_name: str, session_id: str | None) -> str:
-    """The fact-key prefix of an app's memories from one session (``""``: no session)."""
-    return f"{_escape(app_name)}:{_escape(session_id or '')}:"
-
-
-def _text(content: Mapping[str, Any] | None) -> str:
-    parts = content.get("parts") if isinstance(content, Mapping) else None
-    if not isinstance(parts, list):
-        return ""
-    return " ".join(p["text"] for p in parts
-                    if isinstance(p, dict) and isinstance(p.get("text"), str) and p["text"])
-
-
-class OwnstateRunPlugin(BasePlugin):
-    """Records each ADK invocation as an ownstate run:
-    ``Runner(..., session_service=service, plugins=[OwnstateRunPlugin(service)])``.
-
-    Before the invocation runs, a run (framework ``adk``, thread key the ADK session id) is
-    opened in the invocation's session; when it has run, the run is closed ``done``. A
-    session that already has an active run (another framework's) is left as it is and
-    nothing is recorded for that invocation.
-    """
-
-    def __init__(self, service: OwnstateSessionService, *, name: str = "ownstate_runs"
-                 ) -> None:
-        super().__init__(name=name)
-        self._service = service
-        self._open: dict[str, tuple[str, int]] = {}  # invocation id -> (run id, token)
-
-    async def before_run_callback(self, *, invocation_context: Any) -> types.Content | None:
-        session = invocation_context.session
-        key = self._service._key(session.app_name, session.user_id, session.id)
-        opened = await self._service._bridge.acall(self._start(key, session.id))
-        if opened is not None:
-            self._open[invocation_context.invocation_id] = opened
-        return None
-
-    async def after_run_callback(self, *, invocation_context: Any) -> None:
-        opened = self._open.pop(invocation_context.invocation_id, None)
-        if opened is not None:
-            await self._service._bridge.acall(self._finish(*opened))
-
-    async def _start(self, key: str, thread_key: str) -> tuple[str, int] | None:
-        store, _ = await self._service._ready()
-        try:
-            handle = await store.get(key)
-            run = await self._service._client.runs.open_run(
-                handle, "adk", thread_key[:256], owner=f"adk-{uuid.uuid4().hex[:12]}")
-        except (ActiveRunExists, SessionNotFound):
-            return None
-        return run.run_id, run.fencing_token
-
-    async def _finish(self, run_id: str, token: int) -> None:
-        with contextlib.suppress(RunClosed, StaleLease):
-            await self._service._client.runs.close_run(run_id, "done", fencing_token=token)
-
-
-class OwnstateMemoryService(BaseMemoryService):
-    """ADK's ``BaseMemoryService`` over an ownstate memory store.
-
-    Each event with text becomes one fact: subject the ADK ``user_id``, key
-    ``<app>:<session id>:<event id>`` (the session id empty for events given without
-    one), value ``{"author", "content", "timestamp"}``, valid from the event's time, and,
-    when the session is stored by :class:`OwnstateSessionService` in ``session_store``,
-    the event's item as its source. As in ADK, memories are kept per session: an event id
-    remembered from two sessions is two memories. Adding a session again adds only its
-    new events. :meth:`search_memory` finds the events that share the most words with the
-    query, matched and ranked as ADK's ``InMemoryMemoryService`` does, at most
-    ``max_results``.
-
-    Raises :class:`~ownstate.errors.InvalidInput` for bad names or values ownstate cannot
-    store (nothing is stored then), :class:`~ownstate.errors.BackendUnavailable`.
-    """
-
-    def __init__(
-        self,
-        client: Client | AsyncClient,
-        *,
-        memory_store: str = "adk-memory",
-        session_store: str | None = "adk",
-        max_results: int = 10,
-    ) -> None:
-        self._setup(Bridge(client), memory_store, session_store, max_results)
-
-    @classmethod
-    def from_url(
-        cls,
-        url: str | None = None,
-        *,
-        memory_store: str = "adk-memory",
-        session_store: str | None = "adk",
-        max_results: int = 10,
-    ) -> OwnstateMemoryService:
-        """A service over a client it opens on ``url`` and closes with :meth:`close`.
-
-        Raises :class:`~ownstate.errors.InvalidInput`, :class:`~ownstate.errors.SchemaVersion`,
-        :class:`~ownstate.errors.BackendUnavailable`.
-        """
-        service = cls.__new__(cls)
-        bridge = Bridge.from_url(url)
-        try:
-            service._setup(bridge, memory_store, session_store, max_results)
-        except BaseException:
-            bridge.close()
-            raise
-        return service
-
-    def _setup(self, bridge: Bridge, memory_store: str, session_store: str | None,
-               max_results: int) -> None:
-        if (isinstance(max_results, bool) or not isinstance(max_results, int)
-                or not 1 <= max_results <= bridge.client.limits.max_page_size):
-            raise InvalidInput("max_results must be an integer from 1 to "
-                               f"{bridge.client.limits.max_page_size}", field="max_results")
-        self._bridge = bridge
-        self._memory_name = _limits.store_name(memory_store)
-        self._session_name = (_limits.store_name(session_store) if session_store is not None
-                              else None)
-        self._max_results = max_results
-        self._store: AsyncMemoryStore | None = None
-
-    def close(self) -> None:
-        """Close the client if :meth:`from_url` opened it; a client passed in stays open."""
-        self._bridge.close()
-
-    async def _ready(self) -> AsyncMemoryStore:
-        if self._store is None:
-            self._store = await _memory_store(self._bridge.client, self._memory_name)
-        return self._store
-
-    async def add_session_to_memory(self, session: Session) -> None:
-        """Remember the session's events that hold text; events already remembered are
-        skipped. Raises :class:`~ownstate.errors.InvalidInput`."""
-        await self.add_events_to_memory(app_name=session.app_name, user_id=session.user_id,
-                                        events=session.events, session_id=session.id)
-
-    async def add_events_to_memory(
-        self,
-        *,
-        app_name: str,
-        user_id: str,
-        events: Sequence[Event],
-        session_id: str | None = None,
-        custom_metadata: Mapping[str, object] | None = None,
-    ) -> None:
-        """Remember ``events`` (those holding text), skipping any already remembered.
-        ``custom_metadata`` is not used. Raises :class:`~ownstate.errors.InvalidInput`."""
-        app_name = _name(app_name, "app_name")
-        user_id = _name(user_id, "user_id")
-        source_session = (ownstate_session_id(app_name, user_id, session_id)
-                          if session_id is not None and self._session_name else None)
-        client = self._bridge.client
-        # Memories are kept per session, as ADK keeps them: the same event id remembered
-        # from two sessions is two memories.
-        prefix = _memory_prefix(app_name, session_id)
-        specs: dict[str, dict[str, Any]] = {}
-        now = datetime.now(UTC)
-        for event in events:
-            if not isinstance(event, Event):
-                raise InvalidInput("events must be ADK Event objects", field="events")
-            content = (event.content.model_dump(mode="json", exclude_none=True)
-                       if event.content is not None else None)
-            if not _text(content) or not event.id:
-                continue
-            key = prefix + event.id
-            value = {"author": event.author, "content": content, "timestamp": event.timestamp}
-            _check_fact(client, key, value, "events")
-            # Valid from when it was said; never in the future, where recall would not
-            # see it yet.
-            valid_from = min(datetime.fromtimestamp(event.timestamp, UTC), now)
-            specs.setdefault(key, {"subject": user_id, "key": key, "value": value,
-                                   "valid_from": valid_from, "event_id": event.id})
-        if specs:
-            await self._bridge.acall(self._add(user_id, list(specs.values()), source_session))
-
-    async def _add(self, user_id: str, specs: list[dict[str, Any]],
-                   source_session: str | None) -> None:
-        store = await self._ready()
-        limits = self._bridge.client.limits
-        known: set[str] = set()
-        for start in range(0, len(specs), limits.max_page_size):
-            keys = [s["key"] for s in specs[start:start + limits.max_page_size]]
-            known.update(f.key for f in await store.recall(user_id, keys))
-        new = [s for s in specs if s["key"] not in known]
-        if not new:
-            return
-        sources: dict[str, Item] = {}
-        if source_session is not None and self._session_name is not None:
-            sources = await self._event_items(source_session)
-        facts = []
-        for spec in new:
-            fact = {k: v for k, v in spec.items() if k != "event_id"}
-            item = sources.get(spec["event_id"])
-            if item is not None:
-                fact["source"] = item
-            facts.append(fact)
-        for start in range(0, len(facts), limits.max_batch_items):
-            await store.remember_many(facts[start:start + limits.max_batch_items])
-
-    async def _event_items(self, key: str) -> dict[str, Item]:
-        """The items of a session stored by OwnstateSessionService, by event id."""
-        assert self._session_name is not None
-        client = self._bridge.client
-        try:
-            session = await (await client.session_stores.get(self._session_name)).get(key)
-            return {i.data["id"]: i async for i in session.list_items(
-                order_by="create_time asc")
-                if i.format == EVENT_FORMAT and isinstance(i.data.get("id"), str)}
-        except (StoreNotFound, SessionNotFound):
-            return {}
-
-    async def search_memory(
-        self, *, app_name: str, user_id: str, query: str
-    ) -> SearchMemoryResponse:
-        """The remembered events of this app and user sharing the most words with
-        ``query``, best first, at most ``max_results``: the matching and ranking of ADK's
-        ``InMemoryMemoryService``. Among equals the oldest memory comes first: in the
-        order they were remembered, and by event time within one call.
-
-        Words are ``\\w+`` runs of the NFC-normalized text, compared lowercased; an event
-        is also found by each single-script run of a word mixing Latin and other scripts,
-        and a query word that is not ASCII (Japanese, Chinese: scripts written without
-        spaces) anywhere in its text. Every memory of the user is read and scored. Raises
-        :class:`~ownstate.errors.InvalidInput`.
-        """
-        app_name = _name(app_name, "app_name")
-        user_id = _name(user_id, "user_id")
-        if not isinstance(query, str):
-            raise InvalidInput("query must be a string", field="query")
-        words = _query_words(query)
-        if not words:
-            return SearchMemoryResponse()
-        found = await self._bridge.acall(self._memories(user_id))
-        prefix = _escape(app_name) + ":"
-        scored: list[tuple[int, float, datetime, MemoryEntry]] = []  # score, time, recorded
-        for fact in found:
-            value = fact.value
-            if not fact.key.startswith(prefix) or not isinstance(value, dict):
-                continue
-            matched = _memory_score(words, _text(value.get("content")))
-            if not matched:
-                continue
-            timestamp = value.get("timestamp")
-            when = float(timestamp) if isinstance(timestamp, (int, float)) else 0.0
-            try:
-                content = types.Content.model_validate(value["content"])
-            except (KeyError, ValueError):  # not written by this service
-                continue
-            author = value.get("author")
-            scored.append((matched, when, fact.recorded_at, MemoryEntry(
-                id=fact.key[len(prefix):].partition(":")[2], content=content,
-                author=author if isinstance(author, str) else None,
-                timestamp=datetime.fromtimestamp(when).isoformat())))
-        # Equal scores in the order remembered, as InMemoryMemoryService keeps its
-        # insertion order: by record time, and by event time within one call.
-        scored.sort(key=lambda s: (-s[0], s[2], s[1]))
-        return SearchMemoryResponse(memories=[m for *_, m in scored[:self._max_results]])
-
-    async def _memories(self, user_id: str) -> list[Fact]:
-        """Every current memory of the user."""
-        return await (await self._ready()).recall(user_id)
