@@ -10,6 +10,7 @@ screenshots docs/console.md shows.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import re
 import shutil
@@ -113,6 +114,13 @@ def csrf_of(page: Any) -> str:
     value = page.get_attribute("input[name=csrf_token]", "value")
     assert value
     return str(value)
+
+
+def in_thread(coro: Any) -> Any:
+    """Run ``coro`` to its end on a thread of its own (Playwright's sync API holds an event
+    loop on this one)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 def wait_until(what: str, ready: Any, seconds: float = 15) -> Any:
@@ -265,7 +273,7 @@ def test_an_openai_agents_tool_approval_is_decided_in_the_inbox_and_resumed(
                                       run_config=config)
             return await session.hold_for_approval(result)
 
-        held = asyncio.run(pause())
+        held = in_thread(pause())
         row = page.locator(f"tr.inbox-run[data-run='{held.run_id}']")
         row.wait_for()
         assert "refund" in row.inner_text()
@@ -284,7 +292,7 @@ def test_an_openai_agents_tool_approval_is_decided_in_the_inbox_and_resumed(
                 pending.approve(item.call_id)
             return await session.resume_from_approval(pending, run_config=config)
 
-        resumed = asyncio.run(resume())
+        resumed = in_thread(resume())
         assert resumed.final_output == "Refunded 25."
         assert refunds == [25]
         assert client.runs.get(held.run_id).status == "done"

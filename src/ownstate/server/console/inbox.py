@@ -1,15 +1,17 @@
-"""The inbox: runs awaiting a human across the tenant, oldest first, and the decision on
-one of them.
+"""The inbox: runs awaiting a human's decision across the tenant, oldest first, and the
+decision on one of them.
 
-It lists with ``client.runs.outstanding`` over the stores the caller may read (as
-``GET /runs:outstanding`` does) and decides with ``client.runs.decide`` once the caller
-may write the run's store (as ``POST /runs/{run_id}:decide`` does).
+It lists with ``client.runs.outstanding_page`` over the stores the caller may read (as
+``GET /runs:awaiting`` does) and decides with ``client.runs.decide`` as the key's
+principal once the caller may write the run's store (as ``POST /runs/{run_id}:decide``
+does).
 """
 
 from __future__ import annotations
 
 import json
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from fastapi import Form, Query, Request
 from fastapi.responses import Response
@@ -79,29 +81,39 @@ def _framework(value: str | None) -> str | None:
     return value
 
 
-async def _rows(signed: ConsoleCaller, framework: str | None) -> dict[str, Any]:
+async def _rows(signed: ConsoleCaller, framework: str | None,
+                page_token: str | None) -> dict[str, Any]:
     caller = signed.caller
     visible = await visible_stores(caller, SESSION_STORE)
-    runs = await caller.client.runs.outstanding("awaiting_human", framework=framework,
-                                                stores=visible, limit=PAGE + 1)
-    return {"runs": [(run, asked(run.awaiting)) for run in runs[:PAGE]],
-            "more": len(runs) > PAGE, "framework": framework or ""}
+    page = await caller.client.runs.outstanding_page(
+        framework=framework, stores=visible, page_size=PAGE, page_token=page_token or None)
+    query = {"framework": framework or ""}
+    return {"runs": [(run, asked(run.awaiting)) for run in page.items],
+            "framework": framework or "", "page_token": page_token or "",
+            "next_url": (f"?{urlencode({**query, 'page_token': page.next_page_token})}"
+                         if page.next_page_token else None),
+            "poll": f"{CONSOLE}/inbox/rows?{urlencode({**query, 'page_token': page_token or ''})}"}
+
+
+_Token = Annotated[str | None, Query(max_length=2048)]
 
 
 @router.get("/inbox")
 async def inbox(request: Request, signed: ConsoleCaller,
-                framework: Annotated[str | None, Query(max_length=64)] = None) -> Response:
-    """Runs awaiting a human, the longest-waiting first; the list refreshes itself."""
-    context = await _rows(signed, _framework(framework))
+                framework: Annotated[str | None, Query(max_length=64)] = None,
+                page_token: _Token = None) -> Response:
+    """Runs awaiting a human's decision, the longest-waiting first; the list refreshes
+    itself."""
+    context = await _rows(signed, _framework(framework), page_token)
     return render(request, "inbox.html", signed, **context)
 
 
 @router.get("/inbox/rows")
 async def inbox_rows(request: Request, signed: ConsoleCaller,
-                     framework: Annotated[str | None, Query(max_length=64)] = None
-                     ) -> Response:
+                     framework: Annotated[str | None, Query(max_length=64)] = None,
+                     page_token: _Token = None) -> Response:
     """The inbox's rows alone: what the page polls for."""
-    context = await _rows(signed, _framework(framework))
+    context = await _rows(signed, _framework(framework), page_token)
     return render(request, "_inbox_rows.html", signed, **context)
 
 
@@ -115,15 +127,17 @@ async def awaiting_run(request: Request, run_id: str, signed: ConsoleCaller) -> 
     run = await require_run(signed.caller, run_id, "READ")
     return render(request, "inbox_run.html", signed, run=run, asked=asked(run.awaiting),
                   may_decide=await _may_decide(signed, run),
-                  decision=getattr(run, "decision", None))
+                  decision=run.decision)
 
 
 @router.post("/inbox/{run_id}/decide")
 async def decide(request: Request, run_id: str, signed: ConsoleCaller,
                  outcome: Annotated[str, Form(max_length=16)],
                  comment: Annotated[str, Form(max_length=4000)] = "") -> Response:
-    """Approve or reject the run (WRITE on its store); a second decision is a conflict."""
+    """Approve or reject the run (WRITE on its store), recorded as the key's principal;
+    a second decision is a conflict and changes nothing."""
     caller = signed.caller
     await require_run(caller, run_id, "WRITE")
-    await caller.client.runs.decide(run_id, outcome, comment=comment.strip() or None)
+    await caller.client.runs.decide(run_id, outcome, comment=comment.strip() or None,
+                                    decided_by=caller.principal)
     return redirect(f"{CONSOLE}/inbox/{run_id}")

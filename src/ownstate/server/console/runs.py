@@ -70,7 +70,7 @@ async def run_page(request: Request, run_id: str, signed: ConsoleCaller) -> Resp
     run = await require_run(caller, run_id, "READ")
     return render(request, "run.html", signed, run=run, asked=asked(run.awaiting),
                   usage=await _usage(caller, run_id),
-                  decisions=getattr(run, "decisions", ()))
+                  decisions=run.decisions)
 
 
 @dataclass(frozen=True, slots=True)
