@@ -6,8 +6,10 @@ Needs the ``langgraph`` extra. See docs/langgraph.md and docs/langgraph-store.md
 from ..._extras import requires
 
 with requires("langgraph", "the LangGraph adapter"):
+    from .decisions import aresume_decided, decision_value, resume_command, resume_decided
     from .rebuild import acatch_up, arebuild, catch_up, rebuild
     from .saver import OwnstateSaver
     from .store import OwnstateStore
 
-__all__ = ["OwnstateSaver", "OwnstateStore", "acatch_up", "arebuild", "catch_up", "rebuild"]
+__all__ = ["OwnstateSaver", "OwnstateStore", "acatch_up", "arebuild", "aresume_decided",
+           "catch_up", "decision_value", "rebuild", "resume_command", "resume_decided"]

@@ -54,6 +54,10 @@ class ThreadRuns:
         self._lease_ttl = lease_ttl
         self._claims_lock = threading.Lock()
 
+    @property
+    def owner(self) -> str:
+        return self._owner
+
     async def has_holder(self, thread: _Thread) -> bool:
         """Whether the thread's first run, which holds its checkpoints, exists."""
         if not thread.held:

@@ -140,6 +140,11 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
         bridge = Bridge.from_url(url)
         return cls(bridge._sync or bridge.client, _bridge=bridge, **options)
 
+    @property
+    def owner(self) -> str:
+        """Who this saver's leases name: the owner its invocations claim runs for."""
+        return self._runs.owner
+
     def close(self) -> None:
         """Close the client if this saver opened it (:meth:`from_url`)."""
         self._bridge.close()
