@@ -16,7 +16,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,16 +122,6 @@ def in_thread(coro: Any) -> Any:
         return pool.submit(asyncio.run, coro).result()
 
 
-def wait_until(what: str, ready: Any, seconds: float = 15) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = ready()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 # -- signing in -------------------------------------------------------------------------------
 
 
@@ -197,7 +186,7 @@ def test_a_paused_langgraph_graph_is_approved_in_the_inbox_and_resumed(
         page: Any, served: Served) -> None:
     from langchain_core.messages import HumanMessage
 
-    from ownstate.adapters.langgraph import OwnstateSaver
+    from ownstate.adapters.langgraph import OwnstateSaver, resume_decided
 
     sign_in(page, served, served.admin)
     with served.client() as client:
@@ -218,22 +207,21 @@ def test_a_paused_langgraph_graph_is_approved_in_the_inbox_and_resumed(
         page.click("button.approve")
         page.wait_for_selector(".decision")
         assert "Approved" in page.inner_text(".decision")
-        # the worker: once decided, it resumes the thread through the adapter
-        decided = wait_until("the decision", lambda: client.runs.get(run.run_id).decision)
-        assert (decided.outcome, decided.comment, decided.decided_by) == (
+        # the worker: woken by the decision, it resumes the thread through the adapter
+        decided = client.runs.wait_for_decision(run.run_id, timeout=15)
+        assert decided is not None
+        assert decided.decision is not None
+        assert (decided.decision.outcome, decided.decision.comment,
+                decided.decision.decided_by) == (
             "approve", "Order A-17 was damaged; refund it.", "admin")
         worker = _approval_graph(OwnstateSaver(client))
-        done = worker.invoke(_resume_command(decided), cfg)
-        assert done["messages"][-1].content == "decided: approve"
+        (resumed,) = resume_decided(worker, client)
+        assert resumed.run.run_id == run.run_id
+        assert resumed.result["messages"][-1].content.startswith("decided: ")
+        assert "'approved': True" in resumed.result["messages"][-1].content
         assert client.runs.get(run.run_id).status == "done"
     page.goto(f"{served.base}/console/inbox")
     assert page.locator(f"tr.inbox-run[data-run='{run.run_id}']").count() == 0
-
-
-def _resume_command(decision: Any) -> Any:
-    from langgraph.types import Command
-
-    return Command(resume=decision.outcome)
 
 
 # -- OpenAI Agents SDK: a tool approval -------------------------------------------------------
@@ -282,14 +270,19 @@ def test_an_openai_agents_tool_approval_is_decided_in_the_inbox_and_resumed(
         page.fill("textarea[name=comment]", "ok")
         page.click("button.approve")
         page.wait_for_selector(".decision")
-        decided = wait_until("the decision", lambda: client.runs.get(held.run_id).decision)
-        assert decided.outcome == "approve"
+        decided = client.runs.wait_for_decision(held.run_id, timeout=15)
+        assert decided is not None
+        assert decided.decision is not None
+        assert decided.decision.outcome == "approve"
 
         async def resume() -> Any:
             model = CannedModel(say("Refunded 25.", "msg_done"))
             pending = await session.load_approval(held.run_id, _support_agent(model, refunds))
-            for item in pending.interruptions:
-                pending.approve(item.call_id)
+            for item in pending.interruptions:  # the human's answer, carried over
+                if decided.decision.approved:
+                    pending.approve(item.call_id)
+                else:
+                    pending.reject(item.call_id)
             return await session.resume_from_approval(pending, run_config=config)
 
         resumed = in_thread(resume())
@@ -483,3 +476,26 @@ def test_admin_creates_a_key_shown_once_and_revokes_it(page: Any, served: Served
     page.goto(f"{served.base}/console/runs")
     assert page.inner_text("h1").startswith("Runs")
     shot(page, "runs")
+
+
+def test_a_retention_policy_is_previewed_before_it_is_applied(
+        page: Any, served: Served) -> None:
+    with ownstate.connect(served.url, tenant="default") as direct:
+        session = direct.session_stores.get("support").add(actor_id="customer-8")
+        run = direct.runs.open_run(session, "custom", owner="w", ttl=60)
+        for n in range(3):
+            direct.checkpoints.put(run.checkpoint_scope(), f"cp-{n}", type_tag="raw",
+                                   payload=b"x" * 1000, fencing_token=run.fencing_token)
+    sign_in(page, served, served.admin)
+    page.goto(f"{served.base}/console/retention")
+    page.fill("input[name=keep_last]", "1")
+    page.click("button[value=preview]")
+    row = page.locator("tr", has_text=run.run_id)
+    assert row.locator("td").nth(4).inner_text() == "2"  # would drop two of three
+    shot(page, "retention")
+    with ownstate.connect(served.url, tenant="default") as direct:
+        assert direct.checkpoints.usage(run.run_id)[0].checkpoints == 3  # nothing yet
+    page.click("button[value=apply]")
+    assert "Deleted" in page.inner_text(".success")
+    with ownstate.connect(served.url, tenant="default") as direct:
+        assert direct.checkpoints.usage(run.run_id)[0].checkpoints == 1
