@@ -294,6 +294,20 @@ def test_an_openai_agents_tool_approval_is_decided_in_the_inbox_and_resumed(
 # -- transcripts, facts and provenance -------------------------------------------------------
 
 
+def _png() -> bytes:
+    """A 2x2 PNG, made here."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    rows = b"".join(b"\x00" + b"\xd0\x30\x30" * 2 for _ in range(2))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
 @pytest.fixture(scope="module")
 def conversation(served: Served) -> dict[str, Any]:
     """A support conversation with a tool call, a fact learned from it, and hostile text."""
@@ -318,6 +332,11 @@ def conversation(served: Served) -> dict[str, Any]:
                           "name": "click me"},
                          {"type": "image", "url": "javascript:window.pwned=3"}]},
         ], format="ownstate.message")
+        photo = direct.assets.put(_png(), "image/png", session=session)
+        session.append_items([{"type": "message", "role": "user", "content": [
+            {"type": "text", "text": "Here is the damage."},
+            {"type": "image", "asset": photo.to_json(), "media_type": "image/png"}]}],
+            format="ownstate.message")
         memory = direct.memory_stores.get("support-memory")
         fact = memory.remember("user:42", "email", "ada@example.com", confidence=0.9,
                                source=items[0])
@@ -348,6 +367,9 @@ def test_a_transcript_shows_each_role_tool_calls_and_folded_reasoning(
     assert reasoning.get_attribute("open") is None  # folded
     assert "call_7" in page.locator(".msg.role-tool").inner_text()
     assert "shipped" in page.locator(".msg.role-tool").inner_text()
+    image = page.locator(".msg.role-user img")
+    image.wait_for()
+    assert image.evaluate("img => img.complete && img.naturalWidth") == 2  # from the asset
     shot(page, "transcript")
 
 
