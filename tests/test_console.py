@@ -161,48 +161,28 @@ def test_console_pages_carry_a_strict_policy_and_docs_need_no_network(
 # -- LangGraph: paused at an interrupt, approved in the inbox, resumed by a worker ----------
 
 
-def _approval_graph(saver: Any) -> Any:
-    from langchain_core.messages import AIMessage
-    from langgraph.graph import START, MessagesState, StateGraph
-    from langgraph.types import interrupt
-
-    def agent(state: MessagesState) -> dict[str, Any]:
-        return {"messages": [AIMessage("", id="call-msg", tool_calls=[
-            {"name": "refund", "args": {"order": "A-17", "amount": 40}, "id": "call-1"}])]}
-
-    def approve(state: MessagesState) -> dict[str, Any]:
-        answer = interrupt({"tool": "refund", "args": {"order": "A-17", "amount": 40}})
-        return {"messages": [AIMessage(f"decided: {answer}", id="final")]}
-
-    builder = StateGraph(MessagesState)
-    builder.add_node("agent", agent)
-    builder.add_node("approve", approve)
-    builder.add_edge(START, "agent")
-    builder.add_edge("agent", "approve")
-    return builder.compile(checkpointer=saver)
-
-
 def test_a_paused_langgraph_graph_is_approved_in_the_inbox_and_resumed(
         page: Any, served: Served) -> None:
     from langchain_core.messages import HumanMessage
+    from test_langgraph import approval_graph
 
     from ownstate.adapters.langgraph import OwnstateSaver, resume_decided
 
     sign_in(page, served, served.admin)
     with served.client() as client:
-        graph = _approval_graph(OwnstateSaver(client, actor_id="customer-17"))
+        graph = approval_graph(OwnstateSaver(client, actor_id="customer-17"))
         cfg = {"configurable": {"thread_id": "case-17"}}
-        paused = graph.invoke({"messages": [HumanMessage("refund A-17", id="h1")]}, cfg)
+        paused = graph.invoke({"messages": [HumanMessage("refund 40", id="h1")]}, cfg)
         assert paused["__interrupt__"]
         (run,) = [r for r in client.runs.outstanding() if r.framework == "langgraph"]
         # the open inbox finds it without a reload
         row = page.locator(f"tr.inbox-run[data-run='{run.run_id}']")
         row.wait_for()
         assert "refund" in row.inner_text()
-        assert '"amount": 40' in row.inner_text()
+        assert '"amount": 40' in row.inner_text()  # the interrupt's value, laid out
         shot(page, "inbox")
         row.locator("a.review").click()
-        page.fill("textarea[name=comment]", "Order A-17 was damaged; refund it.")
+        page.fill("textarea[name=comment]", "The parcel arrived damaged; refund it.")
         shot(page, "review")
         page.click("button.approve")
         page.wait_for_selector(".decision")
@@ -213,11 +193,11 @@ def test_a_paused_langgraph_graph_is_approved_in_the_inbox_and_resumed(
         assert decided.decision is not None
         assert (decided.decision.outcome, decided.decision.comment,
                 decided.decision.decided_by) == (
-            "approve", "Order A-17 was damaged; refund it.", "admin")
-        worker = _approval_graph(OwnstateSaver(client))
+            "approve", "The parcel arrived damaged; refund it.", "admin")
+        worker = approval_graph(OwnstateSaver(client))
         (resumed,) = resume_decided(worker, client)
         assert resumed.run.run_id == run.run_id
-        assert resumed.result["messages"][-1].content.startswith("decided: ")
+        assert resumed.result["messages"][-1].content.startswith("approved: ")
         assert "'approved': True" in resumed.result["messages"][-1].content
         assert client.runs.get(run.run_id).status == "done"
     page.goto(f"{served.base}/console/inbox")
@@ -294,8 +274,8 @@ def test_an_openai_agents_tool_approval_is_decided_in_the_inbox_and_resumed(
 # -- transcripts, facts and provenance -------------------------------------------------------
 
 
-def _png() -> bytes:
-    """A 2x2 PNG, made here."""
+def _png(width: int = 160, height: int = 90) -> bytes:
+    """A small PNG (a colour gradient), made here."""
     import struct
     import zlib
 
@@ -303,8 +283,10 @@ def _png() -> bytes:
         body = kind + data
         return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
 
-    rows = b"".join(b"\x00" + b"\xd0\x30\x30" * 2 for _ in range(2))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0))
+    rows = b"".join(b"\x00" + b"".join(bytes((200, 60 + y, 40 + x % 200))
+                                        for x in range(width)) for y in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
             + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
 
 
@@ -337,6 +319,7 @@ def conversation(served: Served) -> dict[str, Any]:
             {"type": "text", "text": "Here is the damage."},
             {"type": "image", "asset": photo.to_json(), "media_type": "image/png"}]}],
             format="ownstate.message")
+        session.fork(up_to_item_id=items[0].item_id, session_id="case-42-retry")
         memory = direct.memory_stores.get("support-memory")
         fact = memory.remember("user:42", "email", "ada@example.com", confidence=0.9,
                                source=items[0])
@@ -369,7 +352,8 @@ def test_a_transcript_shows_each_role_tool_calls_and_folded_reasoning(
     assert "shipped" in page.locator(".msg.role-tool").inner_text()
     image = page.locator(".msg.role-user img")
     image.wait_for()
-    assert image.evaluate("img => img.complete && img.naturalWidth") == 2  # from the asset
+    assert image.evaluate("img => img.complete && img.naturalWidth") == 160  # the asset
+    assert "case-42-retry" in page.inner_text(".tree")  # its fork
     shot(page, "transcript")
 
 
@@ -521,3 +505,13 @@ def test_a_retention_policy_is_previewed_before_it_is_applied(
     assert "Deleted" in page.inner_text(".success")
     with ownstate.connect(served.url, tenant="default") as direct:
         assert direct.checkpoints.usage(run.run_id)[0].checkpoints == 1
+
+
+def test_every_console_template_compiles() -> None:
+    from ownstate.server.console import _web
+
+    environment = _web._templates
+    names = environment.list_templates()
+    assert "inbox.html" in names
+    for name in names:
+        environment.get_template(name)

@@ -31,9 +31,9 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from ...errors import OwnstateError, PermissionDenied, Unauthenticated
+from ...errors import InvalidInput, OwnstateError, PermissionDenied, Unauthenticated
 from ..auth import Caller, KeyCheck
-from ..permissions import MEMORY_STORE, SESSION_STORE
+from ..permissions import MEMORY_STORE, SESSION_STORE, visible_stores
 from ..routing import BoundedRoute, problem_response
 
 __all__ = [
@@ -51,6 +51,8 @@ __all__ = [
     "error_page",
     "may",
     "memory_levels",
+    "moment",
+    "readable_stores",
     "redirect",
     "render",
     "safe_url",
@@ -273,6 +275,33 @@ def error_page(request: Request, exc: Exception) -> Response:
     caller = getattr(request.state, "caller", None)
     return render(request, "error.html", None, status_code=int(problem["status"]),
                   problem=problem, signed_caller=caller)
+
+
+def moment(text: str | None, field: str) -> datetime | None:
+    """A moment typed into a form (``2026-12-01``, ``2026-12-01T18:00``; the server's
+    local time unless it names an offset), or None for a blank field.
+
+    Raises :class:`~ownstate.errors.InvalidInput` naming ``field``.
+    """
+    if not text:
+        return None
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise InvalidInput(f"{field} must be a date or time (YYYY-MM-DD[THH:MM[:SS]])",
+                           field=field) from exc
+    return parsed if parsed.tzinfo else parsed.astimezone()
+
+
+async def readable_stores(caller: Caller, kind: str) -> list[str]:
+    """The names of the stores of ``kind`` the caller may read: every store for an
+    admin, else those it holds a grant on."""
+    visible = await visible_stores(caller, kind)
+    if visible is not None:
+        return sorted(visible)
+    if kind == SESSION_STORE:
+        return [s.name async for s in caller.client.session_stores.list()]
+    return [m.name async for m in caller.client.memory_stores.list()]
 
 
 async def store_levels(caller: Caller) -> Mapping[str, int] | None:

@@ -8,7 +8,6 @@ are the API's (``permissions.require``), and every change goes through the calle
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 from urllib.parse import urlencode
 
@@ -16,7 +15,7 @@ from fastapi import Form, Query, Request
 from fastapi.responses import Response
 
 from ...errors import InvalidInput
-from ..permissions import MEMORY_STORE, require, visible_stores
+from ..permissions import MEMORY_STORE, require
 from ..routes._common import require_admin
 from ._web import (
     CONSOLE,
@@ -24,6 +23,8 @@ from ._web import (
     console_router,
     may,
     memory_levels,
+    moment,
+    readable_stores,
     redirect,
     render,
 )
@@ -33,26 +34,10 @@ __all__ = ["router"]
 router = console_router()
 
 
-def _as_of(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError as exc:
-        raise InvalidInput("as_of must be a date or time (YYYY-MM-DD[THH:MM[:SS]])",
-                           field="as_of") from exc
-    return moment if moment.tzinfo else moment.astimezone()
-
-
 @router.get("/memory")
 async def memory_stores(request: Request, signed: ConsoleCaller) -> Response:
     """The memory stores the caller may read, by name."""
-    caller = signed.caller
-    visible = await visible_stores(caller, MEMORY_STORE)
-    if visible is None:
-        names = [m.name async for m in caller.client.memory_stores.list()]
-    else:
-        names = sorted(visible)
+    names = await readable_stores(signed.caller, MEMORY_STORE)
     return render(request, "memory_stores.html", signed, names=names)
 
 
@@ -69,15 +54,15 @@ async def subject_facts(
     await require(caller, MEMORY_STORE, store, "READ")
     memory = await caller.client.memory_stores.get(store)
     subject = (subject or "").strip() or None
-    moment = _as_of(as_of)
+    when = moment(as_of, "as_of")
     facts = []
     if q and q.strip():
         facts = await memory.search(q, subject=subject, limit=100)
     elif subject is not None:
-        facts = await memory.recall(subject, as_of=moment)
+        facts = await memory.recall(subject, as_of=when)
     return render(request, "memory.html", signed, store=store, subject=subject or "",
                   as_of=as_of or "", q=q or "", facts=facts,
-                  may_forget=moment is None and may(await memory_levels(caller), store,
+                  may_forget=when is None and may(await memory_levels(caller), store,
                                                     "WRITE"))
 
 

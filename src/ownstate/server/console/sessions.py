@@ -7,7 +7,6 @@ reads through the caller's client.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
@@ -16,8 +15,17 @@ from fastapi.responses import Response
 
 from ...errors import InvalidInput, NotFound
 from ...model import Item
-from ..permissions import SESSION_STORE, require, visible_stores
-from ._web import CONSOLE, ConsoleCaller, console_router, redirect, render, security_headers
+from ..permissions import SESSION_STORE, require
+from ._web import (
+    CONSOLE,
+    ConsoleCaller,
+    console_router,
+    moment,
+    readable_stores,
+    redirect,
+    render,
+    security_headers,
+)
 from .transcript import entries
 
 __all__ = ["router"]
@@ -46,26 +54,10 @@ def _labels(text: str | None) -> dict[str, str]:
     return labels
 
 
-def _moment(text: str | None, field: str) -> datetime | None:
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError as exc:
-        raise InvalidInput(f"{field} must be a date or time (YYYY-MM-DD[THH:MM])",
-                           field=field) from exc
-    return moment if moment.tzinfo else moment.astimezone()
-
-
 @router.get("/sessions")
 async def stores(request: Request, signed: ConsoleCaller) -> Response:
     """The session stores the caller may read, by name."""
-    caller = signed.caller
-    visible = await visible_stores(caller, SESSION_STORE)
-    if visible is None:
-        names = [s.name async for s in caller.client.session_stores.list()]
-    else:
-        names = sorted(visible)
+    names = await readable_stores(signed.caller, SESSION_STORE)
     return render(request, "stores.html", signed, names=names)
 
 
@@ -83,7 +75,7 @@ async def store_sessions(
     caller = signed.caller
     await require(caller, SESSION_STORE, store, "READ")
     handle = await caller.client.session_stores.get(store)
-    start, end = _moment(since, "since"), _moment(until, "until")
+    start, end = moment(since, "since"), moment(until, "until")
     page = await handle.list_sessions_page(
         actor_id=actor_id or None, metadata=_labels(labels), order_by=f"{order} desc",
         page_size=SESSIONS_PAGE, page_token=page_token or None)
