@@ -195,6 +195,29 @@ def test_without_a_tracer_calls_still_work() -> None:
     assert run_async(scenario()) == 1
 
 
+def test_a_decision_through_the_traced_backend_wakes_its_waiters() -> None:
+    # The waiters listen on the wrapped backend; a traced one with a signal of its own
+    # would leave them to find the decision only at their next bounded re-check.
+    inner = MemoryBackend()
+    traced = Telemetry().traced(inner)
+    assert traced.decision_signal is inner.decision_signal
+
+    async def scenario() -> list[object]:
+        async with AsyncClient(traced, tenant="t-decide") as client:
+            store = await client.session_stores.create("decide")
+            run = await client.runs.open_run(await store.add(actor_id="a"), "langgraph")
+            await client.runs.mark_awaiting(run.run_id, {"kind": "approval"})
+            woken: list[object] = []
+            with inner.decision_signal.subscribe() as subscription:
+                await client.runs.decide(run.run_id, "approve")
+                woken.append(subscription.flag.is_set())
+            got = await client.runs.wait_for_decision(run.run_id, timeout=0)
+            woken.append(got is not None and got.decided)
+            return woken
+
+    assert run_async(scenario()) == [True, True]
+
+
 # metrics -----------------------------------------------------------------------------
 
 

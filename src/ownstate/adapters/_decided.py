@@ -8,9 +8,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..api import AsyncClient
 from ..errors import LeaseHeld, NotAwaiting, RunClosed, RunNotFound, StaleLease
 from ..model import Decision, Run
+from ._bridge import Bridge
 
 __all__ = ["TAKEN_ELSEWHERE", "Resumed", "decision_of", "each_decided"]
 
@@ -38,12 +38,14 @@ def decision_of(run: Run) -> Decision:
     return run.decision
 
 
-async def each_decided(client: AsyncClient, framework: str,
+async def each_decided(bridge: Bridge, framework: str,
                        resume: Callable[[Run], Awaitable[Any]], *,
                        limit: int) -> list[Resumed]:
     """``resume`` every decided run of ``framework`` (up to ``limit``, oldest first) and
-    return those it carried on; a run another worker took first is passed over."""
-    page = await client.runs.decided(framework=framework, page_size=limit)
+    return those it carried on; a run another worker took first is passed over. ``resume``
+    runs on the caller's loop; only the listing goes through ``bridge``."""
+    page = await bridge.acall(bridge.client.runs.decided(framework=framework,
+                                                         page_size=limit))
     done = []
     for run in page.items:
         try:

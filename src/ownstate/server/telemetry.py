@@ -32,7 +32,7 @@ from .. import __version__
 from .._extras import requires
 from ..backends import Backend
 from ..errors import InvalidInput, OwnstateError, Unauthenticated
-from ..model import CheckpointScope
+from ..model import CheckpointScope, Run
 
 with requires("server", "the HTTP server"):
     from fastapi import FastAPI, Request, Response
@@ -169,6 +169,18 @@ class _TracedBackend(Backend):
 
     async def grant_app_role(self, role: str) -> bool:
         return await self._inner.grant_app_role(role)
+
+    @property
+    def decision_signal(self) -> Any:
+        return self._inner.decision_signal
+
+    async def wait_for_decision(self, tenant: str, run_id: str | None,
+                                framework: str | None, stores: frozenset[str] | None,
+                                timeout: float) -> Run | None:
+        # A wait is no storage operation, and the wrapped backend's signal and listener
+        # are what a decision through it wakes.
+        return await self._inner.wait_for_decision(tenant, run_id, framework, stores,
+                                                   timeout)
 
     def __getattr__(self, name: str) -> Any:
         if name == "_inner":

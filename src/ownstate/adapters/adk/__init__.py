@@ -22,15 +22,18 @@
 
 Because the user's sessions carry their ``actor_id`` and the user's facts their subject,
 ``client.memory_stores.erase_subject(user_id, include_sessions=True)`` removes everything
-these services stored about a user. See ``docs/adk.md``.
+these services stored about a user. :class:`OwnstateRunPlugin` records each invocation
+as a run and pauses it when a tool asks for confirmation; :func:`resume_decided` answers
+each decided one with ADK's ``ToolConfirmation``. See ``docs/adk.md``.
 """
 
 from ..._extras import requires
 
 with requires("adk", "the Google ADK adapter"):
     from ._state import EVENT_FORMAT, STATE_FORMAT, ownstate_session_id
+    from .decisions import confirmation_message, resume_decided
     from .memory import OwnstateMemoryService
-    from .runs import OwnstateRunPlugin
+    from .runs import OwnstateRunPlugin, confirmation_requests
     from .sessions import OwnstateSessionService
 
 __all__ = [
@@ -39,5 +42,8 @@ __all__ = [
     "OwnstateMemoryService",
     "OwnstateRunPlugin",
     "OwnstateSessionService",
+    "confirmation_message",
+    "confirmation_requests",
     "ownstate_session_id",
+    "resume_decided",
 ]

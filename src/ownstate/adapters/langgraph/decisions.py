@@ -19,6 +19,7 @@ from langgraph.types import Command
 from ...api import AsyncClient, Client
 from ...errors import InvalidInput
 from ...model import JSON, Run
+from .._bridge import Bridge
 from .._decided import TAKEN_ELSEWHERE, Resumed, decision_of, each_decided
 from ._threads import FRAMEWORK
 from .saver import OwnstateSaver
@@ -109,4 +110,4 @@ async def aresume_decided(
         await client.runs.resume(run.run_id, saver.owner, ttl=lease_ttl)
         return await graph.ainvoke(resume_command(run, value), _config(run, config))
 
-    return await each_decided(client, FRAMEWORK, resume, limit=limit)
+    return await each_decided(Bridge(client), FRAMEWORK, resume, limit=limit)

@@ -11,13 +11,15 @@ checkpoint of an ownstate run in status ``awaiting_human``, so that any process 
 database can find it with ``client.runs.outstanding()``, load it
 (:meth:`OwnstateSession.load_approval`), approve or reject each call, and carry on with the
 real ``Runner`` (:meth:`OwnstateSession.resume_from_approval`), which closes the run when
-the agent is done. See ``docs/openai-agents.md``.
+the agent is done. :func:`resume_decided` does that for every run a human has decided
+(``client.runs.decide``). See ``docs/openai-agents.md``.
 """
 
 from ..._extras import requires
 
 with requires("openai-agents", "the OpenAI Agents SDK adapter"):
     from .approvals import FRAMEWORK, PendingApproval, StaleApproval
+    from .decisions import apply_decision, resume_decided
     from .session import (
         DEFAULT_ACTOR_ID,
         DEFAULT_ITEM_CACHE_SIZE,
@@ -37,4 +39,6 @@ __all__ = [
     "OwnstateSession",
     "PendingApproval",
     "StaleApproval",
+    "apply_decision",
+    "resume_decided",
 ]
