@@ -207,25 +207,12 @@ def test_a_paused_langgraph_graph_is_approved_in_the_inbox_and_resumed(
 # -- OpenAI Agents SDK: a tool approval -------------------------------------------------------
 
 
-def _support_agent(model: Any, refunds: list[int]) -> Any:
-    from agents import Agent, function_tool
-
-    @function_tool(needs_approval=True)
-    def refund(amount: int) -> str:
-        """Refund an amount to the customer."""
-        refunds.append(amount)
-        return f"refunded {amount}"
-
-    return Agent(name="support", instructions="Help with refunds.", model=model,
-                 tools=[refund])
-
-
 def test_an_openai_agents_tool_approval_is_decided_in_the_inbox_and_resumed(
         page: Any, served: Served) -> None:
     from agents import RunConfig, Runner
-    from test_openai_agents import CannedModel, call, say
+    from test_openai_agents import CannedModel, call, say, support_agent
 
-    from ownstate.adapters.openai_agents import OwnstateSession
+    from ownstate.adapters.openai_agents import OwnstateSession, resume_decided
 
     config = RunConfig(tracing_disabled=True)
     refunds: list[int] = []
@@ -235,7 +222,7 @@ def test_an_openai_agents_tool_approval_is_decided_in_the_inbox_and_resumed(
                                   actor_id="customer-9")
 
         async def pause() -> Any:
-            agent = _support_agent(CannedModel(call("refund", {"amount": 25}, "call_9")),
+            agent = support_agent(CannedModel(call("refund", {"amount": 25}, "call_9")),
                                    refunds)
             result = await Runner.run(agent, "Refund my order", session=session,
                                       run_config=config)
@@ -257,15 +244,12 @@ def test_an_openai_agents_tool_approval_is_decided_in_the_inbox_and_resumed(
 
         async def resume() -> Any:
             model = CannedModel(say("Refunded 25.", "msg_done"))
-            pending = await session.load_approval(held.run_id, _support_agent(model, refunds))
-            for item in pending.interruptions:  # the human's answer, carried over
-                if decided.decision.approved:
-                    pending.approve(item.call_id)
-                else:
-                    pending.reject(item.call_id)
-            return await session.resume_from_approval(pending, run_config=config)
+            return await resume_decided(client, support_agent(model, refunds),
+                                        run_config=config)
 
-        resumed = in_thread(resume())
+        (resumed,) = in_thread(resume())
+        assert resumed.run.run_id == held.run_id
+        resumed = resumed.result
         assert resumed.final_output == "Refunded 25."
         assert refunds == [25]
         assert client.runs.get(held.run_id).status == "done"
