@@ -202,6 +202,10 @@ def test_a_paused_langgraph_graph_is_approved_in_the_inbox_and_resumed(
         assert client.runs.get(run.run_id).status == "done"
     page.goto(f"{served.base}/console/inbox")
     assert page.locator(f"tr.inbox-run[data-run='{run.run_id}']").count() == 0
+    # the thread's transcript, as the adapter stored it (LangChain messages)
+    page.goto(f"{served.base}/console/sessions/{run.store}/{run.session_id}")
+    assert "refund" in page.locator(".msg.role-assistant .toolcall").first.inner_text()
+    assert "approved: " in page.locator(".msg.role-assistant").last.inner_text()
 
 
 # -- OpenAI Agents SDK: a tool approval -------------------------------------------------------
@@ -253,6 +257,11 @@ def test_an_openai_agents_tool_approval_is_decided_in_the_inbox_and_resumed(
         assert resumed.final_output == "Refunded 25."
         assert refunds == [25]
         assert client.runs.get(held.run_id).status == "done"
+    # the session's transcript, as the adapter stored it (Responses items)
+    page.goto(f"{served.base}/console/sessions/openai-agents/case-oa")
+    assert "refund" in page.locator(".toolcall").first.inner_text()
+    assert "refunded 25" in page.locator(".msg.role-tool").first.inner_text()
+    assert "Refunded 25." in page.locator(".msg.role-assistant").last.inner_text()
 
 
 # -- transcripts, facts and provenance -------------------------------------------------------
@@ -371,6 +380,44 @@ def test_a_fact_links_to_the_exact_item_it_came_from(
     versions = page.locator(".version")
     assert versions.count() == 2
     assert "superseded" in versions.nth(1).inner_text()
+    # as of a moment before anything was learned, nothing was known
+    page.goto(f"{served.base}/console/memory/support-memory?subject=user:42"
+              "&as_of=2000-01-01")
+    assert page.locator("tr.fact").count() == 0
+    assert page.locator("form.forget").count() == 0  # the past is not forgotten
+
+
+def test_forgetting_with_a_reason_and_erasing_a_subject_once_confirmed(
+        page: Any, served: Served) -> None:
+    with ownstate.connect(served.url, tenant="default") as direct:
+        memory = direct.memory_stores.get("support-memory")
+        memory.remember("user:gone", "city", "Lisbon")
+        memory.remember("user:gone", "plan", "pro")
+    sign_in(page, served, served.admin)
+    page.goto(f"{served.base}/console/memory/support-memory?subject=user:gone")
+    form = page.locator("tr.fact[data-key=city] form.forget")
+    form.locator("input[name=reason]").fill("moved away")
+    form.locator("button").click()
+    page.wait_for_url(re.compile(r"subject=user"))
+    assert page.locator("tr.fact").count() == 1  # only plan is current
+    page.goto(f"{served.base}/console/memory")
+    page.fill("#erase-form input[name=subject]", "user:gone")
+    page.fill("#erase-form input[name=confirm]", "user:gon")
+    page.click("#erase-form button")
+    assert "confirm" in page.inner_text(".failure")
+    with ownstate.connect(served.url, tenant="default") as direct:
+        memory = direct.memory_stores.get("support-memory")
+        assert [f.key for f in memory.recall("user:gone")] == ["plan"]
+        assert memory.history("user:gone", "city")[-1].closed_reason == "forgotten: moved away"
+    page.goto(f"{served.base}/console/memory")
+    page.fill("#erase-form input[name=subject]", "user:gone")
+    page.fill("#erase-form input[name=confirm]", "user:gone")
+    page.click("#erase-form button")
+    assert "Erased" in page.inner_text("h1")
+    with ownstate.connect(served.url, tenant="default") as direct:
+        memory = direct.memory_stores.get("support-memory")
+        assert memory.recall("user:gone") == []
+        assert memory.history("user:gone", "city") == []
 
 
 def test_content_with_script_or_javascript_links_renders_inert(
