@@ -7,6 +7,7 @@ reads through the caller's client.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
@@ -128,11 +129,13 @@ async def session_page(
     await require(caller, SESSION_STORE, store, "READ")
     session = await caller.client.session_stores.session(store, session_id)
     await session.refresh()
-    relatives, _ = await (await caller.client.session_stores.get(store)).list_sessions_after(
-        actor_id=session.actor_id, limit=TREE_SCAN)
+    handle = await caller.client.session_stores.get(store)
+    # Three independent reads: on a pooled database they overlap.
+    (relatives, _), (runs, _), (items, next_seq) = await asyncio.gather(
+        handle.list_sessions_after(actor_id=session.actor_id, limit=TREE_SCAN),
+        caller.client.runs.list_after(store=store, session=session, limit=50),
+        _slice(session, after_seq))
     relatives = [s for s in relatives if s.root_session_id == session.root_session_id]
-    runs, _ = await caller.client.runs.list_after(store=store, session=session, limit=50)
-    items, next_seq = await _slice(session, after_seq)
     return render(request, "session.html", signed, store=store, session=session,
                   tree=_tree(session, relatives), runs=runs, entries=entries(items),
                   next_seq=next_seq, after_seq=after_seq)
