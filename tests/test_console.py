@@ -510,6 +510,24 @@ def test_admin_creates_a_key_shown_once_and_revokes_it(page: Any, served: Served
     page.wait_for_url(re.compile(r"/console/admin"))
     assert httpx.get(f"{served.base}/api/2.0/agents/whoami",
                      headers={"authorization": f"Bearer {token}"}).status_code == 401
+    # a grant on a store, then its revocation
+    grant = page.locator("form[action='/console/admin/grants']")
+    grant.locator("select[name=kind]").select_option("session_store")
+    grant.locator("input[name=store]").fill("support")
+    grant.locator("input[name=principal]").fill("support-bot")
+    grant.locator("select[name=level]").select_option("WRITE")
+    grant.locator("button").click()
+    page.wait_for_url(re.compile(r"/console/admin"))
+    badge = page.locator("tr", has_text="support").locator("form", has_text="support-bot")
+    assert "WRITE" in badge.inner_text()
+    with ownstate.connect(served.url, tenant="default") as direct:
+        assert direct.api_keys.permission_of("support-bot", "session_store",
+                                             "support") == "WRITE"
+    badge.locator("button").click()
+    page.wait_for_url(re.compile(r"/console/admin"))
+    with ownstate.connect(served.url, tenant="default") as direct:
+        assert direct.api_keys.permission_of("support-bot", "session_store",
+                                             "support") is None
     page.goto(f"{served.base}/console/runs")
     assert page.inner_text("h1").startswith("Runs")
     shot(page, "runs")
