@@ -400,19 +400,21 @@ def test_forgetting_with_a_reason_and_erasing_a_subject_once_confirmed(
     form.locator("button").click()
     page.wait_for_url(re.compile(r"subject=user"))
     assert page.locator("tr.fact").count() == 1  # only plan is current
-    page.goto(f"{served.base}/console/memory")
-    page.fill("#erase-form input[name=subject]", "user:gone")
-    page.fill("#erase-form input[name=confirm]", "user:gon")
-    page.click("#erase-form button")
+
+
+    def erase(confirm: str) -> None:
+        page.goto(f"{served.base}/console/memory")
+        page.fill("#erase-form input[name=subject]", "user:gone")
+        page.fill("#erase-form input[name=confirm]", confirm)
+        page.click("#erase-form button")
+
+    erase("user:gon")  # mistyped: refused, nothing erased
     assert "confirm" in page.inner_text(".failure")
     with ownstate.connect(served.url, tenant="default") as direct:
         memory = direct.memory_stores.get("support-memory")
         assert [f.key for f in memory.recall("user:gone")] == ["plan"]
         assert memory.history("user:gone", "city")[-1].closed_reason == "forgotten: moved away"
-    page.goto(f"{served.base}/console/memory")
-    page.fill("#erase-form input[name=subject]", "user:gone")
-    page.fill("#erase-form input[name=confirm]", "user:gone")
-    page.click("#erase-form button")
+    erase("user:gone")
     assert "Erased" in page.inner_text("h1")
     with ownstate.connect(served.url, tenant="default") as direct:
         memory = direct.memory_stores.get("support-memory")
