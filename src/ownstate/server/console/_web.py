@@ -11,7 +11,8 @@ every view acts through that caller's client and the API's permission checks.
 Every POST carries a CSRF token: the session's own (synchronizer token) once signed in,
 and before that (the sign-in form) one bound to a short-lived cookie (double submit).
 
-It may touch the server's key check and the caller; it knows no view.
+It may touch the server's key check, the caller and its client (for the caller's grants);
+it knows no view.
 """
 
 from __future__ import annotations
@@ -188,10 +189,6 @@ class Signed:
     csrf: str
     sid: str
 
-    @property
-    def admin(self) -> bool:
-        return self.caller.admin
-
 
 class SignInNeeded(Exception):
     """No live console session: the browser is sent to the sign-in page."""
@@ -272,9 +269,8 @@ def error_page(request: Request, exc: Exception) -> Response:
         return security_headers(response)
     assert isinstance(exc, OwnstateError)
     problem = json.loads(bytes(problem_response(exc).body))
-    caller = getattr(request.state, "caller", None)
     return render(request, "error.html", None, status_code=int(problem["status"]),
-                  problem=problem, signed_caller=caller)
+                  problem=problem)
 
 
 def moment(text: str | None, field: str) -> datetime | None:
