@@ -10,6 +10,9 @@ skip becomes a failure. Point the tests at your own servers with:
 - ``OWNSTATE_TEST_REDIS_URL`` (default ``redis://127.0.0.1:6379/0``); each test gets its
   own key prefix, deleted afterwards.
 - ``OWNSTATE_TEST_BACKENDS`` limits the run to some backends, e.g. ``memory,sqlite``.
+
+The console's browser tests need Debian's ``chromium`` and Playwright for Python; they skip
+without them unless OWNSTATE_REQUIRE_BACKENDS names ``browser``.
 """
 
 from __future__ import annotations
@@ -56,6 +59,15 @@ COMPLETE = ("memory", "sqlite", "postgres", "redis", "http")
 @cache
 def _unreachable(name: str) -> str | None:
     """Why the server for ``name`` cannot be used, or None when it can."""
+    if name == "browser":
+        import importlib.util
+        import shutil
+
+        if shutil.which("chromium") is None:
+            return "the browser tests need Debian's chromium (apt-get install chromium)"
+        if importlib.util.find_spec("playwright") is None:
+            return "the browser tests need Playwright for Python (pip install playwright)"
+        return None
     try:
         if name == "postgres":
             import psycopg

@@ -23,11 +23,11 @@ from .telemetry import Telemetry
 with requires("server", "the HTTP server"):
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse
+    from fastapi.responses import JSONResponse, Response
     from starlette.exceptions import HTTPException as StarletteHTTPException
     from starlette.routing import Match
 
-    from . import routes
+    from . import console, routes
 
 __all__ = ["ServerSettings", "create_app"]
 
@@ -91,7 +91,7 @@ def create_app(url: str | None = None, *, backend: Backend | None = None,
             "with a stable `code`."),
         lifespan=lifespan,
         openapi_url="/openapi.json",
-        docs_url="/docs",
+        docs_url=None,  # served by the console's install, from local files
         redoc_url=None,
     )
     app.router.route_class = BoundedRoute
@@ -100,7 +100,9 @@ def create_app(url: str | None = None, *, backend: Backend | None = None,
     app.state.keys = KeyCheck(served, config.limits, config.key_cache_seconds)
 
     @app.exception_handler(OwnstateError)
-    async def ownstate_error(request: Request, exc: OwnstateError) -> JSONResponse:
+    async def ownstate_error(request: Request, exc: OwnstateError) -> Response:
+        if console.is_console(request):
+            return console.error_page(request, exc)
         return problem_response(exc)
 
     @app.exception_handler(RequestValidationError)
@@ -135,5 +137,6 @@ def create_app(url: str | None = None, *, backend: Backend | None = None,
 
     for router in routes.ROUTERS:
         app.include_router(router)
+    console.install(app)
     telemetry.install(app, metrics_token=config.metrics_token)
     return app

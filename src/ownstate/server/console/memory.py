@@ -1,0 +1,109 @@
+"""Memory: the memory stores the caller may read, a subject's facts (now, or as of a past
+moment) with their confidence and provenance, each fact's versions, forgetting a fact, and
+erasing a subject.
+
+READ to look, WRITE to forget, an admin key to erase (as ``POST /subjects:erase``); checks
+are the API's (``permissions.require``), and every change goes through the caller's client.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+from urllib.parse import urlencode
+
+from fastapi import Form, Query, Request
+from fastapi.responses import Response
+
+from ...errors import InvalidInput
+from ..permissions import MEMORY_STORE, require
+from ..routes._common import require_admin
+from ._web import (
+    CONSOLE,
+    ConsoleCaller,
+    console_router,
+    may,
+    memory_levels,
+    moment,
+    readable_stores,
+    redirect,
+    render,
+)
+
+__all__ = ["router"]
+
+router = console_router()
+
+
+@router.get("/memory")
+async def memory_stores(request: Request, signed: ConsoleCaller) -> Response:
+    """The memory stores the caller may read, by name."""
+    names = await readable_stores(signed.caller, MEMORY_STORE)
+    return render(request, "memory_stores.html", signed, names=names)
+
+
+@router.get("/memory/{store}")
+async def subject_facts(
+    request: Request, store: str, signed: ConsoleCaller,
+    subject: Annotated[str | None, Query(max_length=256)] = None,
+    as_of: Annotated[str | None, Query(max_length=40)] = None,
+    q: Annotated[str | None, Query(max_length=512)] = None,
+) -> Response:
+    """A subject's facts in force (now, or at ``as_of``), or the current facts a search
+    finds, each with its source."""
+    caller = signed.caller
+    await require(caller, MEMORY_STORE, store, "READ")
+    memory = await caller.client.memory_stores.get(store)
+    subject = (subject or "").strip() or None
+    when = moment(as_of, "as_of")
+    facts = []
+    if q and q.strip():
+        facts = await memory.search(q, subject=subject, limit=100)
+    elif subject is not None:
+        facts = await memory.recall(subject, as_of=when)
+    return render(request, "memory.html", signed, store=store, subject=subject or "",
+                  as_of=as_of or "", q=q or "", facts=facts,
+                  may_forget=when is None and may(await memory_levels(caller), store,
+                                                    "WRITE"))
+
+
+@router.get("/memory/{store}/facts/{fact_id}")
+async def fact_page(request: Request, store: str, fact_id: str,
+                    signed: ConsoleCaller) -> Response:
+    """One fact: why it is what it is (what it superseded, its source item) and every
+    version of its (subject, key)."""
+    caller = signed.caller
+    await require(caller, MEMORY_STORE, store, "READ")
+    memory = await caller.client.memory_stores.get(store)
+    explained = await memory.explain(fact_id)
+    versions = await memory.history(explained.fact.subject, explained.fact.key)
+    return render(request, "fact.html", signed, store=store, explained=explained,
+                  fact=explained.fact, versions=list(reversed(versions)))
+
+
+@router.post("/memory/{store}/forget")
+async def forget(store: str, signed: ConsoleCaller,
+                 subject: Annotated[str, Form(max_length=256)],
+                 key: Annotated[str, Form(max_length=256)],
+                 reason: Annotated[str, Form(max_length=1000)] = "") -> Response:
+    """Stop believing a subject's current fact for a key, with a reason (WRITE)."""
+    caller = signed.caller
+    await require(caller, MEMORY_STORE, store, "WRITE")
+    memory = await caller.client.memory_stores.get(store)
+    await memory.forget(subject, key, reason.strip() or None)
+    return redirect(f"{CONSOLE}/memory/{store}?{urlencode({'subject': subject})}")
+
+
+@router.post("/memory/erase")
+async def erase(request: Request, signed: ConsoleCaller,
+                subject: Annotated[str, Form(max_length=256)],
+                confirm: Annotated[str, Form(max_length=256)] = "",
+                include_sessions: Annotated[bool, Form()] = False) -> Response:
+    """Hard-delete everything about a subject across the tenant (admin), once the subject
+    has been typed again to confirm."""
+    caller = signed.caller
+    require_admin(caller, "erase a subject")
+    if confirm.strip() != subject.strip():
+        raise InvalidInput("type the subject again to confirm the erasure", field="confirm")
+    counts = await caller.client.memory_stores.erase_subject(
+        subject.strip(), include_sessions=include_sessions)
+    return render(request, "erased.html", signed, subject=subject.strip(), counts=counts)
