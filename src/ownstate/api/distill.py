@@ -253,6 +253,8 @@ async def distill(mem: AsyncMemoryStore, runs: AsyncRuns, session: AsyncSession,
             await runs.close_run(run.run_id, status, step_count=slices, fencing_token=token)
         except OwnstateError:
             pass  # the pass's own error is the one to report
+        if isinstance(exc, OwnstateError):
+            exc.details.setdefault("run_id", run.run_id)
         raise
     await runs.record_effect(run.run_id, OUTCOME, {
         "status": "done", "from_seq": start, "to_seq": after, "items": read,

@@ -400,7 +400,8 @@ class AsyncMemoryStore:
         error; the run's effect ``"outcome"`` holds the counts and, on failure, the error's
         code and message. A slice that failed wrote nothing, and the next pass reads it
         again. With nothing new, nothing is written and no run is opened. See
-        ``docs/memory.md`` for where the watermark lives.
+        ``docs/memory.md`` for where the watermark lives. An ownstate error raised by a
+        pass that opened a run carries its ``run_id``.
 
         Raises :class:`~ownstate.errors.ExtractorFailed` (the extractor's endpoint failed),
         :class:`~ownstate.errors.ActiveRunExists` (the session has another running or
