@@ -65,6 +65,8 @@ that follows the schema; with no new facts, answer {"facts": []}."""
 
 #: How many characters of one item the prompt carries.
 MAX_ITEM_CHARS = 4000
+#: How many of the subject's known facts the prompt lists (the most recently recorded).
+MAX_KNOWN_FACTS = 200
 
 
 def _text(content: Any) -> str:
@@ -107,8 +109,9 @@ def render_item(item: Item) -> str:
 def prompt(items: Sequence[Item], subject: str, known: Sequence[Fact]) -> str:
     """The user message for one slice."""
     lines = [f"Subject: {subject}", "", "Known facts:"]
+    shown = sorted(known, key=lambda f: f.recorded_at, reverse=True)[:MAX_KNOWN_FACTS]
     lines += [f"- {fact.key} = {json.dumps(fact.value, ensure_ascii=False, sort_keys=True)}"
-              for fact in known] or ["(none)"]
+              for fact in sorted(shown, key=lambda f: f.key)] or ["(none)"]
     lines += ["", "Conversation items, oldest first:"]
     lines += [render_item(item) for item in items]
     return "\n".join(lines)
