@@ -34,9 +34,10 @@ def chat() -> Iterator[ChatServer]:
 
 
 @pytest.fixture
-def server(chat: ChatServer) -> ChatServer:
+def server(chat: ChatServer) -> Iterator[ChatServer]:
     chat.reset()
-    return chat
+    yield chat
+    assert chat.rejected == []  # every request was a valid chat-completions request
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """The records ownstate stores, as frozen dataclasses.
 
 These are plain values: what a backend returns and what the public handles expose. They
-carry no connection and no behaviour.
+carry no connection and no behaviour. One protocol lives beside them, :class:`Extractor`,
+the shape of what distillation asks for candidate facts.
 """
 
 from __future__ import annotations
