@@ -416,6 +416,12 @@ def test_the_command_distills_a_session_and_recent_sessions(
     assert failed.exit_code == 1
     assert "chats/a: failed:" in failed.output
     assert "answered 500" in failed.output
+    listed = runner.invoke(cli, ["--url", url, "runs", "list", "--status", "failed",
+                                 "--framework", "ownstate.distill"])
+    assert listed.exit_code == 0, listed.output
+    (row,) = listed.output.splitlines()[1:]
+    assert "chats/a" in row
+    assert "failed" in row
     usage = runner.invoke(cli, [*base])
     assert usage.exit_code == 2
     assert "--session ID or --since" in usage.output

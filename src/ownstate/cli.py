@@ -331,6 +331,29 @@ def outstanding_runs(options: _Options, status: str, framework: str | None,
                        "SINCE (UTC)", "LEASE"], rows))
 
 
+@runs.command("list")
+@click.option("--status", type=click.Choice(["running", "awaiting_human", "done", "failed",
+                                            "cancelled"]), help="Only runs in this status.")
+@click.option("--framework", help="Only runs of this framework (e.g. ownstate.distill).")
+@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Show at most this many runs.")
+@pass_options
+def list_runs(options: _Options, status: str | None, framework: str | None,
+              limit: int) -> None:
+    """The tenant's runs, newest first (failed distillations: --status failed --framework
+    ownstate.distill)."""
+    with options.connect(migrate=False) as client:
+        found = list(islice(client.runs.list(status=status, framework=framework), limit))
+    if not found:
+        click.echo("no runs", err=True)
+        return
+    rows = [[run.run_id, f"{run.store}/{run.session_id}", run.framework, run.thread_key or "-",
+             run.status, _when(run.started_at),
+             _when(run.ended_at) if run.ended_at is not None else "-"] for run in found]
+    click.echo(_table(["RUN", "SESSION", "FRAMEWORK", "THREAD", "STATUS", "STARTED (UTC)",
+                       "ENDED (UTC)"], rows))
+
+
 # checkpoints ---------------------------------------------------------------------------
 
 
