@@ -277,6 +277,24 @@ def test_a_slice_whose_facts_cannot_be_stored_writes_nothing_not_even_the_waterm
     assert distill_runs(client, chat_session)[0].status == "failed"
 
 
+def test_an_extractor_error_is_recorded_without_its_text(
+        client: ownstate.Client, mem: ownstate.MemoryStore,
+        chat_session: ownstate.Session) -> None:
+    say(chat_session, "my secret is hunter2")
+
+    def propose(items: Sequence[Item], subject: str) -> list[Candidate]:
+        raise ValueError(f"cannot read {items[0].data}")
+
+    with pytest.raises(ValueError, match="hunter2"):
+        mem.distill(chat_session, extractor=Scripted(propose))
+    (run,) = distill_runs(client, chat_session)
+    outcome = client.runs.get_effect(run.run_id, "outcome")
+    assert outcome is not None
+    assert outcome.result["error"] == {"code": "ValueError", "message": ""}
+    assert run.status == "failed"
+    assert everything(mem) == []
+
+
 def test_candidates_about_others_or_citing_other_items_are_rejected(
         mem: ownstate.MemoryStore, chat_session: ownstate.Session) -> None:
     (item,) = say(chat_session, "hello")

@@ -98,6 +98,11 @@ class _Tally:
         self.below_threshold = 0
         self.rejected = 0
 
+    def add(self, other: _Tally) -> None:
+        self.unchanged += other.unchanged
+        self.below_threshold += other.below_threshold
+        self.rejected += other.rejected
+
     def summary(self) -> dict[str, JSON]:
         return {"unchanged": self.unchanged, "below_threshold": self.below_threshold,
                 "rejected": self.rejected}
@@ -227,8 +232,9 @@ async def distill(mem: AsyncMemoryStore, runs: AsyncRuns, session: AsyncSession,
                 await runs.heartbeat(run.run_id, token, ttl=_LEASE_SECONDS)
             known = await mem.recall(subject)
             candidates = await _extract(extractor, items, subject, known)
+            counted = _Tally()  # counted only once its slice is written
             specs = _plan(candidates, items, subject, known, min_confidence, session.store,
-                          tally)
+                          counted)
             last = items[-1]
             specs.append({"subject": WATERMARK_SUBJECT,
                           "key": watermark_key(session.store, session.session_id),
@@ -237,14 +243,17 @@ async def distill(mem: AsyncMemoryStore, runs: AsyncRuns, session: AsyncSession,
                           "source": (session.store, session.session_id, last.item_id),
                           "source_type": "pipeline"})
             written += (await mem.remember_many(specs))[:-1]
+            tally.add(counted)
             read += len(items)
             after = last.seq
             if len(items) < batch_size:
                 break
     except BaseException as exc:
         status = "failed" if isinstance(exc, Exception) else "cancelled"
+        # Only ownstate's own messages are kept: another error's text may quote the items.
+        ours = isinstance(exc, OwnstateError)
         code = exc.code if isinstance(exc, OwnstateError) else type(exc).__name__
-        message = " ".join(str(exc).split())[:_MAX_MESSAGE_CHARS]
+        message = " ".join(str(exc).split())[:_MAX_MESSAGE_CHARS] if ours else ""
         outcome = {"status": status, "from_seq": start, "to_seq": after, "items": read,
                    "written": len(written), **tally.summary(),
                    "error": {"code": code, "message": message}}
