@@ -209,7 +209,8 @@ def test_a_failing_endpoint_fails_the_run_and_writes_nothing(
     say(chat_session, "my city is Rome", "my dog is Rex")
     before = everything(mem)
     server.mode, server.delay = mode, 2.0
-    with ChatCompletionsExtractor("m", base_url=server.base_url, timeout=0.3) as failing, \
+    timeout = 0.3 if mode == "slow" else 10  # a loaded machine must not turn a 500 into one
+    with ChatCompletionsExtractor("m", base_url=server.base_url, timeout=timeout) as failing, \
             pytest.raises(ownstate.ExtractorFailed) as caught:
         mem.distill(chat_session, extractor=failing)
     reason = {"status": "status", "slow": "timeout", "refusal": "refused"}.get(mode,
