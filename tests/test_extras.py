@@ -67,6 +67,15 @@ def test_a_backend_without_its_extra_is_one_line(blocked: list[str], url: str, e
     assert f"pip install 'ownstate[{extra}]'" in lines[0]
 
 
+def test_distill_without_its_extra_is_one_line() -> None:
+    result = _cli(["httpx"], "--url", "memory://", "memory", "distill", "--store", "mem",
+                  "--since", "1h", "--model", "m")
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.splitlines() == [result.stderr.strip()]
+    assert "pip install 'ownstate[distill]'" in result.stderr
+
+
 def test_serve_without_the_server_extra_is_one_line(tmp_path: object) -> None:
     result = _cli(["uvicorn", "fastapi"], "--url", "memory://", "serve")
     assert result.returncode == 1, result.stderr
@@ -86,8 +95,10 @@ def test_serve_without_the_server_extra_is_one_line(tmp_path: object) -> None:
     (["agents"], "import ownstate.adapters.openai_agents", "openai-agents"),
     (["google.adk"], "import ownstate.adapters.adk", "adk"),
     (["claude_agent_sdk"], "import ownstate.adapters.claude_agent_sdk", "claude"),
+    (["httpx"], "__import__('ownstate.distill').distill.ChatCompletionsExtractor('m')",
+     "distill"),
 ], ids=["postgres", "redis", "http", "server", "langgraph", "langchain-core",
-        "langchain-format", "openai-agents", "adk", "claude"])
+        "langchain-format", "openai-agents", "adk", "claude", "distill"])
 def test_every_missing_extra_is_a_typed_error_naming_it(blocked: list[str], code: str,
                                                         extra: str) -> None:
     result = _python(blocked, f"""

@@ -34,11 +34,12 @@ _STATUS: dict[type[errors.OwnstateError], int] = {
     errors.PermissionDenied: 403,
     errors.BackendUnavailable: 503,
     errors.SchemaVersion: 503,
+    errors.ExtractorFailed: 502,
 }
 _TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
            409: "Conflict", 413: "Content Too Large",
            431: "Request Header Fields Too Large", 500: "Internal Server Error",
-           503: "Service Unavailable"}
+           502: "Bad Gateway", 503: "Service Unavailable"}
 
 
 def _error_classes() -> dict[str, type[errors.OwnstateError]]:

@@ -25,8 +25,10 @@ import click
 from click.core import ParameterSource
 
 import ownstate
+from ownstate._cli_common import Duration, find_session
 from ownstate._extras import requires
 from ownstate.backends import resolve_url
+from ownstate.distill.cli import distill_command
 from ownstate.importers.cli import import_command
 from ownstate.model import RetentionPolicy
 
@@ -240,27 +242,8 @@ def list_sessions(options: _Options, store: str | None, actor_id: str | None,
 def show_session(options: _Options, session_id: str, store: str | None) -> None:
     """The transcript of SESSION_ID, in replay order."""
     with options.connect(migrate=False) as client:
-        session = _find_session(client, session_id, store)
+        session = find_session(client, session_id, store)
         click.echo(render_transcript(session))
-
-
-def _find_session(client: ownstate.Client, session_id: str,
-                  store: str | None) -> ownstate.Session:
-    if store is not None:
-        return client.session_stores.get(store).get(session_id)
-    matches: list[ownstate.Session] = []
-    for candidate in client.session_stores.list():
-        try:
-            matches.append(candidate.get(session_id))
-        except ownstate.SessionNotFound:
-            continue
-    if not matches:
-        raise click.ClickException(f"no session {session_id!r} in any session store")
-    if len(matches) > 1:
-        names = ", ".join(m.store for m in matches)
-        raise click.UsageError(f"session {session_id!r} is in several stores ({names}); "
-                               "choose one with --store")
-    return matches[0]
 
 
 # memory --------------------------------------------------------------------------------
@@ -313,30 +296,6 @@ def _fact_row(store: str, fact: ownstate.Fact) -> list[str]:
 # runs ----------------------------------------------------------------------------------
 
 
-_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-class Duration(click.ParamType[float]):
-    """A span of time: seconds, or a number with s, m, h, d or w (``90s``, ``2h``, ``7d``)."""
-
-    name = "duration"
-
-    def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> float:
-        if isinstance(value, (int, float)):
-            return float(value)
-        text = str(value).strip().lower()
-        unit = _DURATION_UNITS.get(text[-1:])
-        number = text[:-1] if unit is not None else text
-        try:
-            seconds = float(number) * (unit or 1)
-        except ValueError:
-            self.fail(f"{value!r} is not a duration like 90, 90s, 15m, 2h or 7d", param, ctx)
-        if seconds < 0:
-            self.fail(f"{value!r} is negative", param, ctx)
-        return seconds
-
-
 @cli.group()
 def runs() -> None:
     """Framework runs: what is in flight and what waits on a human."""
@@ -370,6 +329,29 @@ def outstanding_runs(options: _Options, status: str, framework: str | None,
                      str(since)[:19].replace("T", " "), run.lease_owner or "-"])
     click.echo(_table(["RUN", "SESSION", "FRAMEWORK", "THREAD", "AWAITING", "REQUESTED BY",
                        "SINCE (UTC)", "LEASE"], rows))
+
+
+@runs.command("list")
+@click.option("--status", type=click.Choice(["running", "awaiting_human", "done", "failed",
+                                            "cancelled"]), help="Only runs in this status.")
+@click.option("--framework", help="Only runs of this framework (e.g. ownstate.distill).")
+@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Show at most this many runs.")
+@pass_options
+def list_runs(options: _Options, status: str | None, framework: str | None,
+              limit: int) -> None:
+    """The tenant's runs, newest first (failed distillations: --status failed --framework
+    ownstate.distill)."""
+    with options.connect(migrate=False) as client:
+        found = list(islice(client.runs.list(status=status, framework=framework), limit))
+    if not found:
+        click.echo("no runs", err=True)
+        return
+    rows = [[run.run_id, f"{run.store}/{run.session_id}", run.framework, run.thread_key or "-",
+             run.status, _when(run.started_at),
+             _when(run.ended_at) if run.ended_at is not None else "-"] for run in found]
+    click.echo(_table(["RUN", "SESSION", "FRAMEWORK", "THREAD", "STATUS", "STARTED (UTC)",
+                       "ENDED (UTC)"], rows))
 
 
 # checkpoints ---------------------------------------------------------------------------
@@ -738,6 +720,7 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 cli.add_command(import_command)
+memory.add_command(distill_command)
 
 
 def main() -> None:

@@ -29,6 +29,7 @@
     │   └── Unauthenticated        no API key, an unknown one, or a revoked one
     ├── BackendUnavailable         the datastore could not be reached or failed mid-call
     ├── SchemaVersion              the database schema is missing, older or newer than this code
+    ├── ExtractorFailed            distillation's extractor failed, timed out or answered nonsense
     └── MissingExtra               an optional dependency is not installed (also an ImportError)
 
 Errors from database drivers never escape: backends translate them into this tree with
@@ -59,6 +60,7 @@ __all__ = [
     "BackendUnavailable",
     "CheckpointNotFound",
     "Conflict",
+    "ExtractorFailed",
     "FactNotFound",
     "HasChildren",
     "IdempotencyKeyReused",
@@ -360,6 +362,19 @@ class SchemaVersion(OwnstateError):
     """
 
     code = "schema_version"
+
+
+class ExtractorFailed(OwnstateError):
+    """The extractor that distillation asked for candidate facts gave none: its endpoint
+    could not be reached, timed out, answered with an error, or answered something that
+    is not the structured output asked for.
+
+    Carries ``reason`` (``unreachable``, ``timeout``, ``status``, ``malformed`` or
+    ``refused``) and, for ``status``, the HTTP ``status``. Nothing was written: the
+    distillation is recorded as a failed run and a later one reads the same items again.
+    """
+
+    code = "extractor_failed"
 
 
 class MissingExtra(OwnstateError, ImportError):

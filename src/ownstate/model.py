@@ -1,14 +1,16 @@
 """The records ownstate stores, as frozen dataclasses.
 
 These are plain values: what a backend returns and what the public handles expose. They
-carry no connection and no behaviour.
+carry no connection and no behaviour. One protocol lives beside them, :class:`Extractor`,
+the shape of what distillation asks for candidate facts.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from ._ids import format_time
 
@@ -22,10 +24,13 @@ __all__ = [
     "SOURCE_TYPES",
     "ApiKey",
     "AssetRef",
+    "Candidate",
     "CheckpointRecord",
     "CheckpointScope",
     "Decision",
+    "Distillation",
     "Effect",
+    "Extractor",
     "Fact",
     "FactExplanation",
     "FactHit",
@@ -406,6 +411,63 @@ class RunUsage:
     run_id: str
     checkpoints: int
     stored_bytes: int
+
+
+# distillation ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A fact an :class:`Extractor` proposes: ``key`` of ``subject`` is ``value``, with
+    ``confidence`` (0 to 1), learned from the items named in ``item_ids`` (at least one,
+    each among the items the extractor was given)."""
+
+    subject: str
+    key: str
+    value: JSON
+    confidence: float
+    item_ids: tuple[str, ...]
+
+
+@runtime_checkable
+class Extractor(Protocol):
+    """What distillation asks for candidate facts: items in, candidates out.
+
+    ``extract`` gets a slice of one session's items in order, the ``subject`` the facts
+    are about, and ``known``, the subject's current facts (so an extractor can reuse their
+    keys and skip what is already known). It may be a plain method or a coroutine
+    function; a plain one is run in a worker thread when an event loop is running. It
+    raises :class:`~ownstate.errors.ExtractorFailed` when it cannot answer.
+    """
+
+    def extract(self, items: Sequence[Item], *, subject: str,
+                known: Sequence[Fact]) -> Sequence[Candidate] | Awaitable[Sequence[Candidate]]:
+        """The candidate facts found in ``items``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Distillation:
+    """What one distillation of a session did.
+
+    ``run_id`` is the run that recorded it (``None`` when there was nothing new to read, in
+    which case nothing was written). Items after ``from_seq`` up to ``to_seq`` were read:
+    ``items_read`` of them. ``facts`` are the facts written; of the other candidates,
+    ``unchanged`` equalled the current value, ``below_threshold`` had too little
+    confidence, and ``rejected`` named another subject, an item outside the slice, or a
+    key that is not a valid key.
+    """
+
+    store: str
+    session_id: str
+    run_id: str | None
+    from_seq: int
+    to_seq: int
+    items_read: int
+    facts: list[Fact]
+    unchanged: int
+    below_threshold: int
+    rejected: int
 
 
 # assets ------------------------------------------------------------------------------

@@ -25,6 +25,8 @@ from ..limits import CONTROL_RE, MAX_NAME_CHARS
 from ..model import (
     JSON,
     SOURCE_TYPES,
+    Distillation,
+    Extractor,
     Fact,
     FactExplanation,
     FactHit,
@@ -35,8 +37,11 @@ from ..model import (
     SessionRecord,
 )
 from . import access as _access
+from . import distill as _distill
 from ._paging import AsyncPager, keyset_limit, name_cursor, page_by_name
 from ._scope import Scope
+from .runs import AsyncRuns
+from .session import AsyncSession
 
 __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "AsyncMemoryStore", "AsyncMemoryStores"]
 
@@ -368,6 +373,49 @@ class AsyncMemoryStore:
         size = s.limits.page_size(limit)
         valid_at = _moment(as_of, "as_of") if as_of is not None else None
         return await s.backend.search(s.tenant, self.name, parsed, who, valid_at, size)
+
+    async def distill(
+        self,
+        session: AsyncSession,
+        *,
+        extractor: Extractor,
+        subject: str | None = None,
+        min_confidence: float = 0.5,
+        batch_size: int = 100,
+    ) -> Distillation:
+        """Learn facts about ``subject`` (the session's ``actor_id`` by default) from the
+        items of ``session`` not distilled into this store before, and remember the new ones.
+
+        The items after the session's watermark are read in order, ``batch_size`` at a
+        time, and handed to ``extractor`` (an :class:`~ownstate.Extractor`) with the
+        subject's current facts. Of its candidates, those about another subject, citing an
+        item outside the slice, or with an invalid key are rejected; those with confidence
+        below ``min_confidence`` are skipped; of several for one key, the one citing the
+        latest item wins; one equal to the current value writes nothing. The others are
+        remembered (``source_type="pipeline"``, confidence as proposed) with the latest
+        item they cite as their source, superseding the current value. Each slice's facts
+        and the watermark's advance are written in one ``remember_many`` call: all or none.
+
+        A pass that reads anything is a run of its own in the session (``framework
+        "ownstate.distill"``), closed ``done``, or ``failed`` (``cancelled``) with the
+        error; the run's effect ``"outcome"`` holds the counts and, on failure, the error's
+        code and message. A slice that failed wrote nothing, and the next pass reads it
+        again. With nothing new, nothing is written and no run is opened. See
+        ``docs/memory.md`` for where the watermark lives. An ownstate error raised by a
+        pass that opened a run carries its ``run_id``.
+
+        Raises :class:`~ownstate.errors.ExtractorFailed` (the extractor's endpoint failed),
+        :class:`~ownstate.errors.ActiveRunExists` (the session has another running or
+        awaiting run), :class:`~ownstate.errors.InvalidInput` (bad session handle,
+        extractor, subject, ``min_confidence`` outside 0 to 1, ``batch_size`` outside 1 to
+        ``Limits.max_page_size``), :class:`~ownstate.errors.SessionNotFound`,
+        :class:`~ownstate.errors.StoreNotFound`, and whatever the extractor raises.
+        """
+        s = self._scope
+        return await _distill.distill(
+            self, AsyncRuns(s), session, extractor=extractor, subject=subject,
+            min_confidence=min_confidence, batch_size=batch_size,
+            max_batch_size=s.limits.max_page_size)
 
     async def erase_subject(self, subject: str, *,
                             include_sessions: bool = False) -> dict[str, int]:

@@ -15,6 +15,7 @@ from fastapi import Form, Query, Request
 from fastapi.responses import Response
 
 from ...errors import InvalidInput
+from ...model import Fact
 from ..permissions import MEMORY_STORE, require
 from ..routes._common import require_admin
 from ._web import (
@@ -55,9 +56,10 @@ async def subject_facts(
     memory = await caller.client.memory_stores.get(store)
     subject = (subject or "").strip() or None
     when = moment(as_of, "as_of")
-    facts = []
-    if q and q.strip():
-        facts = await memory.search(q, subject=subject, limit=100)
+    facts: list[Fact] = []
+    if q and q.strip():  # ranked: the best match first
+        facts = [hit.fact for hit in await memory.search(q, subject=subject, limit=100,
+                                                          as_of=when)]
     elif subject is not None:
         facts = await memory.recall(subject, as_of=when)
     return render(request, "memory.html", signed, store=store, subject=subject or "",
