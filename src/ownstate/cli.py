@@ -28,6 +28,7 @@ import ownstate
 from ownstate._extras import requires
 from ownstate.backends import resolve_url
 from ownstate.importers.cli import import_command
+from ownstate.mcp.cli import mcp_command
 from ownstate.model import RetentionPolicy
 
 __all__ = ["cli", "main"]
@@ -738,6 +739,7 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 cli.add_command(import_command)
+cli.add_command(mcp_command)
 
 
 def main() -> None:
