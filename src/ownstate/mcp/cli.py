@@ -72,12 +72,13 @@ def mcp_command(ctx: click.Context, transport: str, memory_store: str | None,
 
     parent = ctx.find_root().obj
     url = getattr(parent, "url", None)
-    tenant = getattr(parent, "tenant", None) or "default"
+    given_tenant = getattr(parent, "tenant", None)
     defaults = ToolDefaults(memory_store=memory_store, session_store=session_store)
     if transport == "stdio":
-        asyncio.run(run_stdio(url, tenant=tenant, principal=principal, defaults=defaults,
-                              migrate=not no_migrate))
+        asyncio.run(run_stdio(url, tenant=given_tenant, principal=principal,
+                              defaults=defaults, migrate=not no_migrate))
         return
+    tenant = given_tenant or "default"
     if principal is not None:
         raise click.UsageError("--principal is for stdio; over http each API key is its "
                                "own principal")
