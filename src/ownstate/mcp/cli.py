@@ -7,7 +7,6 @@ It takes the global ``--url`` and ``--tenant`` like every other command and need
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 
 import click
@@ -16,15 +15,6 @@ from ..api import connect_async
 from ..backends import resolve_url
 
 __all__ = ["mcp_command"]
-
-
-def _loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a host name: it may resolve to anything
 
 
 async def _isolation_bypass(url: str | None, tenant: str, migrate: bool) -> str | None:
@@ -67,6 +57,9 @@ def mcp_command(ctx: click.Context, transport: str, memory_store: str | None,
     from .._extras import requires
 
     with requires("mcp", "the MCP server"):
+        import uvicorn
+
+        from ..server.serving import loopback, uvicorn_config
         from .server import http_app, run_stdio
         from .tools import ToolDefaults
 
@@ -84,15 +77,11 @@ def mcp_command(ctx: click.Context, transport: str, memory_store: str | None,
                                "own principal")
     bypass = asyncio.run(_isolation_bypass(url, tenant, not no_migrate))
     if bypass is not None:
-        if not allow_rls_bypass and not _loopback(host):
+        if not allow_rls_bypass and not loopback(host):
             raise click.ClickException(
                 f"{bypass}. Refusing to serve on {host}, which is not a loopback address; "
                 "give --allow-rls-bypass to serve anyway")
         click.echo(f"Warning: {bypass}", err=True)
-    import uvicorn
-
-    from ..server.serving import uvicorn_config
-
     app = http_app(url, tenant=tenant, defaults=defaults, key_cache_seconds=key_cache,
                    migrate=not no_migrate, host=host)
     click.echo(f"Serving MCP for tenant {tenant!r} of {resolve_url(url)} on "
