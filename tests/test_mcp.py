@@ -106,6 +106,9 @@ async def _exercise(session: ClientSession, seeded: dict[str, str]) -> None:
         assert len(tool.description or "") > 40
         assert tool.input_schema["type"] == "object"
         assert tool.input_schema["additionalProperties"] is False
+        # the client checks every answer against it
+        assert tool.output_schema is not None
+        assert tool.output_schema["type"] == "object"
         for name, spec in tool.input_schema["properties"].items():
             assert spec.get("description"), (tool.name, name)
     remember = listed["memory_remember"]

@@ -40,6 +40,7 @@ with requires("mcp", "the MCP server"):
     from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
     from mcp.server.auth.provider import AccessToken
     from mcp.server.stdio import stdio_server
+    from pydantic import TypeAdapter
     from starlette.datastructures import Headers
     from starlette.responses import JSONResponse
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -74,6 +75,7 @@ def _listing(tool: Tool) -> types.Tool:
     return types.Tool(
         name=tool.name, title=tool.title, description=tool.description,
         input_schema=tool.input_schema,
+        output_schema=TypeAdapter(tool.output).json_schema(mode="serialization"),
         annotations=types.ToolAnnotations(
             title=tool.title, read_only_hint=tool.read_only,
             destructive_hint=tool.destructive, idempotent_hint=tool.read_only,

@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from typing_extensions import TypedDict
+
 from ..api import AsyncClient
 from ..errors import InvalidInput, ItemNotFound, NotFound, SessionNotFound
 from ..limits import (
@@ -27,7 +29,7 @@ from ..limits import (
     Limits,
     anchored,
 )
-from ..model import SOURCE_TYPES, Item
+from ..model import SOURCE_TYPES, Fact, FactExplanation, Item, Run, SessionRecord
 from ..server.auth import Caller
 from ..server.permissions import MEMORY_STORE, SESSION_STORE, require, visible_stores
 
@@ -48,14 +50,46 @@ class ToolDefaults:
     session_store: str | None = None
 
 
+# What each tool answers, as records of :mod:`ownstate.model` in JSON (its output schema).
+
+
+class FactOut(TypedDict):
+    fact: Fact
+
+
+class ClosedOut(TypedDict):
+    fact: Fact | None
+
+
+class FactsOut(TypedDict):
+    facts: list[Fact]
+
+
+class SessionOut(TypedDict):
+    session: SessionRecord
+    items: list[Item]
+    next_after_seq: int | None
+
+
+class RunsOut(TypedDict):
+    runs: list[Run]
+
+
+class StoresOut(TypedDict):
+    memory_stores: list[str]
+    session_stores: list[str]
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Tool:
-    """One MCP tool: its name, title, description, argument schema and handler."""
+    """One MCP tool: its name, title, description, argument schema, the type of its
+    answer and its handler."""
 
     name: str
     title: str
     description: str
     input_schema: JSONSchema
+    output: type[Any]
     handler: Handler
     #: Changes nothing stored (MCP's readOnlyHint).
     read_only: bool = True
@@ -270,7 +304,7 @@ def _memory_tools(limits: Limits, defaults: ToolDefaults) -> list[Tool]:
                  "valid_from": {**_TIME, "description": (
                      "When it became true in the world, RFC 3339 (default: now); an earlier "
                      "time corrects the current value from then on.")},
-             }, ["subject", "key", "value"]), _remember, read_only=False),
+             }, ["subject", "key", "value"]), FactOut, _remember, read_only=False),
         Tool("memory_recall", "Recall what is known about a subject",
              "The current facts about a subject, one per key, ordered by key. Give keys to "
              "read only those, as_of for what was true at another time, known_at for what "
@@ -282,7 +316,7 @@ def _memory_tools(limits: Limits, defaults: ToolDefaults) -> list[Tool]:
                  "as_of": {**_TIME, "description": "Valid time, RFC 3339 (default: now)."},
                  "known_at": {**_TIME, "description": "Record time, RFC 3339 (default: "
                                                       "now)."},
-             }, ["subject"]), _recall),
+             }, ["subject"]), FactsOut, _recall),
         Tool("memory_search", "Search facts",
              "Find current facts whose key or value contains every word of the query, for "
              "when you do not know the subject or key; the most recently recorded first.",
@@ -291,17 +325,19 @@ def _memory_tools(limits: Limits, defaults: ToolDefaults) -> list[Tool]:
                                 "preferred'.", longest=limits.max_item_bytes, pattern=None),
                  "subject": {**_SUBJECT, "description": "Only facts about this subject."},
                  "limit": _limit(limits, 20),
-             }, ["query"]), _search),
+             }, ["query"]), FactsOut, _search),
         Tool("memory_history", "History of one fact",
              "Every value ever recorded for (subject, key), oldest first, current and closed "
              "ones alike, with when each was true and believed and why it was closed.",
-             schema({"subject": _SUBJECT, "key": _KEY}, ["subject", "key"]), _history),
+             schema({"subject": _SUBJECT, "key": _KEY}, ["subject", "key"]), FactsOut,
+             _history),
         Tool("memory_explain", "Explain a fact",
              "Why a fact is what it is: the fact, the fact it superseded, the one that "
              "superseded it, and the conversation item it was learned from (null when it "
              "has none or you may not read that session store).",
              schema({"fact_id": _text("The fact's fact_id.", longest=MAX_LOOKUP_CHARS,
-                                      pattern=None)}, ["fact_id"]), _explain),
+                                      pattern=None)}, ["fact_id"]), FactExplanation,
+             _explain),
         Tool("memory_forget", "Forget a fact",
              "Stop believing the current fact for (subject, key): it is closed, no longer "
              "recalled, and kept in memory_history with the reason. Returns the closed "
@@ -309,7 +345,7 @@ def _memory_tools(limits: Limits, defaults: ToolDefaults) -> list[Tool]:
              schema({"subject": _SUBJECT, "key": _KEY,
                      "reason": _text("Why, for the history.", longest=MAX_REASON_CHARS,
                                      pattern=None)},
-                    ["subject", "key"]), _forget, read_only=False, destructive=True),
+                    ["subject", "key"]), ClosedOut, _forget, read_only=False, destructive=True),
     ]
 
 
@@ -334,11 +370,7 @@ async def _read_session(caller: Caller, args: Arguments) -> dict[str, Any]:
     more = len(items) > limit
     shown = items[:limit]
     return {
-        "session": {"store": session.store, "session_id": session.session_id,
-                    "actor_id": session.actor_id, "metadata": session.metadata,
-                    "parent_session_id": session.parent_session_id,
-                    "create_time": plain(session.create_time),
-                    "last_activity_time": plain(session.last_activity_time)},
+        "session": plain(session.record),
         "items": plain(shown),
         "next_after_seq": shown[-1].seq if more else None,
     }
@@ -386,7 +418,7 @@ def _session_tools(limits: Limits, defaults: ToolDefaults) -> list[Tool]:
                                "description": "Start after the item with this seq "
                                               "(default: from the first item)."},
                  "limit": _limit(limits, 50),
-             }, ["session_id"]), _read_session),
+             }, ["session_id"]), SessionOut, _read_session),
         Tool("runs_outstanding", "Outstanding runs",
              "Agent runs that wait on a human (status awaiting_human, the default) or are "
              "in flight (running), the longest waiting first, with what each awaits.",
@@ -400,10 +432,10 @@ def _session_tools(limits: Limits, defaults: ToolDefaults) -> list[Tool]:
                                 "description": "Only runs in the status for longer than "
                                                "this many seconds."},
                  "limit": _limit(limits, 100),
-             }, []), _outstanding),
+             }, []), RunsOut, _outstanding),
         Tool("stores_list", "List stores",
              "The memory stores and session stores you may read, by name: the values the "
-             "store argument of the other tools takes.", _object({}, []), _stores),
+             "store argument of the other tools takes.", _object({}, []), StoresOut, _stores),
     ]
 
 
