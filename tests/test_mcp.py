@@ -179,6 +179,8 @@ async def _exercise(session: ClientSession, seeded: dict[str, str]) -> None:
     await _refused(session, "memory_recall", "store_not_found", store="nowhere",
                    subject="user:8814")
     await _refused(session, "sessions_read", "session_not_found", session_id="case-2")
+    await _refused(session, "sessions_read", "invalid_input", session_id="case-1",
+                   limit=1001)
     await _refused(session, "runs_outstanding", "invalid_input", status="done")
     await _refused(session, "memory_search", "invalid_input", query="?!")
     await _refused(session, "no_such_tool", "invalid_input")

@@ -362,9 +362,9 @@ async def _read_session(caller: Caller, args: Arguments) -> dict[str, Any]:
             raise SessionNotFound(store=store, session_id=session_id) from exc
     session = await (await caller.client.session_stores.session(
         store, args.get("session_id"))).refresh()
-    limit = args.get("limit")
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidInput("limit must be a positive integer", field="limit")
+    limit, most = args.get("limit"), caller.client.limits.max_page_size
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= most:
+        raise InvalidInput(f"limit must be an integer from 1 to {most}", field="limit")
     items: list[Item] = await session.list_items_after(
         order_by="create_time asc", after_seq=args.get("after_seq"), limit=limit + 1)
     more = len(items) > limit
