@@ -325,6 +325,26 @@ def test_http_a_read_key_reads_and_is_refused_writes(
                                                                    "email")]
 
 
+def test_http_a_writer_names_only_sources_it_may_read(
+        served: tuple[_Served, str, dict[str, str]]) -> None:
+    server, url, seeded = served
+    writer = _token(url, "wes", grants={"facts": "WRITE"})
+    source = {"store": "chats", "session_id": "case-1", "item_id": seeded["item_id"]}
+
+    async def main() -> None:
+        async with _http_session(server.endpoint, writer) as session:
+            body = await _refused(session, "memory_remember", "item_not_found",
+                                  store="facts", subject="user:8814", key="preferred_channel",
+                                  value="fax", source=source)
+            assert body["details"] == {"item_id": seeded["item_id"], "session_id": "case-1"}
+            await _call(session, "memory_remember", store="facts", subject="user:8814",
+                        key="timezone", value="UTC")
+
+    anyio.run(main)
+    assert _current(url, "facts", "user:8814", tenant="acme") == [
+        ("preferred_channel", "email"), ("timezone", "UTC")]
+
+
 def test_http_refuses_a_missing_bad_or_foreign_key_with_401(
         served: tuple[_Served, str, dict[str, str]]) -> None:
     server, url, _ = served
