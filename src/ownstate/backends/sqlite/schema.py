@@ -297,6 +297,37 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         "CREATE INDEX store_grants_by_principal ON store_grants (tenant, principal, kind, store)",
     )),
+    Migration(4, "ranked search over facts and items", (
+        # Facts are indexed again, with the terms and scope of ranked search, closed ones
+        # included; ownstate_fact_terms and ownstate_item_terms are the functions the
+        # backend defines on the connection that migrates (search.py).
+        "DROP TRIGGER facts_closed_leave_search",
+        "DROP TRIGGER facts_deleted_leave_search",
+        "DROP TABLE fact_search",
+        "CREATE VIRTUAL TABLE fact_search USING fts5 (terms, tokenize = 'ascii')",
+        """
+        INSERT INTO fact_search (rowid, terms)
+               SELECT fid, ownstate_fact_terms(tenant, memory_store, key, value) FROM facts
+        """,
+        """
+        CREATE TRIGGER facts_deleted_leave_search AFTER DELETE ON facts
+        BEGIN
+            DELETE FROM fact_search WHERE rowid = old.fid;
+        END
+        """,
+        "ALTER TABLE session_stores ADD COLUMN index_items INTEGER NOT NULL DEFAULT 1",
+        "CREATE VIRTUAL TABLE item_search USING fts5 (terms, tokenize = 'ascii')",
+        """
+        INSERT INTO item_search (rowid, terms)
+               SELECT id, ownstate_item_terms(tenant, data) FROM items
+        """,
+        """
+        CREATE TRIGGER items_deleted_leave_search AFTER DELETE ON items
+        BEGIN
+            DELETE FROM item_search WHERE rowid = old.id;
+        END
+        """,
+    )),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version
