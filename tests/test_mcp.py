@@ -29,8 +29,8 @@ from ownstate.testing.server import problem
 
 SRC = Path(ownstate.__file__).resolve().parent.parent
 TOOLS = {"memory_remember", "memory_recall", "memory_search", "memory_history",
-         "memory_explain", "memory_forget", "sessions_read", "runs_outstanding",
-         "stores_list"}
+         "memory_explain", "memory_forget", "sessions_search", "sessions_read",
+         "runs_outstanding", "stores_list"}
 
 
 def _seed(url: str, tenant: str = "default") -> dict[str, str]:
@@ -144,8 +144,19 @@ async def _exercise(session: ClientSession, seeded: dict[str, str]) -> None:
     explained = await _call(session, "memory_explain", fact_id=new["fact_id"])
     assert explained["superseded"]["fact_id"] == seeded["fact_id"]
     assert explained["source_item"]["data"]["content"] == "Email me, never call."
-    found = (await _call(session, "memory_search", query="Paris"))["facts"]
-    assert [f["key"] for f in found] == ["timezone"]
+    hits = (await _call(session, "memory_search", query="Which timezone, Paris?"))["hits"]
+    assert [h["fact"]["key"] for h in hits] == ["timezone"]
+    assert hits[0]["score"] > 0
+    hits = (await _call(session, "memory_search", query="email", as_of="2025-01-01T00:00:00Z"))
+    assert hits == {"hits": []}  # nothing was remembered yet then
+
+    found = (await _call(session, "sessions_search", query="email only?"))["hits"]
+    assert [(h["store"], h["item"]["session_id"], h["item"]["seq"]) for h in found] == [
+        ("chats", "case-1", 2), ("chats", "case-1", 1)]
+    assert found[0]["score"] > found[1]["score"]
+    assert found[0]["actor_id"] == "user:8814"
+    narrowed = await _call(session, "sessions_search", query="email", actor_id="user:1")
+    assert narrowed == {"hits": []}
 
     read = await _call(session, "sessions_read", session_id="case-1", limit=1)
     assert read["session"]["actor_id"] == "user:8814"
@@ -183,6 +194,10 @@ async def _exercise(session: ClientSession, seeded: dict[str, str]) -> None:
                    limit=1001)
     await _refused(session, "runs_outstanding", "invalid_input", status="done")
     await _refused(session, "memory_search", "invalid_input", query="?!")
+    await _refused(session, "memory_search", "limit_exceeded", query="a" * 2001)
+    await _refused(session, "sessions_search", "limit_exceeded", query="email", limit=0)
+    await _refused(session, "sessions_search", "store_not_found", query="email",
+                   store="nowhere")
     await _refused(session, "no_such_tool", "invalid_input")
 
 
@@ -312,6 +327,12 @@ def test_http_a_read_key_reads_and_is_refused_writes(
                            subject="user:8814")
             await _refused(session, "sessions_read", "session_not_found", store="chats",
                            session_id="case-1")
+            await _refused(session, "sessions_search", "store_not_found", query="email",
+                           store="chats")
+            assert await _call(session, "sessions_search", query="email") == {"hits": []}
+            hits = (await _call(session, "memory_search", store="facts",
+                                query="email"))["hits"]
+            assert [h["fact"]["fact_id"] for h in hits] == [seeded["fact_id"]]
             assert (await _call(session, "runs_outstanding"))["runs"] == []
             # the fact's source item is in a session store it may not read
             explained = await _call(session, "memory_explain", store="facts",

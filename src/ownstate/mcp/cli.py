@@ -52,7 +52,8 @@ def mcp_command(ctx: click.Context, transport: str, memory_store: str | None,
     """Serve memory, sessions and runs to agents over MCP (the Model Context Protocol).
 
     Tools: memory_remember, memory_recall, memory_search, memory_history, memory_explain,
-    memory_forget, sessions_read, runs_outstanding, stores_list. See docs/mcp.md.
+    memory_forget, sessions_search, sessions_read, runs_outstanding, stores_list. See
+    docs/mcp.md.
     """
     from .._extras import requires
 

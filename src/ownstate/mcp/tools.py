@@ -19,6 +19,7 @@ from typing import Any
 from typing_extensions import TypedDict
 
 from ..api import AsyncClient
+from ..backends.ports.search import MAX_QUERY_CHARS, MAX_QUERY_TERMS
 from ..errors import InvalidInput, ItemNotFound, NotFound, SessionNotFound
 from ..limits import (
     MAX_LOOKUP_CHARS,
@@ -29,7 +30,16 @@ from ..limits import (
     Limits,
     anchored,
 )
-from ..model import SOURCE_TYPES, Fact, FactExplanation, Item, Run, SessionRecord
+from ..model import (
+    SOURCE_TYPES,
+    Fact,
+    FactExplanation,
+    FactHit,
+    Item,
+    ItemHit,
+    Run,
+    SessionRecord,
+)
 from ..server.auth import Caller
 from ..server.permissions import MEMORY_STORE, SESSION_STORE, require, visible_stores
 
@@ -63,6 +73,14 @@ class ClosedOut(TypedDict):
 
 class FactsOut(TypedDict):
     facts: list[Fact]
+
+
+class FactHitsOut(TypedDict):
+    hits: list[FactHit]
+
+
+class ItemHitsOut(TypedDict):
+    hits: list[ItemHit]
 
 
 class SessionOut(TypedDict):
@@ -194,6 +212,11 @@ def _limit(limits: Limits, default: int) -> JSONSchema:
             "description": "At most this many results."}
 
 
+def _query() -> JSONSchema:
+    return _text(f"A question or words to find (at most {MAX_QUERY_TERMS} distinct terms).",
+                 longest=MAX_QUERY_CHARS, pattern=None)
+
+
 _SUBJECT = _text("Who or what the fact is about, as a typed id: user:8814, account:ACME, "
                  "project:apollo.")
 _KEY = _text("The attribute of the subject, in snake_case: preferred_channel, timezone.")
@@ -246,9 +269,9 @@ async def _recall(caller: Caller, args: Arguments) -> dict[str, Any]:
 
 async def _search(caller: Caller, args: Arguments) -> dict[str, Any]:
     memory = await _memory(caller, args.get("store"), "READ")
-    facts = await memory.search(args.get("query"), subject=args.get("subject"),
-                                limit=args.get("limit"))
-    return {"facts": plain(facts)}
+    hits = await memory.search(args.get("query"), subject=args.get("subject"),
+                               limit=args.get("limit"), as_of=args.moment("as_of"))
+    return {"hits": plain(hits)}
 
 
 async def _history(caller: Caller, args: Arguments) -> dict[str, Any]:
@@ -318,14 +341,18 @@ def _memory_tools(limits: Limits, defaults: ToolDefaults) -> list[Tool]:
                                                       "now)."},
              }, ["subject"]), FactsOut, _recall),
         Tool("memory_search", "Search facts",
-             "Find current facts whose key or value contains every word of the query, for "
-             "when you do not know the subject or key; the most recently recorded first.",
+             "Find the facts that best match a question or some words, best first, each "
+             "with its relevance score, for when you do not know the subject or key: ask "
+             "'When did Caroline go to the support group?' or 'preferred channel'. Case and "
+             "accents do not matter; a fact's source_* fields name the conversation item "
+             "it came from (read it with sessions_read).",
              schema({
-                 "query": _text("Words to find (at most 32 distinct), such as 'email "
-                                "preferred'.", longest=limits.max_item_bytes, pattern=None),
+                 "query": _query(),
                  "subject": {**_SUBJECT, "description": "Only facts about this subject."},
-                 "limit": _limit(limits, 20),
-             }, ["query"]), FactsOut, _search),
+                 "as_of": {**_TIME, "description": "Search what was true then, RFC 3339 "
+                                                   "(default: now)."},
+                 "limit": _limit(limits, 10),
+             }, ["query"]), FactHitsOut, _search),
         Tool("memory_history", "History of one fact",
              "Every value ever recorded for (subject, key), oldest first, current and closed "
              "ones alike, with when each was true and believed and why it was closed.",
@@ -376,6 +403,19 @@ async def _read_session(caller: Caller, args: Arguments) -> dict[str, Any]:
     }
 
 
+async def _search_sessions(caller: Caller, args: Arguments) -> dict[str, Any]:
+    store = args.get("store")
+    stores: list[str] | None = None
+    if store is not None:
+        await require(caller, SESSION_STORE, store, "READ")
+    elif not caller.admin:
+        stores = sorted(await visible_stores(caller, SESSION_STORE) or ())
+    hits = await caller.client.session_stores.search_items(
+        args.get("query"), store=store, stores=stores, actor_id=args.get("actor_id"),
+        session_id=args.get("session_id"), limit=args.get("limit"))
+    return {"hits": plain(hits)}
+
+
 async def _outstanding(caller: Caller, args: Arguments) -> dict[str, Any]:
     visible = await visible_stores(caller, SESSION_STORE)
     runs = await caller.client.runs.outstanding(
@@ -407,6 +447,21 @@ async def _stores(caller: Caller, args: Arguments) -> dict[str, Any]:
 
 def _session_tools(limits: Limits, defaults: ToolDefaults) -> list[Tool]:
     return [
+        Tool("sessions_search", "Search conversations",
+             "Find the conversation items (messages, tool calls and their results) that "
+             "best match a question or some words, best first, across the session stores "
+             "you may read, each with its score, store, session_id and seq: read around a "
+             "hit with sessions_read (after_seq = seq - 1).",
+             _object({
+                 "query": _query(),
+                 "store": {**_store(SESSION_STORE, None), "description": (
+                     "Only this session store (default: every one you may read).")},
+                 "actor_id": _text("Only sessions of this actor (user:8814, ...).",
+                                   longest=limits.max_actor_id_chars, pattern=None),
+                 "session_id": _text("Only this session.", longest=MAX_LOOKUP_CHARS,
+                                     pattern=None),
+                 "limit": _limit(limits, 10),
+             }, ["query"]), ItemHitsOut, _search_sessions),
         Tool("sessions_read", "Read a conversation",
              "The items of one session (conversation) in order: messages, tool calls and "
              "their results, each with its item_id and seq. Long sessions come a page at a "
