@@ -76,12 +76,17 @@ def test_distill_without_its_extra_is_one_line() -> None:
     assert "pip install 'ownstate[distill]'" in result.stderr
 
 
-def test_serve_without_the_server_extra_is_one_line(tmp_path: object) -> None:
-    result = _cli(["uvicorn", "fastapi"], "--url", "memory://", "serve")
+@pytest.mark.parametrize(("blocked", "command", "extra"), [
+    (["uvicorn", "fastapi"], "serve", "server"),
+    (["mcp"], "mcp", "mcp"),
+], ids=["serve", "mcp"])
+def test_a_server_command_without_its_extra_is_one_line(blocked: list[str], command: str,
+                                                        extra: str) -> None:
+    result = _cli(blocked, "--url", "memory://", command)
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
     assert result.stderr.splitlines() == [result.stderr.strip()]
-    assert "pip install 'ownstate[server]'" in result.stderr
+    assert f"pip install 'ownstate[{extra}]'" in result.stderr
 
 
 @pytest.mark.parametrize(("blocked", "code", "extra"), [
@@ -97,8 +102,9 @@ def test_serve_without_the_server_extra_is_one_line(tmp_path: object) -> None:
     (["claude_agent_sdk"], "import ownstate.adapters.claude_agent_sdk", "claude"),
     (["httpx"], "__import__('ownstate.distill').distill.ChatCompletionsExtractor('m')",
      "distill"),
+    (["mcp"], "__import__('ownstate.mcp').mcp.http_app('memory://')", "mcp"),
 ], ids=["postgres", "redis", "http", "server", "langgraph", "langchain-core",
-        "langchain-format", "openai-agents", "adk", "claude", "distill"])
+        "langchain-format", "openai-agents", "adk", "claude", "distill", "mcp"])
 def test_every_missing_extra_is_a_typed_error_naming_it(blocked: list[str], code: str,
                                                         extra: str) -> None:
     result = _python(blocked, f"""
@@ -121,7 +127,8 @@ def test_every_missing_extra_is_a_typed_error_naming_it(blocked: list[str], code
 
 def test_import_ownstate_needs_no_extra() -> None:
     result = _python(["psycopg", "psycopg_pool", "redis", "httpx", "fastapi", "uvicorn",
-                      "langgraph", "langchain_core", "agents", "google", "claude_agent_sdk"],
+                      "langgraph", "langchain_core", "agents", "google", "claude_agent_sdk",
+                      "mcp"],
                      """
         import ownstate
         with ownstate.connect("memory://") as client:

@@ -161,12 +161,13 @@ def test_a_superuser_is_reported_and_serve_refuses_to_listen_widely(
                                                               .split("@")[0].split(":")[0]))
     with ownstate.connect(url, migrate=False) as client:
         assert "superuser" in (client.isolation_bypass() or "")
-    refused = _cli(url, "serve", "--host", "0.0.0.0", "--port", "0")
-    assert refused.exit_code == 1
-    (line,) = refused.stderr.splitlines()
-    assert "row-level security is not in force" in line
-    assert "Refusing to serve on 0.0.0.0" in line
-    assert "--allow-rls-bypass" in line
+    for command in (["serve"], ["mcp", "--transport", "http"]):
+        refused = _cli(url, *command, "--host", "0.0.0.0", "--port", "0")
+        assert refused.exit_code == 1
+        (line,) = refused.stderr.splitlines()
+        assert "row-level security is not in force" in line
+        assert "Refusing to serve on 0.0.0.0" in line
+        assert "--allow-rls-bypass" in line
     with ownstate.connect(url, migrate=False) as client:
         assert client.api_keys.list() == []  # refused before it made a key
     for args in (["--host", "0.0.0.0", "--allow-rls-bypass"], ["--host", "127.0.0.1"]):

@@ -8,7 +8,6 @@ one-line message on stderr and exit status 1.
 from __future__ import annotations
 
 import heapq
-import ipaddress
 import json
 import logging
 import shlex
@@ -30,6 +29,7 @@ from ownstate._extras import requires
 from ownstate.backends import resolve_url
 from ownstate.distill.cli import distill_command
 from ownstate.importers.cli import import_command
+from ownstate.mcp.cli import mcp_command
 from ownstate.model import RetentionPolicy
 
 __all__ = ["cli", "main"]
@@ -518,23 +518,16 @@ def serve(options: _Options, host: str, port: int, no_migrate: bool,
 def _refuse_unisolated(client: ownstate.Client, host: str, *, allowed: bool) -> None:
     """Warn when the database does not enforce tenant isolation for this connection, and
     refuse to listen beyond this machine so, unless ``allowed``."""
+    from ownstate.server.serving import loopback
+
     bypass = client.isolation_bypass()
     if bypass is None:
         return
-    if not allowed and not _loopback(host):
+    if not allowed and not loopback(host):
         raise click.ClickException(
             f"{bypass}. Refusing to serve on {host}, which is not a loopback address; "
             "give --allow-rls-bypass to serve anyway")
     click.echo(f"Warning: {bypass}", err=True)
-
-
-def _loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a host name: it may resolve to anything
 
 
 @cli.group()
@@ -721,6 +714,7 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 cli.add_command(import_command)
 memory.add_command(distill_command)
+cli.add_command(mcp_command)
 
 
 def main() -> None:

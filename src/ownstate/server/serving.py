@@ -15,6 +15,7 @@ by the app (``ServerSettings.max_headers``).
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,7 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["HttpBounds", "uvicorn_config"]
+__all__ = ["HttpBounds", "loopback", "uvicorn_config"]
 
 log = logging.getLogger("ownstate.server")
 
@@ -104,3 +105,14 @@ def uvicorn_config(app: Any, *, host: str, port: int, bounds: HttpBounds | None 
     return uvicorn.Config(app, host=host, port=port, http=protocol,
                           h11_max_incomplete_event_size=bounds.max_header_bytes,
                           timeout_keep_alive=bounds.keep_alive_timeout, **options)
+
+
+def loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (or ``localhost``), reachable only from this
+    machine; a host name is not, since it may resolve to anything."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
