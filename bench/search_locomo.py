@@ -52,7 +52,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import ownstate
+# This directory holds a redis.py of its own: keep it from shadowing the redis package.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()]
+
+import ownstate  # noqa: E402
 
 perf_counter = time.perf_counter
 POSTGRES = os.environ.get("OWNSTATE_BENCH_POSTGRES_URL",
