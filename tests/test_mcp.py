@@ -184,6 +184,8 @@ async def _exercise(session: ClientSession, seeded: dict[str, str]) -> None:
     body = await _refused(session, "memory_remember", "invalid_input", subject="user:8814",
                           key="preferred_channel", value="fax", colour="red")
     assert body["details"]["field"] == "colour"
+    body = await _refused(session, "memory_recall", "invalid_input")
+    assert (body["message"], body["details"]) == ("subject is required", {"field": "subject"})
     await _refused(session, "memory_remember", "item_not_found", subject="user:8814",
                    key="preferred_channel", value="fax",
                    source={"store": "chats", "session_id": "case-1", "item_id": "nope"})

@@ -18,12 +18,13 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
-from ..api import AsyncClient
+from ..api import AsyncClient, AsyncMemoryStore
 from ..backends.ports.search import MAX_QUERY_CHARS, MAX_QUERY_TERMS
 from ..errors import InvalidInput, ItemNotFound, NotFound, SessionNotFound
 from ..limits import (
     MAX_LOOKUP_CHARS,
     MAX_NAME_CHARS,
+    MAX_STORE_NAME_CHARS,
     NAME_PATTERN,
     SESSION_ID_RE,
     STORE_NAME_RE,
@@ -127,7 +128,7 @@ class Arguments:
             raise InvalidInput(f"{tool} takes no argument {unknown[0]!r}; it takes "
                                f"{', '.join(sorted(known)) or 'none'}", field=unknown[0])
         for name in schema.get("required", ()):
-            if values.get(name) is None:
+            if name not in values:  # null is a value (of a fact, say) the library judges
                 raise InvalidInput(f"{name} is required", field=name)
         for name, spec in known.items():
             if values.get(name) is None and "default" in spec:
@@ -183,7 +184,7 @@ def _text(description: str, *, longest: int = MAX_NAME_CHARS,
 def _store(kind: str, default: str | None) -> JSONSchema:
     what = "memory store (of facts)" if kind == MEMORY_STORE else "session store"
     schema = _text(f"The {what} to act on; stores_list names those you may read.",
-                   longest=55, pattern=anchored(STORE_NAME_RE))
+                   longest=MAX_STORE_NAME_CHARS, pattern=anchored(STORE_NAME_RE))
     schema["minLength"] = 3
     if default is not None:
         schema["default"] = default
@@ -226,7 +227,7 @@ _TIME = {"type": "string", "format": "date-time"}
 # memory -------------------------------------------------------------------------------------
 
 
-async def _memory(caller: Caller, store: str, level: str) -> Any:
+async def _memory(caller: Caller, store: str, level: str) -> AsyncMemoryStore:
     if not caller.admin:
         await require(caller, MEMORY_STORE, store, level)
     return await caller.client.memory_stores.get(store)
@@ -299,7 +300,7 @@ def _memory_tools(limits: Limits, defaults: ToolDefaults) -> list[Tool]:
         return _with_store(MEMORY_STORE, defaults, properties, required)
 
     source = _object({
-        "store": _text("The session store of the item.", longest=55,
+        "store": _text("The session store of the item.", longest=MAX_STORE_NAME_CHARS,
                        pattern=anchored(STORE_NAME_RE)),
         "session_id": _text("The item's session.", pattern=anchored(SESSION_ID_RE)),
         "item_id": _text("The item's id (item_id of sessions_read).",
