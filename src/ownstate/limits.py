@@ -119,16 +119,17 @@ class Limits:
                                 limit=most, actual=limit)
         return limit
 
-    def page_size(self, page_size: int | None) -> int:
-        """The page size to use, or :class:`InvalidInput` if out of ``1..max_page_size``."""
+    def page_size(self, page_size: int | None, field: str = "page_size") -> int:
+        """The page size to use, or :class:`InvalidInput` if out of ``1..max_page_size``;
+        ``field`` names the argument it came as (``limit`` for a search)."""
         if page_size is None:
             return self.default_page_size
         if isinstance(page_size, bool) or not isinstance(page_size, int):
-            raise InvalidInput("page_size must be an integer", field="page_size")
+            raise InvalidInput(f"{field} must be an integer", field=field)
         if not 1 <= page_size <= self.max_page_size:
             raise LimitExceeded(
-                f"page_size must be between 1 and {self.max_page_size}",
-                field="page_size",
+                f"{field} must be between 1 and {self.max_page_size}",
+                field=field,
                 limit=self.max_page_size,
                 actual=page_size,
             )

@@ -325,7 +325,7 @@ class AsyncSessionStores:
         """
         s = self._scope
         parsed = text_query(query)
-        size = s.limits.page_size(limit)
+        size = s.limits.page_size(limit, "limit")
         if store is not None and stores is not None:
             raise InvalidInput("give store or stores, not both", field="stores")
         names: list[str] | None = None

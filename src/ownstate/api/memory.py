@@ -370,7 +370,7 @@ class AsyncMemoryStore:
         s = self._scope
         parsed = text_query(query)
         who = _name(subject, "subject") if subject is not None else None
-        size = s.limits.page_size(limit)
+        size = s.limits.page_size(limit, "limit")
         valid_at = _moment(as_of, "as_of") if as_of is not None else None
         return await s.backend.search(s.tenant, self.name, parsed, who, valid_at, size)
 

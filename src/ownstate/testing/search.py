@@ -194,8 +194,9 @@ def test_bad_queries_are_refused_and_change_nothing(client: ownstate.Client,
             memory.search(query)  # type: ignore[arg-type]
         assert err.value.field == "query"
     for limit in [0, -1, 10_000]:
-        with pytest.raises(LimitExceeded):
+        with pytest.raises(LimitExceeded) as err:
             memory.search("x", limit=limit)
+        assert err.value.field == "limit"
     with pytest.raises(LimitExceeded) as err:
         memory.search("x" * 2001)
     assert (err.value.field, err.value.limit) == ("query", 2000)
@@ -329,8 +330,9 @@ def test_bad_item_searches_are_refused_and_change_nothing(client: ownstate.Clien
         assert err.value.field == "query"
     with pytest.raises(LimitExceeded):
         search("x" * 2001)
-    with pytest.raises(LimitExceeded):
+    with pytest.raises(LimitExceeded) as err:
         search("refund", limit=0)
+    assert err.value.field == "limit"
     with pytest.raises(StoreNotFound):
         search("refund", store="no-such-store")
     with pytest.raises(InvalidInput):
