@@ -37,6 +37,7 @@ from .api import (
     connect,
     connect_async,
 )
+from .embeddings import Embedder
 from .errors import (
     ActiveRunExists,
     AlreadyExists,
@@ -44,6 +45,7 @@ from .errors import (
     BackendUnavailable,
     CheckpointNotFound,
     Conflict,
+    EmbedderMismatch,
     FactNotFound,
     HasChildren,
     IdempotencyKeyReused,
@@ -117,6 +119,8 @@ __all__ = [
     "Client",
     "Conflict",
     "Effect",
+    "Embedder",
+    "EmbedderMismatch",
     "Fact",
     "FactExplanation",
     "FactNotFound",

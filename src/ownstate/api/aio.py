@@ -23,9 +23,11 @@ from .._ids import new_id, now
 from .._tokens import decode_token, encode_token
 from ..backends import Backend, open_backend, resolve_url
 from ..backends.base import SessionOrder
+from ..embeddings import Embedder
 from ..errors import InvalidInput, PermissionDenied
 from ..limits import TENANT_RE, Limits
 from ..model import Grant, Page, SessionStoreRecord
+from . import _semantic
 from . import access as _access
 from ._paging import (
     AsyncPager,
@@ -356,8 +358,10 @@ class AsyncClient:
         tenant: str = "default",
         limits: Limits | None = None,
         owns_backend: bool = True,
+        embedder: Embedder | None = None,
     ) -> None:
-        self._scope = _Scope(backend, _tenant_name(tenant), limits or Limits())
+        self._scope = _Scope(backend, _tenant_name(tenant), limits or Limits(),
+                             _semantic.check_embedder(backend, embedder))
         self._owns_backend = owns_backend
         self.session_stores = AsyncSessionStores(self._scope)
         self.memory_stores = AsyncMemoryStores(self._scope)
@@ -385,6 +389,11 @@ class AsyncClient:
     def capabilities(self) -> frozenset[str]:
         """What the backend can do: names from ``ownstate.backends.Capability``."""
         return frozenset(type(self._scope.backend).capabilities)
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """What turns text into vectors for semantic and hybrid search, if anything."""
+        return self._scope.embedder
 
     async def migrate(self) -> tuple[int, int]:
         """Bring the schema to the current version; returns ``(found, now)`` versions."""
@@ -459,7 +468,8 @@ def choose_backend(url: str | None, backend: Backend | None, *, token: str | Non
 
 
 async def start_client(
-    backend: Backend, *, tenant: str | None, limits: Limits | None, migrate: bool
+    backend: Backend, *, tenant: str | None, limits: Limits | None, migrate: bool,
+    embedder: Embedder | None = None,
 ) -> AsyncClient:
     """Set up ``backend`` and wrap it in a client that owns it (closing it on failure).
 
@@ -468,14 +478,16 @@ async def start_client(
     :class:`~ownstate.errors.PermissionDenied`.
     """
     try:
+        _semantic.check_embedder(backend, embedder)  # before setup, which may reach a server
         if tenant is not None:
-            _tenant_name(tenant)  # before setup, which may reach a server
+            _tenant_name(tenant)
         await backend.setup(migrate=migrate)
         bound = backend.bound_tenant
         if bound is not None and tenant is not None and tenant != bound:
             raise PermissionDenied(f"this API key acts for tenant {bound!r}, not {tenant!r}",
                                    tenant=tenant)
-        return AsyncClient(backend, tenant=bound or tenant or "default", limits=limits)
+        return AsyncClient(backend, tenant=bound or tenant or "default", limits=limits,
+                           embedder=embedder)
     except BaseException:
         await backend.close()
         raise
@@ -489,6 +501,7 @@ async def connect_async(
     token: str | None = None,
     limits: Limits | None = None,
     migrate: bool = True,
+    embedder: Embedder | None = None,
 ) -> AsyncClient:
     """Open an async client on ``url``; the same surface as :func:`ownstate.connect`.
 
@@ -504,4 +517,5 @@ async def connect_async(
     :class:`~ownstate.errors.SchemaVersion`, :class:`~ownstate.errors.BackendUnavailable`.
     """
     chosen = choose_backend(url, backend, token=token)
-    return await start_client(chosen, tenant=tenant, limits=limits, migrate=migrate)
+    return await start_client(chosen, tenant=tenant, limits=limits, migrate=migrate,
+                              embedder=embedder)

@@ -32,9 +32,11 @@ from ..model import (
     Page,
     SessionRecord,
 )
+from . import _semantic
 from . import access as _access
 from ._paging import AsyncPager, keyset_limit, name_cursor, page_by_name
 from ._scope import Scope
+from ._semantic import Mode
 
 __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "AsyncMemoryStore", "AsyncMemoryStores"]
 
@@ -206,11 +208,14 @@ class AsyncMemoryStore:
         Raises :class:`~ownstate.errors.InvalidInput` (bad subject, key, value, confidence,
         source, source_type or valid_from), :class:`~ownstate.errors.LimitExceeded` (value
         larger than ``Limits.max_item_bytes``), :class:`~ownstate.errors.ItemNotFound`
-        (unknown source item), :class:`~ownstate.errors.StoreNotFound`.
+        (unknown source item), :class:`~ownstate.errors.StoreNotFound`,
+        :class:`~ownstate.errors.EmbedderMismatch` (the client's embedder is not the model
+        of the store's vectors).
         """
         new = self._new_fact(subject, key, value, confidence, source, source_type, valid_from)
         s = self._scope
-        (fact,) = await s.backend.remember(s.tenant, self.name, [new], _ids.now())
+        made = await _semantic.with_vectors(s, [new])
+        (fact,) = await s.backend.remember(s.tenant, self.name, made, _ids.now())
         return fact
 
     async def remember_many(self, facts: Sequence[Mapping[str, JSON]]) -> list[Fact]:
@@ -225,7 +230,7 @@ class AsyncMemoryStore:
         that is not such a mapping; carries ``index``),
         :class:`~ownstate.errors.LimitExceeded` (more than ``Limits.max_batch_items``
         elements, or a value too large), :class:`~ownstate.errors.ItemNotFound`,
-        :class:`~ownstate.errors.StoreNotFound`.
+        :class:`~ownstate.errors.StoreNotFound`, :class:`~ownstate.errors.EmbedderMismatch`.
         """
         s = self._scope
         if isinstance(facts, (str, bytes, Mapping)) or not isinstance(facts, Sequence):
@@ -252,6 +257,7 @@ class AsyncMemoryStore:
                 raise
         if not made:
             return []
+        made = await _semantic.with_vectors(s, made)
         return await s.backend.remember(s.tenant, self.name, made, _ids.now())
 
     async def recall(
@@ -341,22 +347,30 @@ class AsyncMemoryStore:
         return await s.backend.forget(s.tenant, self.name, who, what, closed_reason,
                                       _ids.now())
 
-    async def search(self, query: str, *, subject: str | None = None,
-                     limit: int = 20) -> list[Fact]:
-        """Current facts whose key or value contains every word of ``query``, most recently
-        recorded first.
+    async def search(self, query: str, *, subject: str | None = None, limit: int = 20,
+                     as_of: datetime | None = None, mode: Mode | None = None) -> list[Fact]:
+        """Current facts that match ``query``, best first.
 
-        Words are runs of letters and digits, compared case-insensitively and whole
-        (``mail`` does not find ``email``). A value's words are those of its strings, its
-        object keys and its numbers. ``subject`` limits the search to one subject.
+        ``mode`` chooses the ranking: ``lexical`` finds facts whose key or value contains
+        every word of ``query``, most recently recorded first. Words are runs of letters
+        and digits, compared case-insensitively and whole (``mail`` does not find
+        ``email``); a value's words are those of its strings, its object keys and its
+        numbers. ``semantic`` ranks facts by the similarity of their vectors to the
+        query's, so a paraphrase with no word in common is found; ``hybrid`` fuses the
+        two rankings (reciprocal-rank fusion, ``docs/memory.md``). The default is hybrid
+        for a client with an embedder, else lexical. ``subject`` limits the search to one
+        subject; ``as_of`` (semantic and hybrid) searches the facts in force at that
+        valid time.
 
-        Raises :class:`~ownstate.errors.InvalidInput` (a query with no word),
+        Raises :class:`~ownstate.errors.InvalidInput` (a query with no word, an unknown
+        mode, a semantic or hybrid mode without an embedder),
         :class:`~ownstate.errors.LimitExceeded` (more than 32 distinct words, or ``limit``
         outside 1 to ``Limits.max_page_size``), :class:`~ownstate.errors.StoreNotFound`.
         """
         s = self._scope
         if not isinstance(query, str):
             raise InvalidInput("query must be a string", field="query")
+        chosen = _semantic.choose_mode(s, mode)
         words = sorted(set(search_words(query)))
         if not words:
             raise InvalidInput("query must contain at least one word", field="query")
@@ -366,7 +380,35 @@ class AsyncMemoryStore:
                                 actual=len(words))
         who = _name(subject, "subject") if subject is not None else None
         size = s.limits.page_size(limit)
-        return await s.backend.search(s.tenant, self.name, words, who, size)
+        valid_at = _moment(as_of, "as_of") if as_of is not None else None
+
+        async def lexical(n: int) -> list[Fact]:
+            return await s.backend.search(s.tenant, self.name, words, who, n)
+
+        async def semantic(n: int) -> list[Fact]:
+            hits = await _semantic.nearest_facts(s, self.name, query, who, n, valid_at)
+            return [fact for fact, _ in hits]
+
+        if chosen == "lexical":
+            return await lexical(size)
+        if chosen == "semantic":
+            return await semantic(size)
+        return await _semantic.fused(lexical, semantic, lambda f: f.fact_id,
+                                     lambda f, _: f, size)
+
+    async def reindex(self, *, batch_size: int = 256, replace: bool = False) -> int:
+        """Give every current fact of the store that has none a vector from the client's
+        embedder (facts written before the embedder was configured, or by a client
+        without one); returns how many were embedded. Works in batches of ``batch_size``,
+        each committed on its own, so an interrupted reindex resumes where it stopped.
+        ``replace=True`` first drops every vector of the store, to switch models.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (no embedder; a bad batch_size),
+        :class:`~ownstate.errors.EmbedderMismatch` (the store holds another model's
+        vectors and ``replace`` is false), :class:`~ownstate.errors.StoreNotFound`.
+        """
+        return await _semantic.reindex_facts(self._scope, self.name, batch_size=batch_size,
+                                             replace=replace)
 
     async def erase_subject(self, subject: str, *,
                             include_sessions: bool = False) -> dict[str, int]:

@@ -12,6 +12,7 @@ from types import TracebackType
 from typing import Any, cast
 
 from ..backends import Backend
+from ..embeddings import Embedder
 from ..limits import Limits
 from ..model import (
     ACTIVE_RUN_STATUSES,
@@ -42,6 +43,7 @@ from ..model import (
 )
 from . import access, aio, assets, checkpoints, memory, runs, session
 from ._portal import Portal
+from ._semantic import Mode
 
 __all__ = ["ApiKeys", "Assets", "Checkpoints", "Client", "MemoryStore", "MemoryStores", "Runs", "Session", "SessionStore", "SessionStores"]
 
@@ -458,7 +460,9 @@ class MemoryStore:
         Raises :class:`~ownstate.errors.InvalidInput` (bad subject, key, value, confidence,
         source, source_type or valid_from), :class:`~ownstate.errors.LimitExceeded` (value
         larger than ``Limits.max_item_bytes``), :class:`~ownstate.errors.ItemNotFound`
-        (unknown source item), :class:`~ownstate.errors.StoreNotFound`.
+        (unknown source item), :class:`~ownstate.errors.StoreNotFound`,
+        :class:`~ownstate.errors.EmbedderMismatch` (the client's embedder is not the model
+        of the store's vectors).
         """
         return self._portal.call(self._impl.remember(subject, key, value, confidence=confidence, source=source, source_type=source_type, valid_from=valid_from))
 
@@ -474,7 +478,7 @@ class MemoryStore:
         that is not such a mapping; carries ``index``),
         :class:`~ownstate.errors.LimitExceeded` (more than ``Limits.max_batch_items``
         elements, or a value too large), :class:`~ownstate.errors.ItemNotFound`,
-        :class:`~ownstate.errors.StoreNotFound`.
+        :class:`~ownstate.errors.StoreNotFound`, :class:`~ownstate.errors.EmbedderMismatch`.
         """
         return self._portal.call(self._impl.remember_many(facts))
 
@@ -529,19 +533,39 @@ class MemoryStore:
         """
         return self._portal.call(self._impl.forget(subject, key, reason))
 
-    def search(self, query: str, *, subject: str | None = None, limit: int = 20) -> list[Fact]:
-        """Current facts whose key or value contains every word of ``query``, most recently
-        recorded first.
+    def search(self, query: str, *, subject: str | None = None, limit: int = 20, as_of: datetime | None = None, mode: Mode | None = None) -> list[Fact]:
+        """Current facts that match ``query``, best first.
 
-        Words are runs of letters and digits, compared case-insensitively and whole
-        (``mail`` does not find ``email``). A value's words are those of its strings, its
-        object keys and its numbers. ``subject`` limits the search to one subject.
+        ``mode`` chooses the ranking: ``lexical`` finds facts whose key or value contains
+        every word of ``query``, most recently recorded first. Words are runs of letters
+        and digits, compared case-insensitively and whole (``mail`` does not find
+        ``email``); a value's words are those of its strings, its object keys and its
+        numbers. ``semantic`` ranks facts by the similarity of their vectors to the
+        query's, so a paraphrase with no word in common is found; ``hybrid`` fuses the
+        two rankings (reciprocal-rank fusion, ``docs/memory.md``). The default is hybrid
+        for a client with an embedder, else lexical. ``subject`` limits the search to one
+        subject; ``as_of`` (semantic and hybrid) searches the facts in force at that
+        valid time.
 
-        Raises :class:`~ownstate.errors.InvalidInput` (a query with no word),
+        Raises :class:`~ownstate.errors.InvalidInput` (a query with no word, an unknown
+        mode, a semantic or hybrid mode without an embedder),
         :class:`~ownstate.errors.LimitExceeded` (more than 32 distinct words, or ``limit``
         outside 1 to ``Limits.max_page_size``), :class:`~ownstate.errors.StoreNotFound`.
         """
-        return self._portal.call(self._impl.search(query, subject=subject, limit=limit))
+        return self._portal.call(self._impl.search(query, subject=subject, limit=limit, as_of=as_of, mode=mode))
+
+    def reindex(self, *, batch_size: int = 256, replace: bool = False) -> int:
+        """Give every current fact of the store that has none a vector from the client's
+        embedder (facts written before the embedder was configured, or by a client
+        without one); returns how many were embedded. Works in batches of ``batch_size``,
+        each committed on its own, so an interrupted reindex resumes where it stopped.
+        ``replace=True`` first drops every vector of the store, to switch models.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (no embedder; a bad batch_size),
+        :class:`~ownstate.errors.EmbedderMismatch` (the store holds another model's
+        vectors and ``replace`` is false), :class:`~ownstate.errors.StoreNotFound`.
+        """
+        return self._portal.call(self._impl.reindex(batch_size=batch_size, replace=replace))
 
     def erase_subject(self, subject: str, *, include_sessions: bool = False) -> dict[str, int]:
         """Hard-delete everything about ``subject`` in the whole tenant, not only in this
@@ -1119,6 +1143,11 @@ class Client:
     def capabilities(self) -> frozenset[str]:
         """What the backend can do: names from ``ownstate.backends.Capability``."""
         return self._impl.capabilities
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """What turns text into vectors for semantic and hybrid search, if anything."""
+        return self._impl.embedder
 
     def migrate(self) -> tuple[int, int]:
         """Bring the schema to the current version; returns ``(found, now)`` versions."""

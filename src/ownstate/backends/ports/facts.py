@@ -36,6 +36,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from ...embeddings import Embedding
 from ...model import JSON, Fact, FactExplanation, MemoryStoreRecord
 
 __all__ = ["FactPort", "NewFact", "fact_words", "search_words"]
@@ -86,6 +87,8 @@ class NewFact:
     #: must then be ``session_id``)
     source: tuple[str | None, str, str] | None
     valid_from: datetime | None
+    #: its vector, when the client has an embedder: stored in the same transaction
+    embedding: Embedding | None = None
 
 
 class FactPort(ABC):

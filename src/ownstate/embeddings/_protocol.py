@@ -1,0 +1,88 @@
+"""The Embedder protocol and the one encoding of a stored vector.
+
+A stored vector is an :class:`Embedding`: the model's name and the vector, scaled to unit
+length and packed as little-endian float32 (the layout sqlite-vec reads, 4 bytes a
+dimension), so that cosine similarity is a dot product on every backend. This module
+imports nothing outside the standard library.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from ..errors import InvalidInput
+
+__all__ = ["Embedder", "Embedding", "check_vectors"]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into vectors: the one thing semantic search needs.
+
+    ``model`` names the model (and any setting that changes its vectors), ``dimension``
+    is the length of every vector it returns. ``embed`` returns one vector per text, in
+    order; it may block (a client calls it in a worker thread).
+    """
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Embedding:
+    """A vector as stored: its model and its unit-length float32 bytes."""
+
+    model: str
+    data: bytes
+
+    @property
+    def dimension(self) -> int:
+        return len(self.data) // 4
+
+    @classmethod
+    def pack(cls, model: str, vector: Sequence[float]) -> Embedding:
+        """Scale ``vector`` to unit length and pack it. Raises InvalidInput for a vector
+        that is empty, has a non-finite component, or is all zeros."""
+        values = [float(x) for x in vector]
+        norm = math.sqrt(math.fsum(x * x for x in values))
+        if not values or not math.isfinite(norm) or norm == 0.0:
+            raise InvalidInput("an embedder returned an empty, zero or non-finite vector",
+                               field="embedder")
+        return cls(model, struct.pack(f"<{len(values)}f", *(x / norm for x in values)))
+
+    def unpack(self) -> tuple[float, ...]:
+        return struct.unpack(f"<{self.dimension}f", self.data)
+
+
+def check_vectors(embedder: Embedder, texts: Sequence[str]) -> list[Embedding]:
+    """``embedder.embed(texts)``, checked (one vector per text, each of the embedder's
+    dimension) and packed. Raises InvalidInput when the embedder breaks its contract."""
+    if not texts:
+        return []
+    vectors = embedder.embed(list(texts))
+    if len(vectors) != len(texts):
+        raise InvalidInput(f"the embedder returned {len(vectors)} vectors for {len(texts)} "
+                           "texts", field="embedder")
+    made = []
+    for vector in vectors:
+        if len(vector) != embedder.dimension:
+            raise InvalidInput(f"the embedder returned a vector of {len(vector)} dimensions, "
+                               f"not its declared {embedder.dimension}", field="embedder")
+        made.append(Embedding.pack(embedder.model, vector))
+    return made
+
+
+def dot(a: bytes, b: bytes) -> float:
+    """The dot product of two packed vectors of one dimension (their cosine similarity)."""
+    n = len(a) // 4
+    return math.fsum(x * y for x, y in zip(struct.unpack(f"<{n}f", a),
+                                           struct.unpack(f"<{n}f", b), strict=True))
