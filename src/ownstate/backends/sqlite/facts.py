@@ -35,6 +35,7 @@ from ...errors import AlreadyExists, FactNotFound, ItemNotFound, StoreNotFound
 from ...model import Fact, FactExplanation, Item, MemoryStoreRecord
 from ..ports.facts import NewFact, fact_words
 from ._core import ITEM_COLUMNS, SqliteCore, to_items, write
+from ._fact_vectors import store_fact_vector
 from .access import drop_grants, start_grants
 
 __all__ = ["FactsInSqlite"]
@@ -185,6 +186,8 @@ class FactsInSqlite(SqliteCore):
             (tenant, store, new.fact_id, new.subject, new.key, new.value_json, new.confidence,
              new.source_type, source_store, session_id, item_id, valid_from, moment,
              supersedes))
+        if new.embedding is not None:
+            store_fact_vector(conn, tenant, store, int(inserted.lastrowid or 0), new.embedding)
         value = json.loads(new.value_json)
         words = fact_words(new.key, value)
         subject_prefix = _subject_prefix(tenant, store, new.subject)

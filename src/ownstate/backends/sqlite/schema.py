@@ -297,6 +297,18 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         "CREATE INDEX store_grants_by_principal ON store_grants (tenant, principal, kind, store)",
     )),
+    Migration(4, "fact vectors for semantic search", (
+        """
+        CREATE TABLE fact_vectors (
+            fid          INTEGER PRIMARY KEY REFERENCES facts (fid) ON DELETE CASCADE,
+            tenant       TEXT NOT NULL,
+            memory_store TEXT NOT NULL,
+            model        TEXT NOT NULL,
+            vector       BLOB NOT NULL
+        )
+        """,
+        "CREATE INDEX fact_vectors_by_store ON fact_vectors (tenant, memory_store, model)",
+    )),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version
