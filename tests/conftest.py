@@ -119,7 +119,9 @@ def _postgres_shared() -> tuple[str, str] | None:
             "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
             "WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND c.relname <> "
             "'ownstate_schema' ORDER BY c.oid DESC", (schema,))]
-    # Newest table first: a table is created after the tables it references.
+    # Newest table first: a table is created after the tables it references. The search
+    # statistics go last, after the deletes whose triggers subtract from them.
+    tables.sort(key=lambda t: t == "search_stats")
     return schema, "; ".join(f'DELETE FROM {schema}."{t}"' for t in tables)
 
 

@@ -23,12 +23,14 @@ RELEASED = {
         1: "5c1ccfca0e7d007967001898a74f02dc81abb3620e37f30eac773aa81e11a711",
         2: "d848e105d7e85f07b74d4dca34ac4ce0f02508930e6a58914941af32514c1008",
         3: "be74d4bd520cf1ca5433c8b05b5fe055e5c71e9dd5888be3844adac306949309",
+        4: "611e4d879196ab2fd07871b0b038105a0b2a11109ce65c54d3a4010b838566c2",
     },
     "postgres": {
         1: "31c25f0bec00f4f93e7f646372a6c28947aa085fe1057242963c3d4d7611137f",
         2: "47cd1aaf8d5dba787061bc16ed1f37bba28d784de4d77dfe4941ff9b2928f1b5",
         3: "e7bda58b5d41a22a9646db2571300acc83886946ac912b3c3acdb2c376ea122b",
         4: "7f396d45bd5582321a2ebbc78a663ce30f2bd7d9b984ae79a67a966cfa7aeede",
+        5: "f0673e5c7782faaeee5d746abd8697f256c3ccce385591e4ba4201a067a838da",
     },
 }
 SCHEMAS: dict[str, Any] = {"sqlite": sqlite_schema, "postgres": postgres_schema}

@@ -290,7 +290,7 @@ def test_a_reader_uses_the_library_over_http(tenant: Tenant) -> None:
         memory = client.memory_stores.get("mem")
         (fact,) = memory.recall("user:1")
         assert (fact.fact_id, fact.value) == (tenant.fact_id, "email")
-        assert memory.search("email") == [fact]
+        assert [h.fact for h in memory.search("email")] == [fact]
         assert memory.history("user:1", "channel") == [fact]
         assert [m.name for m in client.memory_stores.list()] == ["mem"]
         before = tenant.state()

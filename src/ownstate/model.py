@@ -24,8 +24,10 @@ __all__ = [
     "Effect",
     "Fact",
     "FactExplanation",
+    "FactHit",
     "Grant",
     "Item",
+    "ItemHit",
     "Lease",
     "MemoryStoreRecord",
     "Page",
@@ -194,6 +196,31 @@ class FactExplanation:
     superseded: Fact | None
     superseded_by: Fact | None
     source_item: Item | None
+
+
+@dataclass(frozen=True, slots=True)
+class FactHit:
+    """One answer of ``memory.search``: a fact and how well it matches the query.
+
+    ``score`` is its BM25 relevance (higher is better; see ``docs/memory.md``), comparable
+    only within one answer. Provenance is the fact's own: ``fact.source_store``,
+    ``fact.source_session_id`` and ``fact.source_item_id`` name the item it came from.
+    """
+
+    fact: Fact
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class ItemHit:
+    """One answer of ``session_stores.search_items``: a conversation item, where it lives
+    (``store``, ``item.session_id``, ``item.seq``; ``actor_id`` of its session) and how
+    well it matches the query (``score``, BM25, higher is better)."""
+
+    store: str
+    actor_id: str
+    item: Item
+    score: float
 
 
 # runs --------------------------------------------------------------------------------

@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Literal, TypeVar
 
 from ..backends import Backend, Capability
 from ..backends.ports.facts import NewFact
+from ..backends.ports.search import fact_text
 from ..embeddings import Embedder, Embedding, check_vectors, fuse
 from ..errors import InvalidInput
-from ..model import JSON, Fact
+from ..model import Fact
 from ._scope import Scope
 
 __all__ = ["MODES", "Mode", "check_embedder", "choose_mode", "embed", "fused", "nearest_facts",
@@ -91,23 +92,7 @@ async def fused(lexical: Callable[[int], Awaitable[list[H]]],
 
 # facts ---------------------------------------------------------------------------------
 
-def _value_texts(value: JSON) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield str(key)
-            yield from _value_texts(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _value_texts(item)
-    else:
-        yield json.dumps(value)
-
-
-def _fact_text(key: str, value: JSON) -> str:
-    """What a fact's vector is made from: its key and the text of its value."""
-    return " ".join((key, *_value_texts(value)))
+_fact_text = fact_text
 
 
 async def with_vectors(scope: Scope, facts: list[NewFact]) -> list[NewFact]:

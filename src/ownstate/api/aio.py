@@ -11,9 +11,10 @@ methods through a portal; change behaviour here, then run ``python scripts/gener
 
 from __future__ import annotations
 
+import builtins
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, ClassVar
@@ -23,10 +24,11 @@ from .._ids import new_id, now
 from .._tokens import decode_token, encode_token
 from ..backends import Backend, open_backend, resolve_url
 from ..backends.base import SessionOrder
+from ..backends.ports.search import text_query
 from ..embeddings import Embedder
-from ..errors import InvalidInput, PermissionDenied
+from ..errors import InvalidInput, LimitExceeded, PermissionDenied
 from ..limits import TENANT_RE, Limits
-from ..model import Grant, Page, SessionStoreRecord
+from ..model import Grant, ItemHit, Page, SessionStoreRecord
 from . import _semantic
 from . import access as _access
 from ._paging import (
@@ -286,6 +288,59 @@ class AsyncSessionStores:
         """Every store, by name, fetched a page at a time."""
         return AsyncPager(
             lambda token: self.list_page(page_size=page_size, page_token=token), page_token)
+
+    async def search_items(
+        self,
+        query: str,
+        *,
+        store: str | None = None,
+        stores: Sequence[str] | None = None,
+        actor_id: str | None = None,
+        session_id: str | None = None,
+        limit: int = 10,
+    ) -> builtins.list[ItemHit]:
+        """The conversation items that best match ``query``, best first, across the
+        tenant's session stores: each an :class:`ItemHit` with the item, its store, its
+        session's actor and its BM25 score.
+
+        An item is found by what a person reads in it (message text, tool output), the
+        names of the tools it calls and their arguments, compared without case or
+        accents; scripts written without spaces are found by substring, as in
+        ``memory.search`` (``docs/memory.md`` explains the ranking). Equal scores are
+        ordered by store, session id and seq. ``store`` limits the search to one store
+        (which must exist), ``stores`` to several (unknown names find nothing), and
+        ``actor_id`` and ``session_id`` to those sessions. Items of a store created with
+        ``index_items=False`` are never found.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (a query with no word, a malformed
+        filter), :class:`~ownstate.errors.LimitExceeded` (a query over 2,000 characters
+        or 64 distinct terms, or ``limit`` outside 1 to ``Limits.max_page_size``),
+        :class:`~ownstate.errors.StoreNotFound` (``store`` does not exist).
+        """
+        s = self._scope
+        parsed = text_query(query)
+        size = s.limits.page_size(limit)
+        if store is not None and stores is not None:
+            raise InvalidInput("give store or stores, not both", field="stores")
+        names: list[str] | None = None
+        if store is not None:
+            names = [_validate.store_name(store)]
+            await s.backend.get_store(s.tenant, names[0])
+        elif stores is not None:
+            if isinstance(stores, (str, bytes)) or not isinstance(stores, Sequence):
+                raise InvalidInput("stores must be a list of store names", field="stores")
+            if len(stores) > s.limits.max_page_size:
+                raise LimitExceeded(f"at most {s.limits.max_page_size} stores",
+                                    field="stores", limit=s.limits.max_page_size,
+                                    actual=len(stores))
+            names = sorted({_validate.store_name(n) for n in stores})
+            if not names:
+                return []
+        for value, field in ((actor_id, "actor_id"), (session_id, "session_id")):
+            if value is not None and (not isinstance(value, str) or not value):
+                raise InvalidInput(f"{field} must be a non-empty string", field=field)
+        return await s.backend.search_items(s.tenant, parsed, stores=names, actor_id=actor_id,
+                                            session_id=session_id, limit=size)
 
     async def delete(self, name: str, *, force: bool = False) -> int:
         """Delete a store; returns how many sessions went with it.

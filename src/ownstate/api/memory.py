@@ -18,7 +18,8 @@ from typing import Any
 
 from .. import _ids
 from .. import limits as _validate
-from ..backends.ports.facts import NewFact, search_words
+from ..backends.ports.facts import NewFact
+from ..backends.ports.search import text_query
 from ..errors import InvalidInput, LimitExceeded, NotFound
 from ..limits import CONTROL_RE, MAX_NAME_CHARS
 from ..model import (
@@ -26,6 +27,7 @@ from ..model import (
     SOURCE_TYPES,
     Fact,
     FactExplanation,
+    FactHit,
     Grant,
     Item,
     MemoryStoreRecord,
@@ -45,7 +47,6 @@ EXPORT_FORMAT = "ownstate.subject-export"
 EXPORT_VERSION = 1
 
 _MAX_REASON_CHARS = 1000
-_MAX_QUERY_WORDS = 32
 _FACT_FIELDS = {"subject", "key", "value", "confidence", "source", "source_type", "valid_from"}
 
 
@@ -347,54 +348,54 @@ class AsyncMemoryStore:
         return await s.backend.forget(s.tenant, self.name, who, what, closed_reason,
                                       _ids.now())
 
-    async def search(self, query: str, *, subject: str | None = None, limit: int = 20,
-                     as_of: datetime | None = None, mode: Mode | None = None) -> list[Fact]:
-        """Current facts that match ``query``, best first.
+    async def search(self, query: str, *, subject: str | None = None, limit: int = 10,
+                     as_of: datetime | None = None,
+                     mode: Mode | None = None) -> list[FactHit]:
+        """The facts that best match ``query``, best first: each a :class:`FactHit` with
+        the fact and its score.
 
-        ``mode`` chooses the ranking: ``lexical`` finds facts whose key or value contains
-        every word of ``query``, most recently recorded first. Words are runs of letters
-        and digits, compared case-insensitively and whole (``mail`` does not find
-        ``email``); a value's words are those of its strings, its object keys and its
-        numbers. ``semantic`` ranks facts by the similarity of their vectors to the
-        query's, so a paraphrase with no word in common is found; ``hybrid`` fuses the
-        two rankings (reciprocal-rank fusion, ``docs/memory.md``). The default is hybrid
-        for a client with an embedder, else lexical. ``subject`` limits the search to one
-        subject; ``as_of`` (semantic and hybrid) searches the facts in force at that
-        valid time.
+        ``mode`` chooses the ranking. ``lexical``: a fact is found by the words of its key
+        and of its value (strings, object keys, numbers), compared without case or
+        accents; text in scripts written without spaces (Chinese, Japanese, Thai) is
+        found by any substring of two characters or more. A fact matches when it holds at
+        least one query term, and ranks higher the more of the rarer terms it holds; the
+        score is its BM25 relevance. ``semantic``: facts rank by the cosine similarity of
+        their vectors to the query's (the score), so a paraphrase that shares no word
+        with the fact is found. ``hybrid``: the reciprocal-rank fusion of the two
+        rankings (the score is the fused one). ``docs/memory.md`` explains the ranking.
+        The default is hybrid for a client with an embedder, else lexical. Equal scores
+        are ordered by fact id (lexical), newest first (semantic), by the lexical ranking
+        (hybrid). Only facts :meth:`recall` would return are found: those in force now,
+        or at valid time ``as_of``. ``subject`` limits the search to one subject. A
+        fact's provenance (``source_store``, ``source_session_id``, ``source_item_id``)
+        names the item it came from.
 
         Raises :class:`~ownstate.errors.InvalidInput` (a query with no word, an unknown
         mode, a semantic or hybrid mode without an embedder),
-        :class:`~ownstate.errors.LimitExceeded` (more than 32 distinct words, or ``limit``
-        outside 1 to ``Limits.max_page_size``), :class:`~ownstate.errors.StoreNotFound`.
+        :class:`~ownstate.errors.LimitExceeded` (a query over 2,000 characters or 64
+        distinct terms, or ``limit`` outside 1 to ``Limits.max_page_size``),
+        :class:`~ownstate.errors.StoreNotFound`.
         """
         s = self._scope
-        if not isinstance(query, str):
-            raise InvalidInput("query must be a string", field="query")
+        parsed = text_query(query)
         chosen = _semantic.choose_mode(s, mode)
-        words = sorted(set(search_words(query)))
-        if not words:
-            raise InvalidInput("query must contain at least one word", field="query")
-        if len(words) > _MAX_QUERY_WORDS:
-            raise LimitExceeded(f"query has {len(words)} distinct words; at most "
-                                f"{_MAX_QUERY_WORDS}", field="query", limit=_MAX_QUERY_WORDS,
-                                actual=len(words))
         who = _name(subject, "subject") if subject is not None else None
         size = s.limits.page_size(limit)
         valid_at = _moment(as_of, "as_of") if as_of is not None else None
 
-        async def lexical(n: int) -> list[Fact]:
-            return await s.backend.search(s.tenant, self.name, words, who, n)
+        async def lexical(n: int) -> list[FactHit]:
+            return await s.backend.search(s.tenant, self.name, parsed, who, valid_at, n)
 
-        async def semantic(n: int) -> list[Fact]:
+        async def semantic(n: int) -> list[FactHit]:
             hits = await _semantic.nearest_facts(s, self.name, query, who, n, valid_at)
-            return [fact for fact, _ in hits]
+            return [FactHit(fact, score) for fact, score in hits]
 
         if chosen == "lexical":
             return await lexical(size)
         if chosen == "semantic":
             return await semantic(size)
-        return await _semantic.fused(lexical, semantic, lambda f: f.fact_id,
-                                     lambda f, _: f, size)
+        return await _semantic.fused(lexical, semantic, lambda h: h.fact.fact_id,
+                                     lambda h, score: FactHit(h.fact, score), size)
 
     async def reindex(self, *, batch_size: int = 256, replace: bool = False) -> int:
         """Give every current fact of the store that has none a vector from the client's

@@ -145,7 +145,7 @@ def test_fact_subjects_and_keys_of_every_printable_character(client: Client,
     assert [f.fact_id for f in memory.history(text, text)] == [first.fact_id, second.fact_id]
     assert memory.get(second.fact_id) == second
     assert memory.explain(second.fact_id).fact == second
-    assert [f.fact_id for f in memory.search("channel", subject=text)] == [second.fact_id]
+    assert [h.fact.fact_id for h in memory.search("channel", subject=text)] == [second.fact_id]
     forgotten = memory.forget(text, text)
     assert forgotten is not None
     assert forgotten.fact_id == second.fact_id

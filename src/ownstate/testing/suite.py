@@ -10,7 +10,7 @@ __all__ = ["MODULES", "Suite"]
 
 #: The modules of :mod:`ownstate.testing` that hold tests, which ``Suite()`` runs.
 MODULES = ("access", "assets", "checkpoints", "concurrency", "conformance", "memory",
-           "memory_stateful", "runs", "stateful")
+           "memory_stateful", "runs", "search", "stateful")
 
 
 class Suite:

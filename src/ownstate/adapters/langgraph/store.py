@@ -55,7 +55,7 @@ from langgraph.store.base import (
 from ... import _ids
 from ...api import AsyncClient, AsyncMemoryStore, Client
 from ...backends.base import Capability
-from ...backends.ports.facts import fact_words, search_words
+from ...backends.ports.search import fact_text, query_terms, terms
 from ...errors import AlreadyExists, InvalidInput, StoreNotFound
 from ...limits import CONTROL_RE, MAX_NAME_CHARS, encode_json, store_name
 from ...model import Fact
@@ -264,11 +264,11 @@ def _matches(actual: Any, expected: Any) -> bool:
 
 
 def _query_words(query: str | None) -> frozenset[str]:
-    return frozenset(search_words(query)) if query else frozenset()
+    return frozenset(query_terms(query)) if query else frozenset()
 
 
 def _has_words(entry: _Entry, words: frozenset[str]) -> bool:
-    return not words or words <= set(fact_words("", entry.text))
+    return not words or words <= set(terms(fact_text("", entry.text)))
 
 
 def _path_matches(kind: str, path: Sequence[str], namespace: tuple[str, ...]) -> bool:
@@ -615,10 +615,10 @@ class OwnstateStore(BaseStore):
         words = _query_words(op.query)
         entries: list[_Entry] | None = None
         if words and run.text_search and len(words) <= _MAX_QUERY_WORDS:
-            facts = await run.memory.search(" ".join(sorted(words)), limit=run.page)
-            if len(facts) < run.page:  # complete: no match was cut off by the limit
-                entries = [e for f in facts
-                           if f.subject in subjects and (e := _entry(f)) is not None]
+            hits = await run.memory.search(" ".join(sorted(words)), limit=run.page)
+            if len(hits) < run.page:  # complete: no match was cut off by the limit
+                entries = [e for h in hits
+                           if h.fact.subject in subjects and (e := _entry(h.fact)) is not None]
         if entries is None:
             entries = []
             for subject in sorted(subjects):

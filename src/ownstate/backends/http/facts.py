@@ -15,8 +15,9 @@ from typing import Any
 
 from ... import _wire
 from ...errors import FactNotFound, InvalidInput
-from ...model import Fact, FactExplanation, MemoryStoreRecord
+from ...model import Fact, FactExplanation, FactHit, MemoryStoreRecord
 from ..ports.facts import NewFact
+from ..ports.search import TextQuery
 from ._base import API, HttpBase, addressable, json_object, not_found, segment
 
 __all__ = ["FactsOverHttp"]
@@ -126,13 +127,12 @@ class FactsOverHttp(HttpBase):
         closed = body["fact"]
         return _wire.load(Fact, closed) if closed is not None else None
 
-    async def search(self, tenant: str, store: str, words: Sequence[str], subject: str | None,
-                     limit: int) -> list[Fact]:
-        # The words are already whole lowercased words: joined with spaces, the server's
-        # API splits them back into the same words.
+    async def search(self, tenant: str, store: str, query: TextQuery, subject: str | None,
+                     valid_at: datetime | None, limit: int) -> list[FactHit]:
         body = await self._http.call("POST", f"{STORES}/{store}/facts:search", json={
-            "query": " ".join(words), "subject": subject, "limit": limit})
-        return _facts(body)
+            "query": query.text, "subject": subject, "limit": limit,
+            "as_of": valid_at.isoformat() if valid_at is not None else None})
+        return [FactHit(_wire.load(Fact, h["fact"]), float(h["score"])) for h in body["hits"]]
 
     async def subject_facts(self, tenant: str, subject: str) -> list[Fact]:
         body = await self._http.call("GET", f"{API}/subjects:facts",

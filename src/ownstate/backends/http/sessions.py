@@ -10,10 +10,11 @@ from typing import Any
 
 from ... import _wire
 from ...errors import BackendUnavailable, ItemNotFound
-from ...model import Item, SessionRecord, SessionStoreRecord, build_item
+from ...model import Item, ItemHit, SessionRecord, SessionStoreRecord, build_item
 from .._replay import Meta, Replay
+from ..ports.search import TextQuery
 from ..ports.sessions import NewItem, SessionOrder
-from ._base import SESSION_STORES, HttpBase, addressable, not_found, segment, session_path
+from ._base import API, SESSION_STORES, HttpBase, addressable, not_found, segment, session_path
 
 __all__ = ["SessionsOverHttp"]
 
@@ -253,3 +254,13 @@ class SessionsOverHttp(HttpBase):
     async def clear_items(self, tenant: str, store: str, session_id: str, now: datetime) -> int:
         body = await self._http.call("POST", f"{session_path(store, session_id)}/items:clear")
         return int(body["items_cleared"])
+
+    async def search_items(
+        self, tenant: str, query: TextQuery, *, stores: Sequence[str] | None,
+        actor_id: str | None, session_id: str | None, limit: int,
+    ) -> list[ItemHit]:
+        body = await self._http.call("POST", f"{API}/items:search", json={
+            "query": query.text, "stores": list(stores) if stores is not None else None,
+            "actor_id": actor_id, "session_id": session_id, "limit": limit})
+        return [ItemHit(h["store"], h["actor_id"], _item(h["item"]), float(h["score"]))
+                for h in body["hits"]]

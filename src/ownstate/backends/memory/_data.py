@@ -27,6 +27,8 @@ class _StoredItem:
     model: str | None
     in_tokens: int | None
     out_tokens: int | None
+    #: its search terms; none when its store does not index items
+    terms: tuple[str, ...] = ()
 
     def to_item(self, session_id: str) -> Item:
         return Item(

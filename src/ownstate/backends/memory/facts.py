@@ -22,8 +22,9 @@ from ...errors import (
     ItemNotFound,
     StoreNotFound,
 )
-from ...model import Fact, FactExplanation, Item, MemoryStoreRecord
-from ..ports.facts import NewFact, fact_words
+from ...model import Fact, FactExplanation, FactHit, Item, MemoryStoreRecord
+from ..ports.facts import NewFact
+from ..ports.search import TextQuery, fact_text, rank, terms
 from ._data import MemoryBase
 
 __all__ = ["FactsInMemory"]
@@ -33,7 +34,7 @@ __all__ = ["FactsInMemory"]
 class _StoredFact:
     record: Fact  # with ``value`` None: the value lives in value_json
     value_json: str
-    words: frozenset[str]
+    terms: tuple[str, ...]
     order: int
     embedding: Embedding | None = None
 
@@ -184,7 +185,7 @@ class FactsInMemory(MemoryBase):
                 )
                 value = json.loads(new.value_json)
                 chain.append(_StoredFact(record, new.value_json,
-                                         frozenset(fact_words(new.key, value)),
+                                         tuple(terms(fact_text(new.key, value))),
                                          self._data.next("facts"), new.embedding))
                 stored.by_id[new.fact_id] = (new.subject, new.key)
                 made.append(replace(record, value=value))
@@ -255,18 +256,21 @@ class FactsInMemory(MemoryBase):
                                      closed_reason=reason)
             return current.to_fact()
 
-    async def search(self, tenant: str, store: str, words: Sequence[str], subject: str | None,
-                     limit: int) -> list[Fact]:
+    async def search(self, tenant: str, store: str, query: TextQuery, subject: str | None,
+                     valid_at: datetime | None, limit: int) -> list[FactHit]:
+        valid_at, known_at = _ids.now_unless(valid_at, None)
         with self._data.lock:
             stored = self._memory_store(tenant, store)
-            wanted = set(words)
-            hits = [
-                current for (s, _), chain in stored.chains.items()
-                if (subject is None or s == subject)
-                and (current := _current(chain)) is not None and wanted <= current.words
-            ]
-            hits.sort(key=lambda f: f.order, reverse=True)
-            return [f.to_fact() for f in hits[:limit]]
+            in_force: set[str] = set()
+            for (s, _), chain in stored.chains.items():
+                if subject is None or s == subject:
+                    covering = [f for f in chain if _covers(f.record, valid_at, known_at)]
+                    if covering:
+                        in_force.add(covering[-1].record.fact_id)
+            collection = sorted(((f, f.terms) for chain in stored.chains.values()
+                                 for f in chain), key=lambda doc: doc[0].record.fact_id)
+            hits = rank(query.terms, collection, lambda f: f.record.fact_id in in_force)
+            return [FactHit(f.to_fact(), score) for f, score in hits[:limit]]
 
     async def subject_facts(self, tenant: str, subject: str) -> list[Fact]:
         with self._data.lock:

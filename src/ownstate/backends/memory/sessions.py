@@ -18,7 +18,8 @@ from ...errors import (
     StoreNotEmpty,
     StoreNotFound,
 )
-from ...model import Item, SessionRecord, SessionStoreRecord
+from ...model import Item, ItemHit, SessionRecord, SessionStoreRecord
+from ..ports.search import TextQuery, rank, terms
 from ..ports.sessions import NewItem, SessionOrder
 from ._data import MemoryBase, _StoredItem, _StoredSession
 
@@ -221,6 +222,7 @@ class SessionsInMemory(MemoryBase):
                     item_id=it.item_id, seq=first + n, create_time=now, data_json=it.data_json,
                     format=it.format, role=it.role, type=it.type, tool_name=it.tool_name,
                     model=it.model, in_tokens=it.in_tokens, out_tokens=it.out_tokens,
+                    terms=tuple(terms(it.text)),
                 )
                 for n, it in enumerate(items)
             ]
@@ -268,3 +270,25 @@ class SessionsInMemory(MemoryBase):
             stored.items.clear()
             self._touch(stored, now)
             return count
+
+    async def search_items(
+        self, tenant: str, query: TextQuery, *, stores: Sequence[str] | None,
+        actor_id: str | None, session_id: str | None, limit: int,
+    ) -> list[ItemHit]:
+        with self._data.lock:
+            chosen = None if stores is None else set(stores)
+            collection = [
+                ((store, sid, stored, it), it.terms)
+                for (t, store, sid), stored in sorted(self._data.sessions.items())
+                if t == tenant for it in stored.items
+            ]
+
+            def wanted(doc: tuple[str, str, _StoredSession, _StoredItem]) -> bool:
+                store, sid, stored, _ = doc
+                return ((chosen is None or store in chosen)
+                        and (actor_id is None or stored.record.actor_id == actor_id)
+                        and (session_id is None or sid == session_id))
+
+            hits = rank(query.terms, collection, wanted)[:limit]
+            return [ItemHit(store, stored.record.actor_id, it.to_item(sid), score)
+                    for (store, sid, stored, it), score in hits]

@@ -20,57 +20,23 @@ later of the clock and the last record or close time of that (subject, key), so 
 ``recorded_at <= superseded_at`` always holds and "recorded last" agrees with the clock
 even when clocks of several writers disagree.
 
-Search matches whole words. :func:`search_words` is the one definition of a word that
-every backend uses: a maximal run of letters and digits (Unicode categories L and N),
-lowercased. A fact's words (:func:`fact_words`) are those of its key and of the text of its
-value: object keys, strings, and numbers, ``true``, ``false`` and ``null`` as JSON spells
-them.
+Search (:meth:`FactPort.search`) ranks facts by the terms and relevance of
+:mod:`ownstate.backends.ports.search`, over every fact in the store: a closed fact stays
+indexed so that a search as of an earlier valid time finds what held then.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from ...embeddings import Embedding
-from ...model import JSON, Fact, FactExplanation, MemoryStoreRecord
+from ...model import Fact, FactExplanation, FactHit, MemoryStoreRecord
+from .search import TextQuery
 
-__all__ = ["FactPort", "NewFact", "fact_words", "search_words"]
-
-_WORD_RE = re.compile(r"[^\W_]+")
-
-
-def search_words(text: str) -> list[str]:
-    """The words of ``text`` in order: maximal runs of letters and digits, lowercased."""
-    return _WORD_RE.findall(text.lower())
-
-
-def _value_texts(value: JSON) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield str(key)
-            yield from _value_texts(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _value_texts(item)
-    else:
-        yield json.dumps(value)
-
-
-def fact_words(key: str, value: JSON) -> list[str]:
-    """The distinct words a fact can be found by, in first-seen order."""
-    seen: dict[str, None] = {}
-    for text in (key, *_value_texts(value)):
-        for word in search_words(text):
-            seen.setdefault(word, None)
-    return list(seen)
-
+__all__ = ["FactPort", "NewFact"]
 
 @dataclass(frozen=True, slots=True)
 class NewFact:
@@ -163,11 +129,12 @@ class FactPort(ABC):
         Raises StoreNotFound."""
 
     @abstractmethod
-    async def search(self, tenant: str, store: str, words: Sequence[str], subject: str | None,
-                     limit: int) -> list[Fact]:
-        """Current facts whose :func:`fact_words` include every one of ``words`` (each
-        already a single word as :func:`search_words` makes them), the last recorded first
-        (the order writes were committed in), at most ``limit``. Raises StoreNotFound."""
+    async def search(self, tenant: str, store: str, query: TextQuery, subject: str | None,
+                     valid_at: datetime | None, limit: int) -> list[FactHit]:
+        """The facts in force at valid time ``valid_at`` (None: now) as believed now, the
+        ones :meth:`recall` would return, that hold at least one of ``query.terms``
+        (``subject``'s only, when given), best first by BM25 score, then by fact id; at
+        most ``limit``. Raises StoreNotFound."""
 
     @abstractmethod
     async def subject_facts(self, tenant: str, subject: str) -> list[Fact]:

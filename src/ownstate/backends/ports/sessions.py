@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
-from ...model import Item, SessionRecord, SessionStoreRecord
+from ...model import Item, ItemHit, SessionRecord, SessionStoreRecord
+from .search import TextQuery
 
 __all__ = ["NewItem", "SessionOrder", "SessionPort"]
 
@@ -26,6 +27,8 @@ class NewItem(NamedTuple):
     model: str | None
     in_tokens: int | None
     out_tokens: int | None
+    #: what the item is found by (:func:`~ownstate.backends.ports.search.item_text`)
+    text: str = ""
 
 
 class SessionPort(ABC):
@@ -174,3 +177,19 @@ class SessionPort(ABC):
     @abstractmethod
     async def clear_items(self, tenant: str, store: str, session_id: str, now: datetime) -> int:
         """Remove every item; returns how many. Raises SessionNotFound."""
+
+    @abstractmethod
+    async def search_items(
+        self,
+        tenant: str,
+        query: TextQuery,
+        *,
+        stores: Sequence[str] | None,
+        actor_id: str | None,
+        session_id: str | None,
+        limit: int,
+    ) -> list[ItemHit]:
+        """Items of the tenant holding at least one of ``query.terms``, in ``stores`` (None:
+        every store), of sessions of ``actor_id`` and of ``session_id`` when given, best
+        first by BM25 score, then by store, session id and seq; at most ``limit``. Items
+        of stores created with ``index_items=False`` are not found."""

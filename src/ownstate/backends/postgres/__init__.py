@@ -21,6 +21,7 @@ from .facts import FactsInPostgres
 from .roles import RolesInPostgres
 from .runs import RunsInPostgres
 from .schema import MIGRATIONS, SCHEMA_VERSION
+from .search import SearchInPostgres, backfill
 from .sessions import SessionsInPostgres
 
 with requires("postgres", "the PostgreSQL backend"):
@@ -28,8 +29,11 @@ with requires("postgres", "the PostgreSQL backend"):
 
 __all__ = ["PostgresBackend"]
 
+#: The migration whose data half (indexing earlier rows) runs in Python.
+_SEARCH_MIGRATION = 5
 
-class PostgresBackend(SessionsInPostgres, FactsInPostgres, RunsInPostgres,
+
+class PostgresBackend(SearchInPostgres, SessionsInPostgres, FactsInPostgres, RunsInPostgres,
                       CheckpointsInPostgres, AssetsInPostgres, AccessInPostgres,
                       RolesInPostgres, Backend):
     """Every kind of state in PostgreSQL (psycopg 3 and its async pool)."""
@@ -88,6 +92,8 @@ class PostgresBackend(SessionsInPostgres, FactsInPostgres, RunsInPostgres,
                     continue  # another process applied it first
                 # one round trip per migration: its statements run as one script
                 await cur.execute(";\n".join(migration.statements))
+                if migration.version == _SEARCH_MIGRATION:
+                    await backfill(cur)
                 await cur.execute(
                     "INSERT INTO ownstate_schema (version, description) VALUES (%s, %s)",
                     (migration.version, migration.description))

@@ -7,15 +7,8 @@ current, so the rule holds even against writers that bypass ownstate. Writers of
 (subject, key) take a transaction-scoped advisory lock on it first, in a fixed order, so
 each reads the fact the previous one wrote, and record times never go backwards.
 
-Search uses a ``tsvector`` per current fact (``search``, cleared when the fact closes) and
-a GIN index over current facts. Its lexemes are the words of
-:func:`~ownstate.backends.ports.facts.fact_words` (the one definition of a word every
-backend shares, computed here in Python, never by a text-search parser: no stemming, no
-stop words), each behind two fixed-length opaque prefixes: one naming the tenant and
-memory store, one naming the tenant, store and subject. A search is a ``tsquery`` that
-ANDs the prefixed words, so it matches whole words, case-insensitively, and a word's
-postings hold only that store's (or subject's) facts. Words too long for a lexeme are
-indexed by their hash.
+Ranked search reads each fact's ``terms`` (``search.py`` describes them), written with
+the fact in its transaction.
 
 Text columns that listings order by use the ``C`` collation, so every backend orders names
 and keys the same way (by code point).
@@ -31,10 +24,12 @@ from typing import Any
 
 from ... import _ids
 from ...errors import AlreadyExists, FactNotFound, ItemNotFound, StoreNotFound
-from ...model import Fact, FactExplanation, Item, MemoryStoreRecord
-from ..ports.facts import NewFact, fact_words
+from ...model import Fact, FactExplanation, FactHit, Item, MemoryStoreRecord
+from ..ports.facts import NewFact
+from ..ports.search import TextQuery
 from ._core import Cursor, PostgresCore
 from .access import drop_grants, start_grants
+from .search import ADD_STATS, bm25_sql, fact_vector, query_lexemes, scope_prefix, score_sql
 
 __all__ = ["FactsInPostgres"]
 
@@ -45,31 +40,11 @@ _FACT_COLUMNS = (
 )
 _ITEM_COLUMNS = ("i.item_id, i.seq, i.create_time, i.data, i.format, i.role, i.type, "
                  "i.tool_name, i.model, i.in_tokens, i.out_tokens")
-#: Longest word (in UTF-8 bytes) indexed as itself; longer ones are indexed by their hash.
-_LONGEST_LEXEME = 200
 
 
 def _fact(row: Sequence[Any]) -> Fact:
     return Fact(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
                 row[9], row[10], row[11], row[12], row[13], row[14], row[15])
-
-
-def _prefix(*parts: str) -> str:
-    """An opaque, fixed-length lexeme prefix for a scope: 24 hex digits."""
-    return hashlib.blake2b("\x00".join(parts).encode(), digest_size=12).hexdigest()
-
-
-def _lexeme(prefix: str, word: str) -> str:
-    if len(word.encode()) > _LONGEST_LEXEME:
-        word = "#" + hashlib.blake2b(word.encode(), digest_size=16).hexdigest()
-    return prefix + word
-
-
-def _query(prefix: str, words: Sequence[str]) -> str:
-    """A ``tsquery`` that holds when every word is present (quoted, so taken verbatim)."""
-    quoted = ("'" + _lexeme(prefix, w).replace("\\", "\\\\").replace("'", "''") + "'"
-              for w in words)
-    return " & ".join(quoted)
 
 
 def _lock_key(tenant: str, store: str, subject: str, key: str) -> int:
@@ -160,20 +135,22 @@ class FactsInPostgres(PostgresCore):
 
     async def remember(self, tenant: str, store: str, facts: Sequence[NewFact],
                        now: datetime) -> list[Fact]:
-        store_prefix = _prefix(tenant, store)
         locks = sorted({_lock_key(tenant, store, f.subject, f.key) for f in facts})
 
         async def run(cur: Cursor) -> list[Fact]:
             await self._require_memory_store(cur, tenant, store, "FOR KEY SHARE")
             await cur.execute("SELECT pg_advisory_xact_lock(k) FROM unnest(%s::bigint[]) k",
                               (locks,))
-            return [await self._remember_one(cur, tenant, store, new, now, store_prefix)
-                    for new in facts]
+            made = [await self._remember_one(cur, tenant, store, new, now) for new in facts]
+            await cur.execute(ADD_STATS, (tenant, "fact", store, len(made), sum(
+                f[1] for f in made)))
+            return [f[0] for f in made]
 
         return await self._write(tenant, run)
 
     async def _remember_one(self, cur: Cursor, tenant: str, store: str, new: NewFact,
-                            now: datetime, store_prefix: str) -> Fact:
+                            now: datetime) -> tuple[Fact, int]:
+        """The fact stored, and its length in search terms."""
         source_store = await self._source_store(cur, tenant, new.source) if new.source else None
         await cur.execute(
             "SELECT fid, fact_id, valid_from, recorded_at, superseded_at FROM facts "
@@ -187,30 +164,27 @@ class FactsInPostgres(PostgresCore):
             supersedes = last[1]
             await cur.execute(
                 "UPDATE facts SET superseded_at = %s, valid_to = %s, "
-                "closed_reason = 'superseded', search = NULL WHERE fid = %s",
+                "closed_reason = 'superseded' WHERE fid = %s",
                 (moment, max(valid_from, last[2]), last[0]))
         value = json.loads(new.value_json)
-        words = fact_words(new.key, value)
-        subject_prefix = _prefix(tenant, store, new.subject)
-        lexemes = [*(_lexeme(store_prefix, w) for w in words),
-                   *(_lexeme(subject_prefix, w) for w in words)]
+        vector, length = fact_vector(tenant, store, new.key, value)
         session_id = new.source[1] if new.source else None
         item_id = new.source[2] if new.source else None
         await cur.execute(
             "INSERT INTO facts (tenant, memory_store, fact_id, subject, key, value, "
             "confidence, source_type, source_store, source_session_id, source_item_id, "
-            "valid_from, recorded_at, supersedes, search) VALUES (%s, %s, %s, %s, %s, "
-            "%s::json, %s, %s, %s, %s, %s, %s, %s, %s, array_to_tsvector(%s::text[]))",
+            "valid_from, recorded_at, supersedes, terms, terms_len) VALUES (%s, %s, %s, %s, "
+            "%s, %s::json, %s, %s, %s, %s, %s, %s, %s, %s, %s::tsvector, %s)",
             (tenant, store, new.fact_id, new.subject, new.key, new.value_json, new.confidence,
              new.source_type, source_store, session_id, item_id, valid_from, moment,
-             supersedes, lexemes))
-        return Fact(
+             supersedes, vector, length))
+        return (Fact(
             fact_id=new.fact_id, memory_store=store, subject=new.subject, key=new.key,
             value=value, confidence=new.confidence, source_type=new.source_type,
             source_session_id=session_id, source_item_id=item_id, valid_from=valid_from,
             valid_to=None, recorded_at=moment, superseded_at=None, supersedes=supersedes,
             source_store=source_store,
-        )
+        ), length)
 
     async def recall(self, tenant: str, store: str, subject: str, keys: Sequence[str] | None,
                      valid_at: datetime | None, known_at: datetime | None) -> list[Fact]:
@@ -323,28 +297,41 @@ class FactsInPostgres(PostgresCore):
             moment = max(now, row[11])
             valid_to = max(moment, row[9])
             await cur.execute(
-                "UPDATE facts SET superseded_at = %s, valid_to = %s, closed_reason = %s, "
-                "search = NULL WHERE fid = %s", (moment, valid_to, reason, row[16]))
+                "UPDATE facts SET superseded_at = %s, valid_to = %s, closed_reason = %s "
+                "WHERE fid = %s", (moment, valid_to, reason, row[16]))
             closed = list(row[:16])
             closed[10], closed[12], closed[14] = valid_to, moment, reason
             return _fact(closed)
 
         return await self._write(tenant, run)
 
-    async def search(self, tenant: str, store: str, words: Sequence[str], subject: str | None,
-                     limit: int) -> list[Fact]:
-        prefix = _prefix(tenant, store) if subject is None else _prefix(tenant, store, subject)
-        query = (
-            f"SELECT {_FACT_COLUMNS} FROM facts WHERE search @@ %s::tsquery "
-            "AND tenant = %s AND memory_store = %s AND superseded_at IS NULL "
-            "AND (%s::text IS NULL OR subject = %s) ORDER BY fid DESC LIMIT %s"
+    async def search(self, tenant: str, store: str, query: TextQuery, subject: str | None,
+                     valid_at: datetime | None, limit: int) -> list[FactHit]:
+        columns = ", ".join("f." + c for c in _FACT_COLUMNS.split(", "))
+        # The facts recall would return: those covering the moment as believed now, of
+        # which a closed one is also not overridden by a later-recorded one covering it.
+        sql = (
+            bm25_sql("facts", "f.tenant = %(tenant)s AND f.memory_store = %(scope)s")
+            + "cand AS (SELECT f.* FROM facts f "
+            "WHERE f.terms @@ %(any)s::tsquery "
+            "AND f.tenant = %(tenant)s AND f.memory_store = %(scope)s "
+            "AND (%(subject)s::text IS NULL OR f.subject = %(subject)s) "
+            "AND f.valid_from <= %(at)s AND (f.superseded_at IS NULL OR (f.valid_to > %(at)s "
+            "AND NOT EXISTS (SELECT 1 FROM facts g WHERE g.tenant = f.tenant "
+            "AND g.subject = f.subject AND g.memory_store = f.memory_store AND g.key = f.key "
+            "AND g.fid > f.fid AND g.valid_from <= %(at)s "
+            "AND (g.superseded_at IS NULL OR g.valid_to > %(at)s))))) "
+            f"SELECT {columns}, {score_sql('f')} AS score FROM cand f CROSS JOIN st "
+            "ORDER BY score DESC, f.fact_id LIMIT %(limit)s"
         )
+        params = {**query_lexemes(scope_prefix(tenant, store), query), "tenant": tenant,
+                  "kind": "fact", "scope": store, "subject": subject,
+                  "at": valid_at or _ids.now(), "limit": limit}
 
-        async def run(cur: Cursor) -> list[Fact]:
+        async def run(cur: Cursor) -> list[FactHit]:
             await self._require_memory_store(cur, tenant, store)
-            await cur.execute(query, (_query(prefix, words), tenant, store, subject, subject,
-                                      limit))
-            return [_fact(r) for r in await cur.fetchall()]
+            await cur.execute(sql, params)
+            return [FactHit(_fact(r), float(r[16])) for r in await cur.fetchall()]
 
         return await self._read(tenant, run)
 

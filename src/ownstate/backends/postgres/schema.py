@@ -406,6 +406,70 @@ MIGRATIONS: tuple[Migration, ...] = (
         $$
         """,
     )),
+    Migration(5, "ranked search over facts and items", (
+        # The terms and their statistics; backfill() in search.py fills them for rows
+        # written before, in this migration's transaction.
+        "ALTER TABLE facts DROP COLUMN search",
+        "ALTER TABLE facts ADD COLUMN terms tsvector, ADD COLUMN terms_len integer",
+        "CREATE INDEX facts_terms ON facts USING gin (terms)",
+        "ALTER TABLE items ADD COLUMN terms tsvector, ADD COLUMN terms_len integer",
+        "CREATE INDEX items_terms ON items USING gin (terms)",
+        "ALTER TABLE session_stores ADD COLUMN index_items boolean NOT NULL DEFAULT true",
+        """
+        CREATE TABLE search_stats (
+            tenant text NOT NULL,
+            kind   text NOT NULL CHECK (kind IN ('fact', 'item')),
+            scope  text NOT NULL,
+            shard  integer NOT NULL,
+            docs   bigint NOT NULL,
+            length bigint NOT NULL,
+            PRIMARY KEY (tenant, kind, scope, shard)
+        )
+        """,
+        "ALTER TABLE search_stats ENABLE ROW LEVEL SECURITY",
+        "ALTER TABLE search_stats FORCE ROW LEVEL SECURITY",
+        "CREATE POLICY tenant_isolation ON search_stats USING (tenant = "
+        "current_setting('ownstate.tenant', true)) WITH CHECK (tenant = "
+        "current_setting('ownstate.tenant', true))",
+        """
+        CREATE FUNCTION facts_leave_search_stats() RETURNS trigger LANGUAGE plpgsql
+        SET search_path FROM CURRENT AS $$
+        BEGIN
+            INSERT INTO search_stats AS s (tenant, kind, scope, shard, docs, length)
+                SELECT tenant, 'fact', memory_store, pg_backend_pid() % 8, -count(*),
+                       -sum(terms_len)
+                FROM gone WHERE terms_len IS NOT NULL GROUP BY tenant, memory_store
+                ORDER BY tenant, memory_store
+            ON CONFLICT (tenant, kind, scope, shard)
+            DO UPDATE SET docs = s.docs + excluded.docs, length = s.length + excluded.length;
+            RETURN NULL;
+        END
+        $$
+        """,
+        """
+        CREATE TRIGGER facts_leave_search_stats AFTER DELETE ON facts
+        REFERENCING OLD TABLE AS gone FOR EACH STATEMENT
+        EXECUTE FUNCTION facts_leave_search_stats()
+        """,
+        """
+        CREATE FUNCTION items_leave_search_stats() RETURNS trigger LANGUAGE plpgsql
+        SET search_path FROM CURRENT AS $$
+        BEGIN
+            INSERT INTO search_stats AS s (tenant, kind, scope, shard, docs, length)
+                SELECT tenant, 'item', '', pg_backend_pid() % 8, -count(*), -sum(terms_len)
+                FROM gone WHERE terms_len IS NOT NULL GROUP BY tenant ORDER BY tenant
+            ON CONFLICT (tenant, kind, scope, shard)
+            DO UPDATE SET docs = s.docs + excluded.docs, length = s.length + excluded.length;
+            RETURN NULL;
+        END
+        $$
+        """,
+        """
+        CREATE TRIGGER items_leave_search_stats AFTER DELETE ON items
+        REFERENCING OLD TABLE AS gone FOR EACH STATEMENT
+        EXECUTE FUNCTION items_leave_search_stats()
+        """,
+    )),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -23,6 +23,7 @@ from .._sql import session_page
 from ..ports.sessions import NewItem, SessionOrder
 from ._core import Cursor, PostgresCore
 from .access import drop_grants, start_grants
+from .search import ADD_STATS, item_vector
 
 __all__ = ["SessionsInPostgres"]
 
@@ -41,15 +42,25 @@ _ITEM_COLUMNS = (
 _APPEND_TEMPLATE = (
     "WITH s AS (UPDATE sessions SET item_count = item_count + %(n)s, "
     "last_activity_time = %(now)s WHERE tenant = %(tenant)s AND store = %(store)s "
-    "AND session_id = %(session_id)s RETURNING sid, item_count - %(n)s AS base), "
+    "AND session_id = %(session_id)s RETURNING sid, item_count - %(n)s AS base, "
+    "(SELECT index_items FROM session_stores WHERE tenant = %(tenant)s "
+    "AND name = %(store)s) AS indexed), "
     "added AS (INSERT INTO items (sid, seq, tenant, item_id, create_time, format, data, role, "
-    "type, tool_name, model, in_tokens, out_tokens) SELECT s.sid, s.base + u.ord, "
-    "%(tenant)s, u.item_id, %(now)s, u.format, u.data::json, u.role, u.type, u.tool_name, "
-    "u.model, u.in_tokens, u.out_tokens FROM s, unnest(%(ids)b::text[], "
+    "type, tool_name, model, in_tokens, out_tokens, terms, terms_len) SELECT s.sid, "
+    "s.base + u.ord, %(tenant)s, u.item_id, %(now)s, u.format, u.data::json, u.role, u.type, "
+    "u.tool_name, u.model, u.in_tokens, u.out_tokens, "
+    "CASE WHEN s.indexed THEN u.terms::tsvector END, CASE WHEN s.indexed THEN u.len END "
+    "FROM s, unnest(%(ids)b::text[], "
     "%(formats)b::text[], %(data)b::text[], %(roles)b::text[], %(types)b::text[], "
-    "%(tools)b::text[], %(models)b::text[], %(ins)b::bigint[], %(outs)b::bigint[]) "
+    "%(tools)b::text[], %(models)b::text[], %(ins)b::bigint[], %(outs)b::bigint[], "
+    "%(terms)b::text[], %(lens)b::int[]) "
     "WITH ORDINALITY AS u (item_id, format, data, role, type, tool_name, model, in_tokens, "
-    "out_tokens, ord)){key} SELECT base FROM s"
+    "out_tokens, terms, len, ord) RETURNING terms_len), "
+    "stats AS (INSERT INTO search_stats AS t (tenant, kind, scope, shard, docs, length) "
+    "SELECT %(tenant)s, 'item', '', pg_backend_pid() %% 8, count(*), sum(terms_len) "
+    "FROM added WHERE terms_len IS NOT NULL HAVING count(*) > 0 "
+    "ON CONFLICT (tenant, kind, scope, shard) DO UPDATE SET docs = t.docs + excluded.docs, "
+    "length = t.length + excluded.length){key} SELECT base FROM s"
 )
 _APPEND_WITH_KEY = _APPEND_TEMPLATE.format(key=(
     ", k AS (INSERT INTO idempotency_keys (sid, key, tenant, request_hash, item_ids, "
@@ -332,14 +343,21 @@ class SessionsInPostgres(PostgresCore):
                 cur, tenant, store, new_session_id, parent.actor_id, parent.metadata,
                 session_id, parent.root_session_id, now)
             await cur.execute(
-                "INSERT INTO items (sid, seq, tenant, item_id, create_time, format, data, "
-                "role, type, tool_name, model, in_tokens, out_tokens) "
+                "WITH added AS (INSERT INTO items (sid, seq, tenant, item_id, create_time, "
+                "format, data, role, type, tool_name, model, in_tokens, out_tokens, terms, "
+                "terms_len) "
                 "SELECT %s, seq, tenant, 'itm_' || replace(gen_random_uuid()::text, '-', ''), "
                 "create_time, format, data, role, type, tool_name, model, in_tokens, "
-                "out_tokens FROM items WHERE sid = %s AND seq <= %s ORDER BY seq",
+                "out_tokens, terms, terms_len FROM items WHERE sid = %s AND seq <= %s "
+                "ORDER BY seq RETURNING terms_len) "
+                "SELECT count(*), count(terms_len), coalesce(sum(terms_len), 0) FROM added",
                 (child_sid, parent_sid, last_seq))
+            copied = await cur.fetchone()
+            assert copied is not None
             await cur.execute("UPDATE sessions SET item_count = %s WHERE sid = %s",
-                              (cur.rowcount, child_sid))
+                              (copied[0], child_sid))
+            if copied[1]:
+                await cur.execute(ADD_STATS, (tenant, "item", "", copied[1], copied[2]))
             return SessionRecord(
                 tenant=tenant, store=store, session_id=new_session_id,
                 actor_id=parent.actor_id, parent_session_id=session_id,
@@ -363,6 +381,9 @@ class SessionsInPostgres(PostgresCore):
             "tools": [it.tool_name for it in items], "models": [it.model for it in items],
             "ins": [it.in_tokens for it in items], "outs": [it.out_tokens for it in items],
         }
+        vectors = [item_vector(tenant, it.text) for it in items]
+        params["terms"] = [v[0] for v in vectors]
+        params["lens"] = [v[1] for v in vectors]
         if idempotency is not None:
             params.update(key=idempotency[0], hash=idempotency[1],
                           item_ids=json.dumps(params["ids"]))

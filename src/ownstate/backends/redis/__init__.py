@@ -24,6 +24,7 @@ from .assets import AssetsInRedis
 from .checkpoints import CheckpointsInRedis
 from .facts import FactsInRedis
 from .runs import RunsInRedis
+from .search import SearchInRedis
 from .sessions import SessionsInRedis
 
 __all__ = ["LAYOUT_VERSION", "RedisBackend"]
@@ -32,7 +33,7 @@ __all__ = ["LAYOUT_VERSION", "RedisBackend"]
 LAYOUT_VERSION = 1
 
 
-class RedisBackend(FactsInRedis, SessionsInRedis, CheckpointsInRedis, RunsInRedis,
+class RedisBackend(FactsInRedis, SearchInRedis, SessionsInRedis, CheckpointsInRedis, RunsInRedis,
                    AssetsInRedis, AccessInRedis, Backend):
     """Every kind of state in Redis or Redis Cluster (redis-py's asyncio client).
 

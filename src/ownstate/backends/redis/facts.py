@@ -3,8 +3,11 @@
 Everything of one memory store lives in its own slot, ``{T#M}``: ``mstore`` (its record
 and counters), ``f`` (fact id -> the fact as JSON), one list per (subject, key) of its fact
 ids in record order (``c:SUBJECT NUL KEY``), ``sk:SUBJECT`` (a subject's keys),
-``subjects``, ``cur`` (current facts by when they were recorded) and, for search, one set
-per word of the current facts that have it (``w:WORD``, listed in ``words``).
+``subjects``, ``cur`` (current facts by when they were recorded) and, for ranked search,
+one set per term of the facts that hold it (``w:TERM``, listed in ``words``; closed facts
+stay in it) and the store's total length in terms (``tlen`` in ``mstore``). A fact's
+record keeps its distinct terms (``w``), their counts (``tf``) and its length (``tl``),
+so a search scores its candidates in Python with the shared BM25 definition.
 
 The bitemporal rules are computed here, in Python, from the chains a call touches, and
 written by one script that first checks that none of those chains changed since they were
@@ -20,6 +23,7 @@ as a source item of ``None``.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -33,8 +37,9 @@ from ...errors import (
     NotFound,
     StoreNotFound,
 )
-from ...model import Fact, FactExplanation, Item, MemoryStoreRecord
-from ..ports.facts import NewFact, fact_words
+from ...model import Fact, FactExplanation, FactHit, Item, MemoryStoreRecord
+from ..ports.facts import NewFact
+from ..ports.search import TextQuery, bm25, fact_text, terms
 from ._core import Reply, lua, text
 from ._grants import claim_scripts, create_with_grants, drop_store_grants
 from .sessions import SessionsInRedis
@@ -100,7 +105,8 @@ return out
 # ARGV[1]: how many chains to check, then (chain, version) pairs, then operations as
 # (op, a, b) triples: F store fact a as b; C append fact b to chain a; S note subject a
 # has key b; V give chain a a new version; + make fact a current; - make fact a not
-# current; W index fact b under word a; X drop fact b from word a.
+# current; W index fact b under term a; X drop fact b from term a; L add a to the
+# store's total length in terms.
 lua("facts_commit", _LIVE + """
 local n = tonumber(ARGV[1])
 for i = 0, n - 1 do
@@ -125,6 +131,8 @@ for i = 2 + 2 * n, #ARGV, 3 do
   elseif op == 'W' then
     redis.call('SADD', base .. 'w:' .. a, b)
     redis.call('SADD', base .. 'words', a)
+  elseif op == 'L' then
+    redis.call('HINCRBY', base .. 'mstore', 'tlen', a)
   elseif op == 'X' then
     redis.call('SREM', base .. 'w:' .. a, b)
     if redis.call('EXISTS', base .. 'w:' .. a) == 0 then redis.call('SREM', base .. 'words', a) end
@@ -160,15 +168,21 @@ lua("facts_get", _LIVE + """
 return {'ok', redis.call('HGET', base .. 'f', ARGV[1])}
 """)
 
-# ARGV: words. Replies each current fact that has them all, with its order.
+# ARGV: terms. Replies the store's number of indexed facts and their total length, each
+# term's document frequency, then every fact holding a term.
 lua("facts_search", _LIVE + """
-local sets = {}
-for i = 1, #ARGV do sets[i] = base .. 'w:' .. ARGV[i] end
-local out = {'ok'}
-for _, id in ipairs(redis.call('SINTER', unpack(sets))) do
-  out[#out + 1] = redis.call('ZSCORE', base .. 'cur', id) or '0'
-  out[#out + 1] = redis.call('HGET', base .. 'f', id)
+local out = {'ok', redis.call('HLEN', base .. 'f'),
+             redis.call('HGET', base .. 'mstore', 'tlen') or '0'}
+local seen = {}
+local ids = {}
+for i = 1, #ARGV do
+  local members = redis.call('SMEMBERS', base .. 'w:' .. ARGV[i])
+  out[#out + 1] = #members
+  for _, id in ipairs(members) do
+    if not seen[id] then seen[id] = true; ids[#ids + 1] = id end
+  end
 end
+for _, id in ipairs(ids) do out[#out + 1] = redis.call('HGET', base .. 'f', id) end
 return out
 """)
 
@@ -179,13 +193,16 @@ local n = 0
 for _, key in ipairs(redis.call('SMEMBERS', base .. 'sk:' .. subject)) do
   local chain = subject .. '\\0' .. key
   for _, id in ipairs(redis.call('LRANGE', base .. 'c:' .. chain, 0, -1)) do
-    if redis.call('ZREM', base .. 'cur', id) == 1 then
-      for _, word in ipairs(cjson.decode(redis.call('HGET', base .. 'f', id)).w) do
+    local fact = cjson.decode(redis.call('HGET', base .. 'f', id))
+    local current = redis.call('ZREM', base .. 'cur', id) == 1
+    if current or fact.tl then
+      for _, word in ipairs(fact.w) do
         redis.call('SREM', base .. 'w:' .. word, id)
         if redis.call('EXISTS', base .. 'w:' .. word) == 0 then
           redis.call('SREM', base .. 'words', word)
         end
       end
+      redis.call('HINCRBY', base .. 'mstore', 'tlen', -(fact.tl or #fact.w))
     end
     redis.call('HDEL', base .. 'f', id)
     n = n + 1
@@ -243,9 +260,27 @@ def _close(ops: list[str], fact: dict[str, Any], closed_at: datetime, valid_to: 
     value_json = json.dumps(fact.pop("v"), ensure_ascii=False, separators=(",", ":"))
     fact.update(sa=format_time(closed_at), vt=format_time(valid_to), cr=reason)
     ops += ["F", fact["id"], _encode(fact, value_json), "-", fact["id"], ""]
-    for word in fact["w"]:
-        ops += ["X", word, fact["id"]]
+    if "tl" not in fact:  # written before closed facts stayed indexed
+        for word in fact["w"]:
+            ops += ["X", word, fact["id"]]
+        ops += ["L", str(-len(fact["w"])), ""]
     fact["v"] = json.loads(value_json)
+
+
+def _holds_at(fact: dict[str, Any], at: datetime) -> bool:
+    return parse_time(fact["vf"]) <= at and (fact["sa"] is None or parse_time(fact["vt"]) > at)
+
+
+def _in_force(fact: dict[str, Any], at: datetime,
+              chains: dict[tuple[str, str], list[dict[str, Any]]]) -> bool:
+    """Whether recall at valid time ``at`` (as believed now) would return ``fact``."""
+    if not _holds_at(fact, at):
+        return False
+    if fact["sa"] is None:
+        return True
+    chain = chains.get((fact["s"], fact["k"]), [])
+    later = [f for f in chain if f["ra"] > fact["ra"]]
+    return not any(_holds_at(f, at) for f in later)
 
 
 class FactsInRedis(SessionsInRedis):
@@ -348,7 +383,8 @@ class FactsInRedis(SessionsInRedis):
                     _close(ops, current, moment,
                            max(valid_from, parse_time(current["vf"])), "superseded")
                 value = json.loads(new.value_json)
-                words = fact_words(new.key, value)
+                found = terms(fact_text(new.key, value))
+                counts = Counter(found)
                 record = {
                     "id": new.fact_id, "s": new.subject, "k": new.key, "c": new.confidence,
                     "st": new.source_type,
@@ -357,13 +393,14 @@ class FactsInRedis(SessionsInRedis):
                     "sst": source_store, "vf": format_time(valid_from), "vt": None,
                     "ra": format_time(moment), "sa": None,
                     "sup": current["id"] if current is not None else None, "cr": None,
-                    "w": words,
+                    "w": list(counts), "tf": list(counts.values()), "tl": len(found),
                 }
                 encoded = _encode(record, new.value_json)
                 ops += ["F", new.fact_id, encoded, "C", chain.name, new.fact_id,
                         "S", new.subject, new.key, "+", new.fact_id, ""]
-                for word in words:
+                for word in counts:
                     ops += ["W", word, new.fact_id]
+                ops += ["L", str(len(found)), ""]
                 chain.last = json.loads(encoded)
                 made.append(_fact(store, encoded))
             if await self._commit(tenant, store, chains, ops):
@@ -433,14 +470,37 @@ class FactsInRedis(SessionsInRedis):
                 return _fact(store, json.dumps(current, ensure_ascii=False))
         raise BackendUnavailable(f"memory store {store!r} kept changing; retry")
 
-    async def search(self, tenant: str, store: str, words: Sequence[str], subject: str | None,
-                     limit: int) -> list[Fact]:
-        reply = await self._memory(tenant, store, "facts_search", words, write=False)
-        hits = [(float(reply[i]), _fact(store, reply[i + 1])) for i in range(1, len(reply), 2)
-                if reply[i + 1] is not None]
-        hits = [h for h in hits if subject is None or h[1].subject == subject]
-        hits.sort(key=lambda h: h[0], reverse=True)
-        return [fact for _, fact in hits[:limit]]
+    async def search(self, tenant: str, store: str, query: TextQuery, subject: str | None,
+                     valid_at: datetime | None, limit: int) -> list[FactHit]:
+        at = valid_at or _ids.now()
+        reply = await self._memory(tenant, store, "facts_search", query.terms, write=False)
+        n, total = int(reply[1]), int(reply[2])
+        df = {t: int(c) for t, c in zip(query.terms, reply[3:3 + len(query.terms)],
+                                         strict=True)}
+        avg = total / n if n else 0.0
+        found = [json.loads(r) for r in reply[3 + len(query.terms):] if r is not None]
+        closed = {(f["s"], f["k"]) for f in found if f["sa"] is not None}
+        chains = await self._facts_of(tenant, store, closed) if closed else {}
+        hits = []
+        for f in found:
+            if (subject is not None and f["s"] != subject) or not _in_force(f, at, chains):
+                continue
+            tf = (dict(zip(f["w"], f["tf"], strict=True)) if "tf" in f
+                  else dict.fromkeys(f["w"], 1))
+            hits.append((bm25(query.terms, Counter(tf), f.get("tl", len(f["w"])), avg, df, n),
+                         f["id"], f))
+        hits.sort(key=lambda h: (-h[0], h[1]))
+        return [FactHit(_fact(store, json.dumps(f)), score) for score, _, f in hits[:limit]]
+
+    async def _facts_of(self, tenant: str, store: str, chains: set[tuple[str, str]]
+                        ) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        """Every fact of each (subject, key), in record order."""
+        out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for subject, key in chains:
+            reply = await self._memory(tenant, store, "facts_subject", [subject, "1", key],
+                                       write=False)
+            out[(subject, key)] = [json.loads(r) for r in reply[3:]]
+        return out
 
     async def subject_facts(self, tenant: str, subject: str) -> list[Fact]:
         found: list[Fact] = []

@@ -23,14 +23,15 @@ from .checkpoints import CheckpointsInSqlite
 from .facts import FactsInSqlite
 from .runs import RunsInSqlite
 from .schema import MIGRATIONS, SCHEMA_VERSION
+from .search import SearchInSqlite, register_functions
 from .sessions import SessionsInSqlite
 from .vectors import VectorsInSqlite
 
 __all__ = ["SqliteBackend"]
 
 
-class SqliteBackend(SessionsInSqlite, FactsInSqlite, VectorsInSqlite, RunsInSqlite,
-                    CheckpointsInSqlite, AssetsInSqlite, AccessInSqlite, Backend):
+class SqliteBackend(SearchInSqlite, SessionsInSqlite, FactsInSqlite, VectorsInSqlite,
+                    RunsInSqlite, CheckpointsInSqlite, AssetsInSqlite, AccessInSqlite, Backend):
     """Every kind of state in one SQLite file.
 
     Give it a path, or a ready ``sqlite3.Connection`` (which it then uses inline and never
@@ -84,6 +85,7 @@ class SqliteBackend(SessionsInSqlite, FactsInSqlite, VectorsInSqlite, RunsInSqli
                 raise SchemaVersion(
                     f"the database schema is version {found}, expected {SCHEMA_VERSION}; "
                     "run `ownstate migrate`", found=found, expected=SCHEMA_VERSION)
+            register_functions(conn)
             for migration in MIGRATIONS:
                 with write(conn):
                     conn.execute(

@@ -5,24 +5,12 @@ and later only closed (``superseded_at``, ``valid_to``, ``closed_reason`` set to
 The partial unique index ``facts_current`` lets at most one fact per (subject, key) be
 current, so the rule holds even against writers that bypass ownstate.
 
-``fact_search`` is an FTS5 index of current facts only, keyed by the fact's ``fid``. Each
-word of :func:`~ownstate.backends.ports.facts.fact_words` is indexed twice, behind two
-fixed-length opaque prefixes (hashes): one naming the tenant and memory store, one naming the
-tenant, store and subject. A search for a word in a store (or of one subject) is then a
-lookup of one token whose postings hold only that store's (or subject's) facts, so other
-tenants' and stores' facts cost nothing, and FTS5 hands the postings over newest first so
-a limited search stops early. The ``ascii`` tokenizer keeps each prefixed word one token
-(a word holds no ASCII punctuation or space), so the index agrees exactly with the shared
-definition of a word. Searches ask only "which facts have all these tokens", so the index
-keeps no positions or sizes (``detail = none``, ``columnsize = 0``), which halves what a
-write adds to it. Rows enter in the same transaction as their fact, and triggers remove
-them when the fact is closed or deleted.
+``fact_search`` is the FTS5 index ranked search reads (``search.py`` describes it); a
+fact's row enters it in the fact's own transaction.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import sqlite3
 from collections.abc import Sequence
@@ -32,11 +20,13 @@ from typing import Any
 from ... import _ids
 from ..._ids import format_time, parse_time
 from ...errors import AlreadyExists, FactNotFound, ItemNotFound, StoreNotFound
-from ...model import Fact, FactExplanation, Item, MemoryStoreRecord
-from ..ports.facts import NewFact, fact_words
+from ...model import Fact, FactExplanation, FactHit, Item, MemoryStoreRecord
+from ..ports.facts import NewFact
+from ..ports.search import TextQuery
 from ._core import ITEM_COLUMNS, SqliteCore, to_items, write
 from ._fact_vectors import store_fact_vector
 from .access import drop_grants, start_grants
+from .search import fact_match, fact_terms
 
 __all__ = ["FactsInSqlite"]
 
@@ -54,25 +44,6 @@ def _fact(row: Sequence[Any]) -> Fact:
         parse_time(row[11]), parse_time(row[12]) if row[12] is not None else None,
         row[13], row[14], row[15],
     )
-
-
-def _prefix(*parts: str) -> str:
-    """An opaque, fixed-length token prefix for a scope: 10 chars of ``[a-z2-7]``.
-
-    The prefix only narrows what FTS5 reads; every search also checks tenant, store and
-    subject on the fact itself, so two scopes that shared a prefix would cost time, never
-    correctness.
-    """
-    digest = hashlib.blake2b("\x00".join(parts).encode(), digest_size=8).digest()
-    return base64.b32encode(digest).decode()[:10].lower()
-
-
-def _store_prefix(tenant: str, store: str) -> str:
-    return _prefix(tenant, store)
-
-
-def _subject_prefix(tenant: str, store: str, subject: str) -> str:
-    return _prefix(tenant, store, subject)
 
 
 class FactsInSqlite(SqliteCore):
@@ -149,21 +120,19 @@ class FactsInSqlite(SqliteCore):
     async def remember(self, tenant: str, store: str, facts: Sequence[NewFact],
                        now: datetime) -> list[Fact]:
         stamp = format_time(now)
-        store_prefix = _store_prefix(tenant, store)
 
         def run(conn: sqlite3.Connection) -> list[Fact]:
             made: list[Fact] = []
             with write(conn):
                 self._require_memory_store(conn, tenant, store)
                 for new in facts:
-                    made.append(self._remember_one(conn, tenant, store, new, stamp,
-                                                   store_prefix))
+                    made.append(self._remember_one(conn, tenant, store, new, stamp))
             return made
 
         return await self._run(run)
 
     def _remember_one(self, conn: sqlite3.Connection, tenant: str, store: str, new: NewFact,
-                      stamp: str, store_prefix: str) -> Fact:
+                      stamp: str) -> Fact:
         source_store = self._source_store(conn, tenant, new.source) if new.source else None
         last = conn.execute(
             "SELECT fid, fact_id, valid_from, recorded_at, superseded_at FROM facts "
@@ -189,12 +158,8 @@ class FactsInSqlite(SqliteCore):
         if new.embedding is not None:
             store_fact_vector(conn, tenant, store, int(inserted.lastrowid or 0), new.embedding)
         value = json.loads(new.value_json)
-        words = fact_words(new.key, value)
-        subject_prefix = _subject_prefix(tenant, store, new.subject)
-        conn.execute(
-            "INSERT INTO fact_search (rowid, words) VALUES (?, ?)",
-            (inserted.lastrowid, " ".join([*(store_prefix + w for w in words),
-                                           *(subject_prefix + w for w in words)])))
+        conn.execute("INSERT INTO fact_search (rowid, terms) VALUES (?, ?)",
+                     (inserted.lastrowid, fact_terms(tenant, store, new.key, new.value_json)))
         return Fact(
             fact_id=new.fact_id, memory_store=store, subject=new.subject, key=new.key,
             value=value, confidence=new.confidence, source_type=new.source_type,
@@ -313,23 +278,30 @@ class FactsInSqlite(SqliteCore):
 
         return await self._run(run)
 
-    async def search(self, tenant: str, store: str, words: Sequence[str], subject: str | None,
-                     limit: int) -> list[Fact]:
-        prefix = (_store_prefix(tenant, store) if subject is None
-                  else _subject_prefix(tenant, store, subject))
-        match = " AND ".join(f'"{prefix}{w}"' for w in words)
+    async def search(self, tenant: str, store: str, query: TextQuery, subject: str | None,
+                     valid_at: datetime | None, limit: int) -> list[FactHit]:
+        moment = format_time(valid_at) if valid_at is not None else None
         columns = ", ".join("f." + c for c in _FACT_COLUMNS.split(", "))
+        # The facts recall would return: those covering the moment as believed now, of
+        # which a closed one is also not overridden by a later-recorded one covering it.
         sql = (
-            f"SELECT {columns} FROM fact_search JOIN facts f ON f.fid = fact_search.rowid "
+            f"SELECT {columns}, -bm25(fact_search) AS score FROM fact_search "
+            "JOIN facts f ON f.fid = fact_search.rowid "
             "WHERE fact_search MATCH ? AND f.tenant = ? AND f.memory_store = ? "
-            "AND f.superseded_at IS NULL AND (? IS NULL OR f.subject = ?) "
-            "ORDER BY fact_search.rowid DESC LIMIT ?"
+            "AND (? IS NULL OR f.subject = ?) AND f.valid_from <= ? "
+            "AND (f.superseded_at IS NULL OR (f.valid_to > ? AND NOT EXISTS ("
+            "SELECT 1 FROM facts g WHERE g.tenant = f.tenant AND g.subject = f.subject "
+            "AND g.memory_store = f.memory_store AND g.key = f.key AND g.fid > f.fid "
+            "AND g.valid_from <= ? AND (g.superseded_at IS NULL OR g.valid_to > ?)))) "
+            "ORDER BY score DESC, f.fact_id LIMIT ?"
         )
 
-        def run(conn: sqlite3.Connection) -> list[Fact]:
+        def run(conn: sqlite3.Connection) -> list[FactHit]:
             self._require_memory_store(conn, tenant, store)
-            rows = conn.execute(sql, (match, tenant, store, subject, subject, limit))
-            return [_fact(r) for r in rows]
+            at = moment or format_time(_ids.now())
+            rows = conn.execute(sql, (fact_match(tenant, store, query), tenant, store,
+                                      subject, subject, at, at, at, at, limit))
+            return [FactHit(_fact(r), float(r[16])) for r in rows]
 
         return await self._run(run)
 

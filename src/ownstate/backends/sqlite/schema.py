@@ -297,7 +297,38 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         "CREATE INDEX store_grants_by_principal ON store_grants (tenant, principal, kind, store)",
     )),
-    Migration(4, "fact vectors for semantic search", (
+    Migration(4, "ranked search over facts and items", (
+        # Facts are indexed again, with the terms and scope of ranked search, closed ones
+        # included; ownstate_fact_terms and ownstate_item_terms are the functions the
+        # backend defines on the connection that migrates (search.py).
+        "DROP TRIGGER facts_closed_leave_search",
+        "DROP TRIGGER facts_deleted_leave_search",
+        "DROP TABLE fact_search",
+        "CREATE VIRTUAL TABLE fact_search USING fts5 (terms, tokenize = 'ascii')",
+        """
+        INSERT INTO fact_search (rowid, terms)
+               SELECT fid, ownstate_fact_terms(tenant, memory_store, key, value) FROM facts
+        """,
+        """
+        CREATE TRIGGER facts_deleted_leave_search AFTER DELETE ON facts
+        BEGIN
+            DELETE FROM fact_search WHERE rowid = old.fid;
+        END
+        """,
+        "ALTER TABLE session_stores ADD COLUMN index_items INTEGER NOT NULL DEFAULT 1",
+        "CREATE VIRTUAL TABLE item_search USING fts5 (terms, tokenize = 'ascii')",
+        """
+        INSERT INTO item_search (rowid, terms)
+               SELECT id, ownstate_item_terms(tenant, data) FROM items
+        """,
+        """
+        CREATE TRIGGER items_deleted_leave_search AFTER DELETE ON items
+        BEGIN
+            DELETE FROM item_search WHERE rowid = old.id;
+        END
+        """,
+    )),
+    Migration(5, "fact and item vectors for semantic search", (
         """
         CREATE TABLE fact_vectors (
             fid          INTEGER PRIMARY KEY REFERENCES facts (fid) ON DELETE CASCADE,
@@ -308,6 +339,16 @@ MIGRATIONS: tuple[Migration, ...] = (
         )
         """,
         "CREATE INDEX fact_vectors_by_store ON fact_vectors (tenant, memory_store, model)",
+        """
+        CREATE TABLE item_vectors (
+            id     INTEGER PRIMARY KEY REFERENCES items (id) ON DELETE CASCADE,
+            tenant TEXT NOT NULL,
+            store  TEXT NOT NULL,
+            model  TEXT NOT NULL,
+            vector BLOB NOT NULL
+        )
+        """,
+        "CREATE INDEX item_vectors_by_store ON item_vectors (tenant, store, model)",
     )),
 )
 

@@ -31,6 +31,7 @@ from ._core import (
     write,
 )
 from .access import drop_grants, start_grants
+from .search import item_terms
 
 __all__ = ["SessionsInSqlite"]
 
@@ -230,6 +231,11 @@ class SessionsInSqlite(SqliteCore):
                     (child_sid, parent_sid, last_seq if last_seq is not None else 2**62))
                 conn.execute("UPDATE sessions SET item_count = ? WHERE sid = ?",
                              (copied.rowcount, child_sid))
+                conn.execute(
+                    "INSERT INTO item_search (rowid, terms) SELECT c.id, x.terms "
+                    "FROM items c JOIN items p ON p.sid = ? AND p.seq = c.seq "
+                    "JOIN item_search x ON x.rowid = p.id WHERE c.sid = ?",
+                    (parent_sid, child_sid))
             return SessionRecord(
                 tenant=tenant, store=store, session_id=new_session_id,
                 actor_id=parent.actor_id, parent_session_id=session_id,
@@ -250,12 +256,13 @@ class SessionsInSqlite(SqliteCore):
         def run(conn: sqlite3.Connection) -> list[Item]:
             with write(conn):
                 row = conn.execute(
-                    "SELECT sid, item_count FROM sessions "
-                    "WHERE tenant = ? AND store = ? AND session_id = ?",
+                    "SELECT s.sid, s.item_count, t.index_items FROM sessions s "
+                    "JOIN session_stores t ON t.tenant = s.tenant AND t.name = s.store "
+                    "WHERE s.tenant = ? AND s.store = ? AND s.session_id = ?",
                     (tenant, store, session_id)).fetchone()
                 if row is None:
                     raise SessionNotFound(store=store, session_id=session_id)
-                sid, count = row
+                sid, count, indexed = row
                 if idempotency is not None:
                     earlier = self._replayed(conn, tenant, sid, session_id, idempotency)
                     if earlier is not None:
@@ -268,6 +275,12 @@ class SessionsInSqlite(SqliteCore):
                       it.role, it.type, it.tool_name, it.model, it.in_tokens, it.out_tokens)
                      for n, it in enumerate(items, start=1)],
                 )
+                if indexed:
+                    conn.executemany(
+                        "INSERT INTO item_search (rowid, terms) "
+                        "SELECT id, ? FROM items WHERE sid = ? AND seq = ?",
+                        [(item_terms(tenant, it.text), sid, count + n)
+                         for n, it in enumerate(items, start=1)])
                 conn.execute(
                     "UPDATE sessions SET item_count = ?, last_activity_time = ? WHERE sid = ?",
                     (count + len(items), stamp, sid))

@@ -108,10 +108,13 @@ class ForgetIn(StrictModel):
 
 
 class SearchIn(StrictModel):
-    query: str = Field(min_length=1, description=(
-        "Words (runs of letters and digits, at most 32 distinct), all of which must match."))
+    query: str = Field(description=(
+        "What to look for: at most 2,000 characters and 64 distinct terms; facts holding "
+        "any of its words rank by BM25 relevance."))
     subject: Name | None = None
-    limit: int = Field(default=20, ge=1, le=1000)
+    limit: int = Field(default=10, ge=1, le=1000)
+    as_of: Moment | None = Field(default=None, description=(
+        "Valid time: find the facts in force then (default now)."))
 
 
 class SubjectIn(StrictModel):
@@ -343,13 +346,24 @@ async def fact_history(store: str, caller: CallerDep, subject: NameQuery,
     return _facts_response(await memory.history(subject, key))
 
 
-@router.post("/memory-stores/{store}/facts:search", response_model=FactsOut)
+class FactHitOut(BaseModel):
+    fact: FactOut
+    score: float = Field(description="BM25 relevance, higher is better, within one answer.")
+
+
+class FactHitsOut(BaseModel):
+    hits: list[FactHitOut]
+
+
+@router.post("/memory-stores/{store}/facts:search", response_model=FactHitsOut)
 async def search_facts(store: str, body: SearchIn, caller: CallerDep) -> Response:
-    """Current facts whose key or value contains every word of ``query``, the most
-    recently recorded first (READ)."""
+    """The facts in force (now, or at ``as_of``) that best match ``query``, best first,
+    each with its score (READ)."""
     memory = await _memory(caller, store, "READ")
-    found = await memory.search(body.query, subject=body.subject, limit=body.limit)
-    return _facts_response(found)
+    found = await memory.search(body.query, subject=body.subject, limit=body.limit,
+                                as_of=body.as_of)
+    return _respond({"hits": [{"fact": _fact_json(h.fact), "score": h.score}
+                              for h in found]})
 
 
 @router.post("/memory-stores/{store}/facts:forget", response_model=ForgottenOut)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from fastapi import Response
+from pydantic import BaseModel, Field
+from pydantic_core import to_json
 
-from ..permissions import SESSION_STORE, require
+from ..permissions import SESSION_STORE, require, visible_stores
 from ..routing import CallerDep
-from ._common import api_router
+from ..schemas import ItemOut, StrictModel
+from ._common import LOOKUP_ID_PATTERN, api_router, item_json
 from ._stores import StoreKind, add_store_routes
 
 __all__ = ["router"]
@@ -30,3 +33,44 @@ async def delete_session_store(store: str, caller: CallerDep,
     await require(caller, SESSION_STORE, store, "MANAGE")
     deleted = await caller.client.session_stores.delete(store, force=force)
     return DeletedOut(sessions_deleted=deleted)
+
+
+class SearchItemsIn(StrictModel):
+    query: str = Field(description=(
+        "What to look for: at most 2,000 characters and 64 distinct terms; items holding "
+        "any of its words rank by BM25 relevance."))
+    store: str | None = Field(default=None, description="Only this session store.")
+    stores: list[str] | None = Field(default=None, max_length=1000, description=(
+        "Only these session stores (those of them the caller may read)."))
+    actor_id: str | None = Field(default=None, min_length=1, max_length=256)
+    session_id: str | None = Field(default=None, pattern=LOOKUP_ID_PATTERN)
+    limit: int = Field(default=10, ge=1, le=1000)
+
+
+class ItemHitOut(BaseModel):
+    store: str
+    actor_id: str
+    item: ItemOut
+    score: float = Field(description="BM25 relevance, higher is better, within one answer.")
+
+
+class ItemHitsOut(BaseModel):
+    hits: list[ItemHitOut]
+
+
+@router.post("/items:search", response_model=ItemHitsOut)
+async def search_items(body: SearchItemsIn, caller: CallerDep) -> Response:
+    """The conversation items that best match ``query``, best first, in the session stores
+    the caller may read (READ on ``store`` when one is named)."""
+    stores = body.stores
+    if body.store is not None:
+        await require(caller, SESSION_STORE, body.store, "READ")
+    elif not caller.admin:
+        visible = await visible_stores(caller, SESSION_STORE) or set()
+        stores = sorted(visible if stores is None else visible & set(stores))
+    found = await caller.client.session_stores.search_items(
+        body.query, store=body.store, stores=stores, actor_id=body.actor_id,
+        session_id=body.session_id, limit=body.limit)
+    return Response(to_json({"hits": [
+        {"store": h.store, "actor_id": h.actor_id, "item": item_json(h.item), "score": h.score}
+        for h in found]}), media_type="application/json")
