@@ -18,6 +18,8 @@ from ..errors import InvalidInput
 
 __all__ = ["Embedder", "Embedding", "check_vectors"]
 
+_TINY = 1e-30
+
 
 @runtime_checkable
 class Embedder(Protocol):
@@ -57,7 +59,9 @@ class Embedding:
         if not values or not math.isfinite(norm) or norm == 0.0:
             raise InvalidInput("an embedder returned an empty, zero or non-finite vector",
                                field="embedder")
-        return cls(model, struct.pack(f"<{len(values)}f", *(x / norm for x in values)))
+        # components too small for a float32 (or a PostgreSQL real) count as zero
+        return cls(model, struct.pack(f"<{len(values)}f", *(
+            y if abs(y := x / norm) >= _TINY else 0.0 for x in values)))
 
     def unpack(self) -> tuple[float, ...]:
         return struct.unpack(f"<{self.dimension}f", self.data)
