@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -85,8 +85,34 @@ def check_vectors(embedder: Embedder, texts: Sequence[str]) -> list[Embedding]:
     return made
 
 
-def dot(a: bytes, b: bytes) -> float:
-    """The dot product of two packed vectors of one dimension (their cosine similarity)."""
+def _dot_python(a: bytes, b: bytes) -> float:
     n = len(a) // 4
     return math.fsum(x * y for x, y in zip(struct.unpack(f"<{n}f", a),
                                            struct.unpack(f"<{n}f", b), strict=True))
+
+
+def _dot_numpy(a: bytes, b: bytes) -> float:
+    import numpy  # type: ignore[import-not-found,unused-ignore]
+
+    return float(numpy.frombuffer(a, "<f4").astype("<f8") @ numpy.frombuffer(b, "<f4"))
+
+
+def _choose_dot() -> Callable[[bytes, bytes], float]:
+    try:
+        import numpy  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
+    except ImportError:
+        return _dot_python
+    return _dot_numpy
+
+
+_dot: Callable[[bytes, bytes], float] | None = None
+
+
+def dot(a: bytes, b: bytes) -> float:
+    """The dot product of two packed vectors of one dimension (their cosine similarity):
+    with numpy where it is installed (it comes with the ``embed`` extra), else in Python.
+    Called only where vectors exist, so numpy is imported no earlier."""
+    global _dot
+    if _dot is None:
+        _dot = _choose_dot()
+    return _dot(a, b)

@@ -40,11 +40,11 @@ class VectorsInSqlite(SqliteCore):
     async def nearest_facts(self, tenant: str, store: str, query: Embedding,
                             subject: str | None, limit: int,
                             as_of: datetime | None) -> list[tuple[Fact, float]]:
-        if as_of is None:
-            believed, times = "f.superseded_at IS NULL", ()
-        else:
+        believed = "f.superseded_at IS NULL"
+        times: tuple[str, ...] = ()
+        if as_of is not None:
             stamp = format_time(as_of)
-            believed = ("f.valid_from <= ? AND (f.superseded_at IS NULL OR f.valid_to > ?)")
+            believed = "f.valid_from <= ? AND (f.superseded_at IS NULL OR f.valid_to > ?)"
             times = (stamp, stamp)
 
         def run(conn: sqlite3.Connection) -> list[tuple[Fact, float]]:
