@@ -84,17 +84,18 @@ def test_semantic_finds_a_paraphrase_that_lexical_misses(semantic: ownstate.Clie
 def test_hybrid_is_the_fusion_of_both_rankings_and_deterministic(
         semantic: ownstate.Client) -> None:
     mem = _fill(semantic)
-    question = "does someone work nights with animals"
+    question = "who is on the night shift with animals"
     hybrid = mem.search(question, limit=6)  # hybrid is the default with an embedder
     assert hybrid == mem.search(question, limit=6, mode="hybrid")
-    # the lexical half leaves out the question's function words ("does", "with")
+    # the lexical half leaves out the question's function words ("who", "is", "the", ...)
     lexical = [h.fact.fact_id for h in
-               mem.search("someone work nights animals", mode="lexical", limit=50)]
+               mem.search("night shift animals", mode="lexical", limit=50)]
     semantic_ids = [h.fact.fact_id for h in mem.search(question, mode="semantic", limit=50)]
-    assert lexical, "the lexical ranking finds the word 'work'"
+    assert lexical, "the lexical ranking finds the words 'night shift'"
     expected = fuse([lexical, semantic_ids], k=5)[:6]
     assert [(h.fact.fact_id, h.score) for h in hybrid] == expected
-    assert hybrid[0].fact.key == "job"
+    assert "job" in [h.fact.key for h in hybrid[:2]]
+    assert "pet" in [h.fact.key for h in hybrid[:3]]
 
 
 def test_an_embedder_of_another_model_is_refused_and_nothing_is_written(

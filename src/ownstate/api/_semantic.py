@@ -17,12 +17,12 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Literal, TypeVar
 
-from ..backends import Backend, Capability
+from ..backends import Backend, Capability, NewItem
 from ..backends.ports.facts import NewFact
 from ..backends.ports.search import TextQuery, fact_text
 from ..embeddings import Embedder, Embedding, check_vectors, fuse
 from ..errors import InvalidInput
-from ..model import Fact
+from ..model import Fact, ItemHit
 from ._scope import Scope
 
 __all__ = [
@@ -176,3 +176,27 @@ async def reindex_facts(scope: Scope, store: str, *, batch_size: int, replace: b
             tenant, store, [(f.fact_id, v) for f, v in zip(todo, vectors, strict=True)],
             replace=False)
         after = todo[-1].fact_id
+
+
+# items ---------------------------------------------------------------------------------
+
+async def items_with_vectors(scope: Scope, items: list[NewItem]) -> list[NewItem]:
+    """``items``, each with the vector of its text (what it is found by) when the scope
+    has an embedder; an item with no text gets none."""
+    if scope.embedder is None:
+        return items
+    texts = [it.text for it in items if it.text.strip()]
+    if not texts:
+        return items
+    vectors = iter(await embed(scope, texts))
+    return [it._replace(embedding=next(vectors)) if it.text.strip() else it for it in items]
+
+
+async def nearest_items(scope: Scope, query: str, *, stores: Sequence[str] | None,
+                        actor_id: str | None, session_id: str | None,
+                        limit: int) -> list[ItemHit]:
+    """The items whose vectors are nearest the query's, with their similarity."""
+    (vector,) = await embed(scope, [query])
+    return await scope.backend.nearest_items(scope.tenant, vector, stores=stores,
+                                             actor_id=actor_id, session_id=session_id,
+                                             limit=limit)

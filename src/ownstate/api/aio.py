@@ -24,7 +24,7 @@ from .._ids import new_id, now
 from .._tokens import decode_token, encode_token
 from ..backends import Backend, open_backend, resolve_url
 from ..backends.base import SessionOrder
-from ..backends.ports.search import text_query
+from ..backends.ports.search import TextQuery, text_query
 from ..embeddings import Embedder
 from ..errors import InvalidInput, LimitExceeded, PermissionDenied
 from ..limits import TENANT_RE, Limits
@@ -40,6 +40,7 @@ from ._paging import (
     token_position,
 )
 from ._scope import Scope as _Scope
+from ._semantic import Mode
 from .assets import AsyncAssets
 from .checkpoints import AsyncCheckpoints
 from .memory import AsyncMemoryStores
@@ -298,6 +299,7 @@ class AsyncSessionStores:
         actor_id: str | None = None,
         session_id: str | None = None,
         limit: int = 10,
+        mode: Mode | None = None,
     ) -> builtins.list[ItemHit]:
         """The conversation items that best match ``query``, best first, across the
         tenant's session stores: each an :class:`ItemHit` with the item, its store, its
@@ -310,15 +312,20 @@ class AsyncSessionStores:
         ordered by store, session id and seq. ``store`` limits the search to one store
         (which must exist), ``stores`` to several (unknown names find nothing), and
         ``actor_id`` and ``session_id`` to those sessions. Items of a store created with
-        ``index_items=False`` are never found.
+        ``index_items=False`` are never found. ``mode`` is ``lexical`` (BM25, the score),
+        ``semantic`` (cosine similarity of the items' vectors to the query's) or
+        ``hybrid`` (their reciprocal-rank fusion), as for ``memory.search``; hybrid by
+        default for a client with an embedder, else lexical.
 
         Raises :class:`~ownstate.errors.InvalidInput` (a query with no word, a malformed
-        filter), :class:`~ownstate.errors.LimitExceeded` (a query over 2,000 characters
-        or 64 distinct terms, or ``limit`` outside 1 to ``Limits.max_page_size``),
+        filter, an unknown mode, a semantic or hybrid mode without an embedder),
+        :class:`~ownstate.errors.LimitExceeded` (a query over 2,000 characters or 64
+        distinct terms, or ``limit`` outside 1 to ``Limits.max_page_size``),
         :class:`~ownstate.errors.StoreNotFound` (``store`` does not exist).
         """
         s = self._scope
         parsed = text_query(query)
+        chosen = _semantic.choose_mode(s, mode)
         size = s.limits.page_size(limit)
         if store is not None and stores is not None:
             raise InvalidInput("give store or stores, not both", field="stores")
@@ -339,8 +346,25 @@ class AsyncSessionStores:
         for value, field in ((actor_id, "actor_id"), (session_id, "session_id")):
             if value is not None and (not isinstance(value, str) or not value):
                 raise InvalidInput(f"{field} must be a non-empty string", field=field)
-        return await s.backend.search_items(s.tenant, parsed, stores=names, actor_id=actor_id,
-                                            session_id=session_id, limit=size)
+
+        async def lexical(n: int, terms: TextQuery = parsed) -> builtins.list[ItemHit]:
+            return await s.backend.search_items(s.tenant, terms, stores=names,
+                                                actor_id=actor_id, session_id=session_id,
+                                                limit=n)
+
+        async def semantic(n: int) -> builtins.list[ItemHit]:
+            return await _semantic.nearest_items(s, query, stores=names, actor_id=actor_id,
+                                                 session_id=session_id, limit=n)
+
+        if chosen == "lexical":
+            return await lexical(size)
+        if chosen == "semantic":
+            return await semantic(size)
+        question = _semantic.content_terms(parsed)
+        return await _semantic.fused(
+            lambda n: lexical(n, question), semantic,
+            lambda h: f"{h.store}\x00{h.item.item_id}",
+            lambda h, score: ItemHit(h.store, h.actor_id, h.item, score), size)
 
     async def delete(self, name: str, *, force: bool = False) -> int:
         """Delete a store; returns how many sessions went with it.

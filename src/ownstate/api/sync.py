@@ -157,7 +157,8 @@ class Session:
         Raises :class:`~ownstate.errors.InvalidInput` (not a list of JSON objects, not
         JSON-serialisable), :class:`~ownstate.errors.LimitExceeded` (item or batch too
         large), :class:`~ownstate.errors.IdempotencyKeyReused`,
-        :class:`~ownstate.errors.SessionNotFound`.
+        :class:`~ownstate.errors.SessionNotFound`, :class:`~ownstate.errors.EmbedderMismatch`
+        (the client's embedder is not the model of the store's item vectors).
         """
         return self._portal.call(self._impl.append_items(items, idempotency_key=idempotency_key, format=format))
 
@@ -396,7 +397,7 @@ class SessionStores:
         """Every store, by name, fetched a page at a time."""
         return self._portal.iterate(self._impl.list(page_size=page_size, page_token=page_token), lambda e: _twin(self._portal, e))
 
-    def search_items(self, query: str, *, store: str | None = None, stores: Sequence[str] | None = None, actor_id: str | None = None, session_id: str | None = None, limit: int = 10) -> builtins.list[ItemHit]:
+    def search_items(self, query: str, *, store: str | None = None, stores: Sequence[str] | None = None, actor_id: str | None = None, session_id: str | None = None, limit: int = 10, mode: Mode | None = None) -> builtins.list[ItemHit]:
         """The conversation items that best match ``query``, best first, across the
         tenant's session stores: each an :class:`ItemHit` with the item, its store, its
         session's actor and its BM25 score.
@@ -408,14 +409,18 @@ class SessionStores:
         ordered by store, session id and seq. ``store`` limits the search to one store
         (which must exist), ``stores`` to several (unknown names find nothing), and
         ``actor_id`` and ``session_id`` to those sessions. Items of a store created with
-        ``index_items=False`` are never found.
+        ``index_items=False`` are never found. ``mode`` is ``lexical`` (BM25, the score),
+        ``semantic`` (cosine similarity of the items' vectors to the query's) or
+        ``hybrid`` (their reciprocal-rank fusion), as for ``memory.search``; hybrid by
+        default for a client with an embedder, else lexical.
 
         Raises :class:`~ownstate.errors.InvalidInput` (a query with no word, a malformed
-        filter), :class:`~ownstate.errors.LimitExceeded` (a query over 2,000 characters
-        or 64 distinct terms, or ``limit`` outside 1 to ``Limits.max_page_size``),
+        filter, an unknown mode, a semantic or hybrid mode without an embedder),
+        :class:`~ownstate.errors.LimitExceeded` (a query over 2,000 characters or 64
+        distinct terms, or ``limit`` outside 1 to ``Limits.max_page_size``),
         :class:`~ownstate.errors.StoreNotFound` (``store`` does not exist).
         """
-        return self._portal.call(self._impl.search_items(query, store=store, stores=stores, actor_id=actor_id, session_id=session_id, limit=limit))
+        return self._portal.call(self._impl.search_items(query, store=store, stores=stores, actor_id=actor_id, session_id=session_id, limit=limit, mode=mode))
 
     def delete(self, name: str, *, force: bool = False) -> int:
         """Delete a store; returns how many sessions went with it.

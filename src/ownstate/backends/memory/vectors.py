@@ -1,4 +1,5 @@
-"""Fact vectors, in memory: each stored fact holds its own, and a search scans them.
+"""Fact and item vectors, in memory: each stored fact and item holds its own, and a
+search scans them.
 
 The reference for the other backends' vector ports: similarity is the dot product of unit
 vectors (:func:`~ownstate.embeddings._protocol.dot`), ties newest first.
@@ -12,7 +13,7 @@ from datetime import datetime
 from ...embeddings import Embedding
 from ...embeddings._protocol import dot
 from ...errors import StoreNotFound
-from ...model import Fact
+from ...model import Fact, ItemHit
 from ..ports.vectors import VectorSpace
 from ._data import MemoryBase
 from .facts import _admit_vectors, _current, _StoredFact, _StoreFacts
@@ -59,6 +60,27 @@ class VectorsInMemory(MemoryBase):
                         scored.append((dot(e.data, query.data), f.order, f))
             scored.sort(key=lambda t: (-t[0], -t[1]))
             return [(f.to_fact(), score) for score, _, f in scored[:limit]]
+
+    async def nearest_items(self, tenant: str, query: Embedding, *,
+                            stores: Sequence[str] | None, actor_id: str | None,
+                            session_id: str | None, limit: int) -> list[ItemHit]:
+        with self._data.lock:
+            chosen = None if stores is None else set(stores)
+            scored = []
+            for (t, store, sid), stored in sorted(self._data.sessions.items()):
+                if t != tenant or (chosen is not None and store not in chosen) or (
+                        actor_id is not None and stored.record.actor_id != actor_id) or (
+                        session_id is not None and sid != session_id):
+                    continue
+                for it in stored.items:
+                    e = it.embedding
+                    if e is not None and e.model == query.model and len(e.data) == len(
+                            query.data):
+                        scored.append((-dot(e.data, query.data), store, sid, it.seq,
+                                       stored, it))
+            scored.sort(key=lambda t: t[:4])
+            return [ItemHit(store, stored.record.actor_id, it.to_item(sid), -neg)
+                    for neg, store, sid, _, stored, it in scored[:limit]]
 
     async def facts_to_embed(self, tenant: str, store: str, model: str, after: str | None,
                              limit: int) -> list[Fact]:

@@ -1,4 +1,4 @@
-"""The vectors port: embeddings stored beside facts, and the nearest of them to a query.
+"""The vectors port: embeddings stored beside facts and items, and the nearest to a query.
 
 Optional: a backend that implements it declares ``Capability.VECTORS``. A fact's vector
 is written by :meth:`~ownstate.backends.ports.facts.FactPort.remember` in the fact's own
@@ -6,7 +6,9 @@ transaction when the :class:`~ownstate.backends.ports.facts.NewFact` carries one
 goes with the fact (a deleted store or an erased subject leaves no vector behind). Every
 vector of a store comes from one model: a write or a reindex that brings another model's
 (or another dimension's) is refused with :class:`~ownstate.errors.EmbedderMismatch`
-inside that transaction, so nothing of it is stored.
+inside that transaction, so nothing of it is stored. An item's vector is written the same way by
+:meth:`~ownstate.backends.ports.sessions.SessionPort.append_items` (one model per session
+store; none for a store created with ``index_items=False``) and goes with the item.
 
 Vectors are unit length (see :class:`~ownstate.embeddings.Embedding`), so similarity is
 the dot product; ties order newest fact first. Ranking is the backend's own: sqlite-vec's
@@ -21,7 +23,7 @@ from datetime import datetime
 
 from ...embeddings import Embedding
 from ...errors import InvalidInput
-from ...model import Fact
+from ...model import Fact, ItemHit
 
 __all__ = ["VectorPort", "VectorSpace"]
 
@@ -48,6 +50,15 @@ class VectorPort:
         """The facts with vectors of ``query.model`` most similar to ``query``, most
         similar first, with their similarity; at most ``limit``. Current facts, or with
         ``as_of`` those believed current at that record time. Raises StoreNotFound."""
+        raise self._no_vectors()
+
+    async def nearest_items(self, tenant: str, query: Embedding, *,
+                            stores: Sequence[str] | None, actor_id: str | None,
+                            session_id: str | None, limit: int) -> list[ItemHit]:
+        """The tenant's items with vectors of ``query.model`` most similar to ``query``,
+        filtered as :meth:`~ownstate.backends.ports.sessions.SessionPort.search_items`
+        filters, most similar first (the score), then by store, session id and seq; at
+        most ``limit``."""
         raise self._no_vectors()
 
     async def facts_to_embed(self, tenant: str, store: str, model: str, after: str | None,

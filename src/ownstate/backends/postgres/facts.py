@@ -28,7 +28,7 @@ from ...model import Fact, FactExplanation, FactHit, Item, MemoryStoreRecord
 from ..ports.facts import NewFact
 from ..ports.search import TextQuery
 from ._core import Cursor, PostgresCore
-from ._fact_vectors import store_fact_vectors
+from ._vector_rows import store_fact_vectors
 from .access import drop_grants, start_grants
 from .search import ADD_STATS, bm25_sql, fact_vector, query_lexemes, scope_prefix, score_sql
 

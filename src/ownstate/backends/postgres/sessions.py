@@ -22,6 +22,7 @@ from .._replay import Meta, Replay
 from .._sql import session_page
 from ..ports.sessions import NewItem, SessionOrder
 from ._core import Cursor, PostgresCore
+from ._vector_rows import store_item_vectors
 from .access import drop_grants, start_grants
 from .search import ADD_STATS, item_vector
 
@@ -412,6 +413,7 @@ class SessionsInPostgres(PostgresCore):
             if row is None:
                 raise _not_found(store, session_id)
             base = int(row[0])
+            await store_item_vectors(cur, tenant, store, items)
             loads = json.loads
             return [
                 Item(it.item_id, session_id, base + n, now, loads(it.data_json), it.format,

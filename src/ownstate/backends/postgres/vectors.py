@@ -1,4 +1,5 @@
-"""Fact vectors in PostgreSQL: ``fact_vectors``, one row beside each fact that has one.
+"""Fact and item vectors in PostgreSQL: ``fact_vectors`` and ``item_vectors``, one row
+beside each fact or item that has one (an item's: its ``id``, tenant and session store).
 
 A row holds the fact's ``fid`` (its key, and a foreign key that deletes the vector with
 the fact), the tenant and memory store, the model that made it and the vector as
@@ -16,16 +17,18 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from ...embeddings import Embedding
-from ...model import Fact
+from ...model import Fact, ItemHit, build_item
 from ..ports.vectors import VectorSpace
 from ._core import Cursor, PostgresCore
-from ._fact_vectors import space as _space
-from ._fact_vectors import store_fact_vectors
+from ._vector_rows import space as _space
+from ._vector_rows import store_fact_vectors
 from .facts import _FACT_COLUMNS, FactsInPostgres, _fact
 
 __all__ = ["VectorsInPostgres"]
 
 _COLUMNS = ", ".join(f"f.{c.strip()}" for c in _FACT_COLUMNS.split(","))
+_ITEMS = ("i.item_id, i.seq, i.create_time, i.data, i.format, i.role, i.type, i.tool_name, "
+          "i.model, i.in_tokens, i.out_tokens")
 
 
 class VectorsInPostgres(PostgresCore):
@@ -58,6 +61,30 @@ class VectorsInPostgres(PostgresCore):
                 (list(query.unpack()), tenant, store, query.model, query.dimension, subject,
                  subject, *believed[1], limit))
             return [(_fact(row), float(row[-1])) for row in await cur.fetchall()]
+
+        return await self._read(tenant, run)
+
+    async def nearest_items(self, tenant: str, query: Embedding, *,
+                            stores: Sequence[str] | None, actor_id: str | None,
+                            session_id: str | None, limit: int) -> list[ItemHit]:
+        async def run(cur: Cursor) -> list[ItemHit]:
+            await cur.execute(
+                f"SELECT {_ITEMS}, s.store, s.session_id, s.actor_id, "
+                "(SELECT sum(a * b) FROM unnest(v.vector::float8[], %s::float8[]) AS t(a, b)) "
+                "AS similarity FROM item_vectors v JOIN items i ON i.id = v.id "
+                "JOIN sessions s ON s.sid = i.sid "
+                "WHERE v.tenant = %s AND v.model = %s AND array_length(v.vector, 1) = %s "
+                "AND (%s::text[] IS NULL OR s.store = ANY(%s::text[])) "
+                "AND (%s::text IS NULL OR s.actor_id = %s) "
+                "AND (%s::text IS NULL OR s.session_id = %s) "
+                "ORDER BY similarity DESC, s.store, s.session_id, i.seq LIMIT %s",
+                (list(query.unpack()), tenant, query.model, query.dimension,
+                 list(stores) if stores is not None else None,
+                 list(stores) if stores is not None else None, actor_id, actor_id,
+                 session_id, session_id, limit))
+            return [ItemHit(r[11], r[13], build_item(r[0], r[12], r[1], r[2], r[3], r[4], r[5],
+                                                     r[6], r[7], r[8], r[9], r[10]),
+                            float(r[14])) for r in await cur.fetchall()]
 
         return await self._read(tenant, run)
 

@@ -24,7 +24,7 @@ from ...model import Fact, FactExplanation, FactHit, Item, MemoryStoreRecord
 from ..ports.facts import NewFact
 from ..ports.search import TextQuery
 from ._core import ITEM_COLUMNS, SqliteCore, to_items, write
-from ._fact_vectors import store_fact_vector
+from ._vector_rows import store_fact_vector
 from .access import drop_grants, start_grants
 from .search import fact_match, fact_terms
 

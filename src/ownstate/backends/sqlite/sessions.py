@@ -30,6 +30,7 @@ from ._core import (
     to_items,
     write,
 )
+from ._vector_rows import store_item_vectors
 from .access import drop_grants, start_grants
 from .search import item_terms
 
@@ -281,6 +282,7 @@ class SessionsInSqlite(SqliteCore):
                         "SELECT id, ? FROM items WHERE sid = ? AND seq = ?",
                         [(item_terms(tenant, it.text), sid, count + n)
                          for n, it in enumerate(items, start=1)])
+                    store_item_vectors(conn, tenant, store, sid, count + 1, items)
                 conn.execute(
                     "UPDATE sessions SET item_count = ?, last_activity_time = ? WHERE sid = ?",
                     (count + len(items), stamp, sid))

@@ -1,4 +1,5 @@
-"""Fact vectors in SQLite: ``fact_vectors``, one row beside each fact that has a vector.
+"""Fact and item vectors in SQLite: ``fact_vectors`` and ``item_vectors``, one row beside
+each fact or item that has a vector (an item's: its ``id``, tenant and session store).
 
 A row holds the fact's ``fid`` (its key, and a foreign key that deletes the vector with
 the fact), the tenant and memory store it belongs to, the model that made it and the
@@ -17,16 +18,17 @@ from datetime import datetime
 
 from ..._ids import format_time
 from ...embeddings import Embedding
-from ...model import Fact
+from ...model import Fact, ItemHit
 from ..ports.vectors import VectorSpace
-from ._core import SqliteCore, write
-from ._fact_vectors import space as _space
-from ._fact_vectors import store_fact_vector
+from ._core import ITEM_COLUMNS, SqliteCore, to_items, write
+from ._vector_rows import space as _space
+from ._vector_rows import store_fact_vector
 from .facts import _FACT_COLUMNS, FactsInSqlite, _fact
 
 __all__ = ["VectorsInSqlite"]
 
 _COLUMNS = ", ".join(f"f.{c.strip()}" for c in _FACT_COLUMNS.split(","))
+_ITEMS = ", ".join(f"i.{c.strip()}" for c in ITEM_COLUMNS.split(","))
 
 
 class VectorsInSqlite(SqliteCore):
@@ -58,6 +60,26 @@ class VectorsInSqlite(SqliteCore):
                 (query.data, tenant, store, query.model, len(query.data), subject, subject,
                  *times, limit)).fetchall()
             return [(_fact(row), float(row[-1])) for row in rows]
+
+        return await self._run(run)
+
+    async def nearest_items(self, tenant: str, query: Embedding, *,
+                            stores: Sequence[str] | None, actor_id: str | None,
+                            session_id: str | None, limit: int) -> list[ItemHit]:
+        chosen = "" if stores is None else (
+            f"AND s.store IN ({', '.join('?' for _ in stores)}) ")
+
+        def run(conn: sqlite3.Connection) -> list[ItemHit]:
+            rows = conn.execute(
+                f"SELECT {_ITEMS}, s.store, s.session_id, s.actor_id, "
+                "1.0 - vec_distance_cosine(v.vector, ?) AS similarity "
+                "FROM item_vectors v JOIN items i ON i.id = v.id JOIN sessions s ON s.sid = i.sid "
+                "WHERE v.tenant = ? AND v.model = ? AND length(v.vector) = ? " + chosen
+                + "AND (? IS NULL OR s.actor_id = ?) AND (? IS NULL OR s.session_id = ?) "
+                "ORDER BY similarity DESC, s.store, s.session_id, i.seq LIMIT ?",
+                (query.data, tenant, query.model, len(query.data), *(stores or ()), actor_id,
+                 actor_id, session_id, session_id, limit)).fetchall()
+            return [ItemHit(r[11], r[13], to_items([r], r[12])[0], float(r[14])) for r in rows]
 
         return await self._run(run)
 
