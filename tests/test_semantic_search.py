@@ -189,3 +189,54 @@ def test_an_embedder_that_breaks_its_contract_is_refused(vectors: Target) -> Non
             mem.remember("user:1", "pet", "dog")
         assert caught.value.field == "embedder"
         assert mem.recall("user:1") == []
+
+
+def _conversation(client: ownstate.Client, store: str = "talks") -> ownstate.Session:
+    session = client.session_stores.create(store).add(
+        actor_id="user:1", session_id="s-1")
+    session.append_items([
+        {"role": "user", "content": "My golden retriever Max chewed my homework"},
+        {"role": "assistant", "content": "Sorry to hear about the essay"},
+        {"role": "user", "content": "I will fly to Lisbon tomorrow"},
+    ])
+    return session
+
+
+def test_items_are_found_by_meaning_and_by_fusion(semantic: ownstate.Client) -> None:
+    _conversation(semantic)
+    other = semantic.session_stores.get("talks").add(actor_id="user:2", session_id="s-2")
+    other.append_items([{"role": "user", "content": "Planning a holiday in Portugal"}])
+    search = semantic.session_stores.search_items
+    assert search("a trip abroad", mode="lexical") == []
+    trips = search("a trip abroad", mode="semantic", limit=2)
+    assert {(h.item.session_id, h.item.seq) for h in trips} == {("s-1", 3), ("s-2", 1)}
+    mine = search("a trip abroad", mode="semantic", actor_id="user:1", limit=1)
+    assert [(h.store, h.actor_id, h.item.seq) for h in mine] == [("talks", "user:1", 3)]
+    only = search("a trip abroad", mode="semantic", session_id="s-2", store="talks")
+    assert [h.item.session_id for h in only] == ["s-2"]
+    hybrid = search("my dog chewed the homework")
+    assert hybrid[0].item.seq == 1
+    assert hybrid == search("my dog chewed the homework", mode="hybrid")
+
+
+def test_item_vectors_keep_one_model(
+        vectors: Target, semantic: ownstate.Client) -> None:
+    session = _conversation(semantic)
+    with vectors.connect(embedder=Letters()) as other:
+        theirs = other.session_stores.get("talks").get("s-1")
+        with pytest.raises(ownstate.EmbedderMismatch):
+            theirs.append_items([{"role": "user", "content": "a parrot"}])
+    assert len(list(session.list_items())) == 3
+    # another store may hold another model's vectors
+    with vectors.connect(embedder=Letters()) as other:
+        _conversation(other, "elsewhere")
+        assert [h.store for h in other.session_stores.search_items(
+            "dog", mode="semantic", store="elsewhere", limit=1)] == ["elsewhere"]
+
+
+def test_a_fork_keeps_its_items_vectors(semantic: ownstate.Client) -> None:
+    session = _conversation(semantic)
+    child = session.fork(session_id="s-1-fork")
+    hits = semantic.session_stores.search_items("a trip abroad", mode="semantic",
+                                                session_id="s-1-fork", limit=1)
+    assert [(h.item.session_id, h.item.seq) for h in hits] == [(child.session_id, 3)]

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from ..errors import InvalidInput
+from ..errors import EmbedderMismatch, InvalidInput
 
-__all__ = ["Embedder", "Embedding", "check_vectors"]
+__all__ = ["Embedder", "Embedding", "check_vectors", "one_model"]
 
 _TINY = 1e-30
 
@@ -83,6 +83,20 @@ def check_vectors(embedder: Embedder, texts: Sequence[str]) -> list[Embedding]:
                                f"not its declared {embedder.dimension}", field="embedder")
         made.append(Embedding.pack(embedder.model, vector))
     return made
+
+
+def one_model(store: str, stored: tuple[str, int] | None,
+              embeddings: Iterable[Embedding]) -> None:
+    """Refuse ``embeddings`` unless they share one model and dimension with each other and
+    with ``stored``, the store's (None when it has no vectors yet). Raises
+    EmbedderMismatch."""
+    for embedding in embeddings:
+        mine = (embedding.model, embedding.dimension)
+        if stored is None:
+            stored = mine
+        elif stored != mine:
+            raise EmbedderMismatch(store=store, model=mine[0], dimension=mine[1],
+                                   stored_model=stored[0], stored_dimension=stored[1])
 
 
 def _dot_python(a: bytes, b: bytes) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...errors import EmbedderMismatch
+from ...embeddings._protocol import one_model
 from ..ports.sessions import NewItem
 from ._data import _Data
 
@@ -25,10 +25,4 @@ def admit_item_vectors(data: _Data, tenant: str, store: str, items: Sequence[New
             if found is not None:
                 fixed = (found.model, found.dimension)
                 break
-    for embedding in new:
-        mine = (embedding.model, embedding.dimension)
-        if fixed is None:
-            fixed = mine
-        elif fixed != mine:
-            raise EmbedderMismatch(store=store, model=mine[0], dimension=mine[1],
-                                   stored_model=fixed[0], stored_dimension=fixed[1])
+    one_model(store, fixed, new)

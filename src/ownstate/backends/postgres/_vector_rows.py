@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...embeddings import Embedding
-from ...errors import EmbedderMismatch
+from ...embeddings._protocol import one_model
 from ..ports.sessions import NewItem
 from ..ports.vectors import VectorSpace
 from ._core import Cursor
@@ -33,14 +33,7 @@ async def store_fact_vectors(cur: Cursor, tenant: str, store: str,
     Raises EmbedderMismatch."""
     if not vectors:
         return 0
-    found = await space(cur, tenant, store)
-    for _, embedding in vectors:
-        mine = (embedding.model, embedding.dimension)
-        if found is None:
-            found = mine
-        elif found != mine:
-            raise EmbedderMismatch(store=store, model=mine[0], dimension=mine[1],
-                                   stored_model=found[0], stored_dimension=found[1])
+    one_model(store, await space(cur, tenant, store), [e for _, e in vectors])
     await cur.execute(
         "INSERT INTO fact_vectors (fid, tenant, memory_store, model, vector) "
         "SELECT f.fid, f.tenant, f.memory_store, v.model, v.vector::real[] "
@@ -69,14 +62,8 @@ async def store_item_vectors(cur: Cursor, tenant: str, store: str,
         "SELECT model, array_length(vector, 1) FROM item_vectors "
         "WHERE tenant = %s AND store = %s LIMIT 1", (tenant, store))
     row = await cur.fetchone()
-    found = (str(row[0]), int(row[1])) if row is not None else None
-    for _, embedding in rows:
-        mine = (embedding.model, embedding.dimension)
-        if found is None:
-            found = mine
-        elif found != mine:
-            raise EmbedderMismatch(store=store, model=mine[0], dimension=mine[1],
-                                   stored_model=found[0], stored_dimension=found[1])
+    one_model(store, (str(row[0]), int(row[1])) if row is not None else None,
+              [e for _, e in rows])
     await cur.execute(
         "INSERT INTO item_vectors (id, tenant, store, model, vector) "
         "SELECT i.id, i.tenant, %s, v.model, v.vector::real[] "

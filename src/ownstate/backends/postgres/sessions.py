@@ -359,6 +359,11 @@ class SessionsInPostgres(PostgresCore):
                               (copied[0], child_sid))
             if copied[1]:
                 await cur.execute(ADD_STATS, (tenant, "item", "", copied[1], copied[2]))
+            await cur.execute(
+                "INSERT INTO item_vectors (id, tenant, store, model, vector) "
+                "SELECT c.id, v.tenant, v.store, v.model, v.vector FROM items c "
+                "JOIN items p ON p.sid = %s AND p.seq = c.seq "
+                "JOIN item_vectors v ON v.id = p.id WHERE c.sid = %s", (parent_sid, child_sid))
             return SessionRecord(
                 tenant=tenant, store=store, session_id=new_session_id,
                 actor_id=parent.actor_id, parent_session_id=session_id,

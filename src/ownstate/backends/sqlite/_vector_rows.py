@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Sequence
 
 from ...embeddings import Embedding
-from ...errors import EmbedderMismatch
+from ...embeddings._protocol import one_model
 from ..ports.sessions import NewItem
 from ..ports.vectors import VectorSpace
 
@@ -27,11 +27,7 @@ def space(conn: sqlite3.Connection, tenant: str, store: str) -> VectorSpace | No
 
 def admit(conn: sqlite3.Connection, tenant: str, store: str, embedding: Embedding) -> None:
     """Refuse a vector of another model or dimension than the store's vectors."""
-    found = space(conn, tenant, store)
-    if found is not None and found != (embedding.model, embedding.dimension):
-        raise EmbedderMismatch(store=store, model=embedding.model,
-                               dimension=embedding.dimension, stored_model=found[0],
-                               stored_dimension=found[1])
+    one_model(store, space(conn, tenant, store), [embedding])
 
 
 def store_fact_vector(conn: sqlite3.Connection, tenant: str, store: str, fid: int,
@@ -55,14 +51,8 @@ def store_item_vectors(conn: sqlite3.Connection, tenant: str, store: str, sid: i
     row = conn.execute(
         "SELECT model, length(vector) / 4 FROM item_vectors WHERE tenant = ? AND store = ? "
         "LIMIT 1", (tenant, store)).fetchone()
-    found = (str(row[0]), int(row[1])) if row is not None else None
-    for _, embedding in rows:
-        mine = (embedding.model, embedding.dimension)
-        if found is None:
-            found = mine
-        elif found != mine:
-            raise EmbedderMismatch(store=store, model=mine[0], dimension=mine[1],
-                                   stored_model=found[0], stored_dimension=found[1])
+    one_model(store, (str(row[0]), int(row[1])) if row is not None else None,
+              [e for _, e in rows])
     conn.executemany(
         "INSERT INTO item_vectors (id, tenant, store, model, vector) "
         "SELECT id, ?, ?, ?, ? FROM items WHERE sid = ? AND seq = ?",

@@ -237,6 +237,11 @@ class SessionsInSqlite(SqliteCore):
                     "FROM items c JOIN items p ON p.sid = ? AND p.seq = c.seq "
                     "JOIN item_search x ON x.rowid = p.id WHERE c.sid = ?",
                     (parent_sid, child_sid))
+                conn.execute(
+                    "INSERT INTO item_vectors (id, tenant, store, model, vector) "
+                    "SELECT c.id, v.tenant, v.store, v.model, v.vector FROM items c "
+                    "JOIN items p ON p.sid = ? AND p.seq = c.seq "
+                    "JOIN item_vectors v ON v.id = p.id WHERE c.sid = ?", (parent_sid, child_sid))
             return SessionRecord(
                 tenant=tenant, store=store, session_id=new_session_id,
                 actor_id=parent.actor_id, parent_session_id=session_id,
