@@ -207,12 +207,12 @@ def test_items_are_found_by_meaning_and_by_fusion(semantic: ownstate.Client) -> 
     other = semantic.session_stores.get("talks").add(actor_id="user:2", session_id="s-2")
     other.append_items([{"role": "user", "content": "Planning a holiday in Portugal"}])
     search = semantic.session_stores.search_items
-    assert search("a trip abroad", mode="lexical") == []
-    trips = search("a trip abroad", mode="semantic", limit=2)
+    assert search("travel abroad", mode="lexical") == []
+    trips = search("travel abroad", mode="semantic", limit=2)
     assert {(h.item.session_id, h.item.seq) for h in trips} == {("s-1", 3), ("s-2", 1)}
-    mine = search("a trip abroad", mode="semantic", actor_id="user:1", limit=1)
+    mine = search("travel abroad", mode="semantic", actor_id="user:1", limit=1)
     assert [(h.store, h.actor_id, h.item.seq) for h in mine] == [("talks", "user:1", 3)]
-    only = search("a trip abroad", mode="semantic", session_id="s-2", store="talks")
+    only = search("travel abroad", mode="semantic", session_id="s-2", store="talks")
     assert [h.item.session_id for h in only] == ["s-2"]
     hybrid = search("my dog chewed the homework")
     assert hybrid[0].item.seq == 1
@@ -237,6 +237,6 @@ def test_item_vectors_keep_one_model(
 def test_a_fork_keeps_its_items_vectors(semantic: ownstate.Client) -> None:
     session = _conversation(semantic)
     child = session.fork(session_id="s-1-fork")
-    hits = semantic.session_stores.search_items("a trip abroad", mode="semantic",
+    hits = semantic.session_stores.search_items("travel abroad", mode="semantic",
                                                 session_id="s-1-fork", limit=1)
     assert [(h.item.session_id, h.item.seq) for h in hits] == [(child.session_id, 3)]

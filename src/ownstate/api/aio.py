@@ -227,9 +227,11 @@ class AsyncSessionStores:
     def __init__(self, scope: _Scope) -> None:
         self._scope = scope
 
-    async def create(self, name: str, *, owner: str | None = None) -> AsyncSessionStore:
+    async def create(self, name: str, *, owner: str | None = None,
+                     index_items: bool = True) -> AsyncSessionStore:
         """Create a store named with 3-55 chars of ``[a-z0-9_-]``, owned by ``owner`` (a
-        principal) when one is given.
+        principal) when one is given. With ``index_items=False`` its items are not indexed
+        for :meth:`search_items` (nor ever found by it): appends skip the index's cost.
 
         Raises :class:`~ownstate.errors.AlreadyExists`, :class:`~ownstate.errors.InvalidInput`.
         """
@@ -237,7 +239,13 @@ class AsyncSessionStores:
         valid = _validate.store_name(name)
         if owner is not None:
             owner = _access.principal_name(owner)
-        record = await s.backend.create_store(s.tenant, valid, now(), owner)
+        if not isinstance(index_items, bool):
+            raise InvalidInput("index_items must be True or False", field="index_items")
+        if index_items:
+            record = await s.backend.create_store(s.tenant, valid, now(), owner)
+        else:
+            record = await s.backend.create_store(s.tenant, valid, now(), owner,
+                                                  index_items=False)
         return AsyncSessionStore(s, record)
 
     async def get(self, name: str) -> AsyncSessionStore:

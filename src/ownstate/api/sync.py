@@ -356,13 +356,14 @@ class SessionStores:
         self._portal = portal
         self._impl = impl
 
-    def create(self, name: str, *, owner: str | None = None) -> SessionStore:
+    def create(self, name: str, *, owner: str | None = None, index_items: bool = True) -> SessionStore:
         """Create a store named with 3-55 chars of ``[a-z0-9_-]``, owned by ``owner`` (a
-        principal) when one is given.
+        principal) when one is given. With ``index_items=False`` its items are not indexed
+        for :meth:`search_items` (nor ever found by it): appends skip the index's cost.
 
         Raises :class:`~ownstate.errors.AlreadyExists`, :class:`~ownstate.errors.InvalidInput`.
         """
-        return cast("SessionStore", _twin(self._portal, self._portal.call(self._impl.create(name, owner=owner))))
+        return cast("SessionStore", _twin(self._portal, self._portal.call(self._impl.create(name, owner=owner, index_items=index_items))))
 
     def get(self, name: str) -> SessionStore:
         """The store with this name. Raises :class:`~ownstate.errors.StoreNotFound`."""

@@ -60,14 +60,18 @@ def test_hits_are_ranked_by_relevance(memory: MemoryStore) -> None:
     memory.remember("user:1", "a", "common words only")
     memory.remember("user:1", "b", "a rare word and common ones")
     memory.remember("user:1", "c", "rare and unusual, never common")
+    memory.remember("user:1", "d", "unusual")
     hits = memory.search("rare unusual common")
     assert all(isinstance(h, FactHit) for h in hits)
-    assert _keys(hits)[:3] == ["c", "b", "a"]  # more of the rarer terms rank higher
+    # more of the rarer terms rank higher; a term in most facts does not count while
+    # rarer ones are asked for
+    assert _keys(hits) == ["c", "d", "b"]
     scores = [h.score for h in hits]
     assert scores == sorted(scores, reverse=True)
     assert scores[-1] > 0
-    assert len(hits) == 9  # any term matches
-    assert _keys(memory.search("rare unusual common", limit=2)) == ["c", "b"]
+    assert _keys(memory.search("rare unusual common", limit=2)) == ["c", "d"]
+    # asked for alone, a common term finds every fact holding it
+    assert len(memory.search("common")) == 9
 
 
 def test_a_shorter_fact_ranks_above_a_longer_one(memory: MemoryStore) -> None:
@@ -338,3 +342,22 @@ def test_bad_item_searches_are_refused_and_change_nothing(client: ownstate.Clien
     with pytest.raises(InvalidInput):
         search("refund", actor_id="")
     assert snapshot(client) == before
+
+
+def test_a_store_may_keep_its_items_out_of_search(client: ownstate.Client) -> None:
+    quiet = client.session_stores.create("quiet-chats", index_items=False)
+    session = quiet.add(actor_id="user:1")
+    session.append_items([{"role": "user", "content": "refund please"}])
+    session.fork()
+    loud = _chat(client, texts=("refund please",))
+    assert [h.item.session_id for h in client.session_stores.search_items("refund")] == [
+        loud.session_id]
+    assert client.session_stores.search_items("refund", store="quiet-chats") == []
+    assert [i.data for i in session.list_items()] == [{"role": "user",
+                                                       "content": "refund please"}]
+    # a store made again under the name, with the default, indexes again
+    client.session_stores.delete("quiet-chats", force=True)
+    _chat(client, "quiet-chats", texts=("refund again",))
+    assert len(client.session_stores.search_items("refund", store="quiet-chats")) == 1
+    with pytest.raises(InvalidInput):
+        client.session_stores.create("bad-chats", index_items="no")  # type: ignore[arg-type]

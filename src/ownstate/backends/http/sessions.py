@@ -70,10 +70,14 @@ class SessionsOverHttp(HttpBase):
     """The sessions port as calls to the server's routes."""
 
     async def create_store(self, tenant: str, name: str, now: datetime,
-                           owner: str | None = None) -> SessionStoreRecord:
+                           owner: str | None = None, index_items: bool = True,
+                           ) -> SessionStoreRecord:
         # The server creates the store and makes the key's principal its owner, in one
         # call of its own backend (a server's client is a principal, not an operator).
-        body = await self._http.call("POST", SESSION_STORES, json={"name": name})
+        made: dict[str, object] = {"name": name}
+        if not index_items:
+            made["index_items"] = False
+        body = await self._http.call("POST", SESSION_STORES, json=made)
         return _wire.load(SessionStoreRecord, body, tenant=tenant)
 
     async def get_store(self, tenant: str, name: str) -> SessionStoreRecord:

@@ -68,6 +68,8 @@ class _Data:
     api_keys: dict[Any, Any] = field(default_factory=dict)
     grants: dict[Any, Any] = field(default_factory=dict)
     counters: dict[str, int] = field(default_factory=dict)
+    #: session stores made with index_items=False
+    unindexed: set[tuple[str, str]] = field(default_factory=set)
 
     def next(self, counter: str) -> int:
         """The next number of a named, process-wide increasing counter."""

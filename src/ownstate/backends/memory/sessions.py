@@ -48,13 +48,18 @@ class SessionsInMemory(MemoryBase):
     # session stores --------------------------------------------------------------------
 
     async def create_store(self, tenant: str, name: str, now: datetime,
-                           owner: str | None = None) -> SessionStoreRecord:
+                           owner: str | None = None, index_items: bool = True,
+                           ) -> SessionStoreRecord:
         with self._data.lock:
             if (tenant, name) in self._data.stores:
                 raise AlreadyExists(store=name)
             record = SessionStoreRecord(tenant=tenant, name=name, create_time=now)
             self._start_grants(tenant, "session_store", name, owner)
             self._data.stores[(tenant, name)] = record
+            if index_items:
+                self._data.unindexed.discard((tenant, name))
+            else:
+                self._data.unindexed.add((tenant, name))
             return record
 
     async def get_store(self, tenant: str, name: str) -> SessionStoreRecord:
@@ -218,13 +223,16 @@ class SessionsInMemory(MemoryBase):
                     return [it.to_item(session_id) for it in stored.items
                             if it.item_id in wanted]
             first = len(stored.items) + 1
-            admit_item_vectors(self._data, tenant, store, items)
+            indexed = (tenant, store) not in self._data.unindexed
+            if indexed:
+                admit_item_vectors(self._data, tenant, store, items)
             new = [
                 _StoredItem(
                     item_id=it.item_id, seq=first + n, create_time=now, data_json=it.data_json,
                     format=it.format, role=it.role, type=it.type, tool_name=it.tool_name,
                     model=it.model, in_tokens=it.in_tokens, out_tokens=it.out_tokens,
-                    terms=tuple(terms(it.text)), embedding=it.embedding,
+                    terms=tuple(terms(it.text)) if indexed else (),
+                    embedding=it.embedding if indexed else None,
                 )
                 for n, it in enumerate(items)
             ]

@@ -13,12 +13,19 @@ overlapping character pairs; a query run of two or more such characters asks for
 pairs, a single character for itself. That makes any substring of two characters or more
 findable, which is the usual way search engines treat these scripts.
 
+**Which terms count.** A query term held by half of the collection's documents or more
+has the least idf there is (see below): it says almost nothing about relevance, and
+matching on it would make nearly every document a candidate. So such terms are dropped
+from a query that has any rarer term; a document matches when it holds at least one of
+the terms that remain (all of them, when every one is that common).
+
 **Relevance** is BM25 with ``k1 = 1.2`` and ``b = 0.75`` and the idf of SQLite FTS5
 (``log((N - n + 0.5) / (n + 0.5))``, at least ``1e-6``), summed over the distinct query
 terms a document holds. ``N`` and the average document length are those of the collection
 the engine keeps (a memory store's facts, a tenant's items), ``n`` the documents holding
-the term, a document's length its number of terms. Engines agree on which documents
-match and, up to those collection statistics, on their order; equal scores are ordered
+the term, a document's length its number of terms, summed over the terms that count.
+Engines agree on which documents match and, up to those collection statistics, on their
+order; equal scores are ordered
 by a stable id (a fact's id; an item's store, session and seq).
 
 What a document's text is: a fact's key and the text of its value (object keys, strings,
@@ -35,7 +42,7 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 from ...errors import InvalidInput, LimitExceeded
@@ -226,6 +233,13 @@ def bm25(query: Sequence[str], tf: Counter[str], length: int, avg_length: float,
     return score
 
 
+def useful_terms(query: Sequence[str], df: Mapping[str, int], n: int) -> list[str]:
+    """The query terms that count: those held by fewer than half of the ``n`` documents
+    (the others have the least idf, ``1e-6``), or every term when none is that rare."""
+    rare = [t for t in query if 2 * df.get(t, 0) < n]
+    return rare or list(query)
+
+
 def rank(query: Sequence[str], collection: Iterable[tuple[T, Sequence[str]]],
          wanted: Callable[[T], bool]) -> list[tuple[T, float]]:
     """The reference ranking: ``collection`` is every document of the collection as
@@ -235,6 +249,7 @@ def rank(query: Sequence[str], collection: Iterable[tuple[T, Sequence[str]]],
     n = len(docs)
     avg_length = sum(d[2] for d in docs) / n if n else 0.0
     df = Counter(term for _, tf, _ in docs for term in query if term in tf)
+    query = useful_terms(query, df, n)
     hits = [(doc, bm25(query, tf, length, avg_length, df, n)) for doc, tf, length in docs
             if any(term in tf for term in query) and wanted(doc)]
     hits.sort(key=lambda hit: -hit[1])

@@ -41,11 +41,13 @@ class SessionPort(ABC):
 
     @abstractmethod
     async def create_store(self, tenant: str, name: str, now: datetime,
-                           owner: str | None = None) -> SessionStoreRecord:
+                           owner: str | None = None, index_items: bool = True,
+                           ) -> SessionStoreRecord:
         """Create the store and, in the same transaction, its grants: none left over from
         an earlier store of this name, and ``owner``'s ``OWNER`` level when one is named
         (see :class:`~ownstate.backends.ports.access.AccessPort`). Either all of it is
-        stored or nothing is.
+        stored or nothing is. With ``index_items`` False, its items are never indexed
+        for :meth:`search_items`.
 
         Raises AlreadyExists.
         """

@@ -30,7 +30,15 @@ from ..ports.search import TextQuery
 from ._core import Cursor, PostgresCore
 from ._vector_rows import store_fact_vectors
 from .access import drop_grants, start_grants
-from .search import ADD_STATS, bm25_sql, fact_vector, query_lexemes, scope_prefix, score_sql
+from .search import (
+    ADD_STATS,
+    WEIGHTS,
+    fact_vector,
+    query_lexemes,
+    scope_prefix,
+    score_sql,
+    weigh,
+)
 
 __all__ = ["FactsInPostgres"]
 
@@ -46,6 +54,9 @@ _ITEM_COLUMNS = ("i.item_id, i.seq, i.create_time, i.data, i.format, i.role, i.t
 def _fact(row: Sequence[Any]) -> Fact:
     return Fact(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
                 row[9], row[10], row[11], row[12], row[13], row[14], row[15])
+
+
+_FACT_SCOPE = "f.tenant = %(tenant)s AND f.memory_store = %(scope)s"
 
 
 def _lock_key(tenant: str, store: str, subject: str, key: str) -> int:
@@ -314,8 +325,7 @@ class FactsInPostgres(PostgresCore):
         # The facts recall would return: those covering the moment as believed now, of
         # which a closed one is also not overridden by a later-recorded one covering it.
         sql = (
-            bm25_sql("facts", "f.tenant = %(tenant)s AND f.memory_store = %(scope)s")
-            + "cand AS (SELECT f.* FROM facts f "
+            f"WITH {WEIGHTS}, cand AS (SELECT f.* FROM facts f "
             "WHERE f.terms @@ %(any)s::tsquery "
             "AND f.tenant = %(tenant)s AND f.memory_store = %(scope)s "
             "AND (%(subject)s::text IS NULL OR f.subject = %(subject)s) "
@@ -324,15 +334,17 @@ class FactsInPostgres(PostgresCore):
             "AND g.subject = f.subject AND g.memory_store = f.memory_store AND g.key = f.key "
             "AND g.fid > f.fid AND g.valid_from <= %(at)s "
             "AND (g.superseded_at IS NULL OR g.valid_to > %(at)s))))) "
-            f"SELECT {columns}, {score_sql('f')} AS score FROM cand f CROSS JOIN st "
+            f"SELECT {columns}, {score_sql('f')} AS score FROM cand f "
             "ORDER BY score DESC, f.fact_id LIMIT %(limit)s"
         )
-        params = {**query_lexemes(scope_prefix(tenant, store), query), "tenant": tenant,
+        params = {"lexemes": query_lexemes(scope_prefix(tenant, store), query),
+                  "tenant": tenant,
                   "kind": "fact", "scope": store, "subject": subject,
                   "at": valid_at or _ids.now(), "limit": limit}
 
         async def run(cur: Cursor) -> list[FactHit]:
             await self._require_memory_store(cur, tenant, store)
+            await weigh(cur, "facts", _FACT_SCOPE, params)
             await cur.execute(sql, params)
             return [FactHit(_fact(r), float(r[16])) for r in await cur.fetchall()]
 

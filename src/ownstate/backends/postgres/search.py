@@ -26,11 +26,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...model import ItemHit, build_item
-from ..ports.search import K1, B, TextQuery, fact_text, item_text, terms
+from ..ports.search import K1, B, TextQuery, fact_text, idf, item_text, terms, useful_terms
 from ._core import Cursor, PostgresCore
 
-__all__ = ["SearchInPostgres", "backfill", "bm25_sql", "fact_vector", "item_vector",
-           "query_lexemes", "scope_prefix"]
+__all__ = ["WEIGHTS", "SearchInPostgres", "backfill", "fact_vector", "item_vector",
+           "query_lexemes", "scope_prefix", "score_sql", "weigh"]
 
 #: Longest term (in UTF-8 bytes) stored as itself; longer ones are stored by their hash.
 _LONGEST_LEXEME = 200
@@ -68,37 +68,46 @@ def item_vector(tenant: str, text: str) -> tuple[str, int]:
     return _vector(scope_prefix(tenant), terms(text))
 
 
-def query_lexemes(prefix: str, query: TextQuery) -> dict[str, Any]:
-    """The parameters ``lexemes`` (each one a ``tsquery``'s text; a lexeme holds only
-    letters and digits, so it needs no quoting) and ``any`` (a ``tsquery`` holding when any
-    of them is present)."""
-    lexemes = [_lexeme(prefix, t) for t in query.terms]
-    return {"lexemes": lexemes, "any": " | ".join(lexemes)}
+def query_lexemes(prefix: str, query: TextQuery) -> list[str]:
+    """A query's lexemes in a scope (each one a ``tsquery``'s text as it is: a lexeme holds
+    only letters and digits, so it needs no quoting)."""
+    return [_lexeme(prefix, t) for t in query.terms]
 
 
-def bm25_sql(table: str, scope: str) -> str:
-    """The common head of a ranked query: CTEs ``st`` (documents and average length of the
-    scope), ``w`` (each query lexeme with its idf) and ``hits`` (for candidate rows
-    ``cand``, which the caller defines after it, their score). Parameters: ``lexemes``,
-    ``tenant``, ``kind``, ``scope`` and whatever ``scope`` (a predicate on ``f``) names."""
-    return (
-        "WITH st AS (SELECT coalesce(sum(docs), 0)::float8 AS n, "
-        "coalesce(sum(length), 0)::float8 / greatest(coalesce(sum(docs), 0), 1) AS avgdl "
+async def weigh(cur: Cursor, table: str, scope: str, params: dict[str, Any]) -> None:
+    """Add to ``params`` what a ranked query needs: ``kept`` (the lexemes of ``lexemes``
+    that count, see ``useful_terms``), their ``idf``, ``any`` (a ``tsquery`` holding when
+    one of them is present) and ``avgdl``. A document frequency is counted through the GIN
+    index, and no further than half the scope's documents: past that, a term does not
+    count, whatever its exact frequency. ``params`` names ``tenant``, ``kind``, ``scope``
+    and what the predicate ``scope`` (on ``f``) needs."""
+    await cur.execute(
+        "WITH st AS (SELECT coalesce(sum(docs), 0) AS n, coalesce(sum(length), 0) AS len "
         "FROM search_stats WHERE tenant = %(tenant)s AND kind = %(kind)s "
-        "AND scope = %(scope)s), "
-        "q AS (SELECT t, t::tsquery AS tq FROM unnest(%(lexemes)s::text[]) t), "
-        f"w AS (SELECT q.t, greatest(ln((greatest(st.n, d.n) - d.n + 0.5) / (d.n + 0.5)), 1e-6) "
-        "AS idf "
-        f"FROM q CROSS JOIN st CROSS JOIN LATERAL (SELECT count(*)::float8 AS n FROM {table} f "
-        f"WHERE f.terms @@ q.tq AND {scope}) d), "
-    )
+        "AND scope = %(scope)s) "
+        "SELECT st.n, st.len, (SELECT array_agg(d.n ORDER BY q.ord) "
+        "FROM unnest(%(lexemes)s::text[]) WITH ORDINALITY AS q (t, ord) CROSS JOIN LATERAL "
+        f"(SELECT count(*) AS n FROM (SELECT 1 FROM {table} f WHERE f.terms @@ q.t::tsquery "
+        f"AND {scope} LIMIT st.n / 2 + 1) AS x) AS d) FROM st", params)
+    row = await cur.fetchone()
+    assert row is not None
+    n, total, counted = int(row[0]), int(row[1]), row[2] or []
+    df = dict(zip(params["lexemes"], (int(c) for c in counted), strict=True))
+    n = max(n, *df.values(), 0)
+    kept = useful_terms(params["lexemes"], df, n)
+    params.update(kept=kept, idf=[idf(df[t], n) for t in kept], any=" | ".join(kept),
+                  avgdl=max(total / n, 1e-9) if n else 1.0)
+
+
+#: The CTE of the kept lexemes and their idf (parameters of ``weigh``).
+WEIGHTS = "w AS (SELECT * FROM unnest(%(kept)s::text[], %(idf)s::float8[]) AS w (t, idf))"
 
 
 def score_sql(alias: str) -> str:
-    """The BM25 score of row ``alias`` against ``w`` and ``st``."""
+    """The BM25 score of row ``alias`` against ``w`` and ``avgdl``."""
     return (
         f"(SELECT sum(w.idf * cardinality(u.positions) * {K1 + 1} / (cardinality(u.positions) "
-        f"+ {K1} * ({1 - B} + {B} * {alias}.terms_len / greatest(st.avgdl, 1e-9)))) "
+        f"+ {K1} * ({1 - B} + {B} * {alias}.terms_len / %(avgdl)s::float8))) "
         f"FROM unnest({alias}.terms) u JOIN w ON w.t = u.lexeme)"
     )
 
@@ -166,10 +175,9 @@ class SearchInPostgres(PostgresCore):
         self, tenant: str, query: TextQuery, *, stores: Sequence[str] | None,
         actor_id: str | None, session_id: str | None, limit: int,
     ) -> list[ItemHit]:
-        prefix = scope_prefix(tenant)
         sql = (
-            bm25_sql("items", "f.tenant = %(tenant)s")
-            + "cand AS (SELECT f.*, s.store, s.session_id, s.actor_id FROM items f "
+            f"WITH {WEIGHTS}, "
+            "cand AS (SELECT f.*, s.store, s.session_id, s.actor_id FROM items f "
             "JOIN sessions s ON s.sid = f.sid "
             "WHERE f.terms @@ %(any)s::tsquery "
             "AND f.tenant = %(tenant)s AND s.tenant = %(tenant)s "
@@ -177,14 +185,16 @@ class SearchInPostgres(PostgresCore):
             + "AND (%(actor)s::text IS NULL OR s.actor_id = %(actor)s) "
             "AND (%(session)s::text IS NULL OR s.session_id = %(session)s)) "
             f"SELECT {_ITEM_COLUMNS}, f.store, f.session_id, f.actor_id, {score_sql('f')} "
-            "AS score FROM cand f CROSS JOIN st "
+            "AS score FROM cand f "
             "ORDER BY score DESC, f.store, f.session_id, f.seq LIMIT %(limit)s"
         )
-        params = {**query_lexemes(prefix, query), "tenant": tenant, "kind": "item", "scope": "",
+        params = {"lexemes": query_lexemes(scope_prefix(tenant), query), "tenant": tenant,
+                  "kind": "item", "scope": "",
                   "stores": list(stores) if stores is not None else None,
                   "actor": actor_id, "session": session_id, "limit": limit}
 
         async def run(cur: Cursor) -> list[ItemHit]:
+            await weigh(cur, "items", "f.tenant = %(tenant)s", params)
             await cur.execute(sql, params)
             return [ItemHit(r[11], r[13], build_item(r[0], r[12], r[1], r[2], r[3], r[4], r[5],
                                                      r[6], r[7], r[8], r[9], r[10]),

@@ -160,11 +160,13 @@ class SessionsInPostgres(PostgresCore):
     # session stores --------------------------------------------------------------------
 
     async def create_store(self, tenant: str, name: str, now: datetime,
-                           owner: str | None = None) -> SessionStoreRecord:
+                           owner: str | None = None, index_items: bool = True,
+                           ) -> SessionStoreRecord:
         async def run(cur: Cursor) -> SessionStoreRecord:
             await cur.execute(
-                "INSERT INTO session_stores (tenant, name, create_time) VALUES (%s, %s, %s) "
-                "ON CONFLICT DO NOTHING", (tenant, name, now))
+                "INSERT INTO session_stores (tenant, name, create_time, index_items) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                (tenant, name, now, index_items))
             if cur.rowcount == 0:
                 raise AlreadyExists(store=name)
             await start_grants(cur, tenant, "session_store", name, owner)

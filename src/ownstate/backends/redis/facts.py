@@ -39,7 +39,7 @@ from ...errors import (
 )
 from ...model import Fact, FactExplanation, FactHit, Item, MemoryStoreRecord
 from ..ports.facts import NewFact
-from ..ports.search import TextQuery, bm25, fact_text, terms
+from ..ports.search import TextQuery, bm25, fact_text, terms, useful_terms
 from ._core import Reply, lua, text
 from ._grants import claim_scripts, create_with_grants, drop_store_grants
 from .sessions import SessionsInRedis
@@ -481,13 +481,15 @@ class FactsInRedis(SessionsInRedis):
         found = [json.loads(r) for r in reply[3 + len(query.terms):] if r is not None]
         closed = {(f["s"], f["k"]) for f in found if f["sa"] is not None}
         chains = await self._facts_of(tenant, store, closed) if closed else {}
+        kept = useful_terms(query.terms, df, n)
         hits = []
         for f in found:
-            if (subject is not None and f["s"] != subject) or not _in_force(f, at, chains):
+            if (subject is not None and f["s"] != subject) or not _in_force(f, at, chains) \
+                    or not set(kept) & set(f["w"]):
                 continue
             tf = (dict(zip(f["w"], f["tf"], strict=True)) if "tf" in f
                   else dict.fromkeys(f["w"], 1))
-            hits.append((bm25(query.terms, Counter(tf), f.get("tl", len(f["w"])), avg, df, n),
+            hits.append((bm25(kept, Counter(tf), f.get("tl", len(f["w"])), avg, df, n),
                          f["id"], f))
         hits.sort(key=lambda h: (-h[0], h[1]))
         return [FactHit(_fact(store, json.dumps(f)), score) for score, _, f in hits[:limit]]

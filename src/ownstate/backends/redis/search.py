@@ -5,8 +5,8 @@ slots of their own, so no one script can see every item of a tenant. This search
 the stores' sessions and their items through the sessions port and ranks them with the
 reference definition (:func:`~ownstate.backends.ports.search.rank`): the same terms and
 scores as every other backend, at a cost that grows with the tenant's items, which suits
-the modest histories Redis holds. Items of a store created with ``index_items=False``
-are left out.
+the modest histories Redis holds. Items of a store created with ``index_items=False`` (named in
+the tenant's ``unindexed`` set) are left out.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from ...errors import NotFound
 from ...model import Item, ItemHit, SessionRecord
 from ..ports.search import TextQuery, item_text, rank, terms
+from ._core import text
 from .sessions import SessionsInRedis
 
 __all__ = ["SearchInRedis"]
@@ -39,8 +40,10 @@ class SearchInRedis(SessionsInRedis):
                 break
             after = page[-1].name
         chosen = None if stores is None else set(stores)
+        unindexed = {text(n) for n in await self._command(
+            "SMEMBERS", self.tenant_key(tenant) + "unindexed", write=False)}
         collection = []
-        for store in sorted(names):
+        for store in sorted(set(names) - unindexed):
             for record in await self._sessions_of(tenant, store):
                 items = await self._items_of(tenant, store, record.session_id)
                 collection += [((store, record, item), terms(item_text(item.data)))

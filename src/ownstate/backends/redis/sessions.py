@@ -321,7 +321,12 @@ class SessionsInRedis(RedisCore):
     # stores ----------------------------------------------------------------------------
 
     async def create_store(self, tenant: str, name: str, now: datetime,
-                           owner: str | None = None) -> SessionStoreRecord:
+                           owner: str | None = None, index_items: bool = True,
+                           ) -> SessionStoreRecord:
+        # Which stores do not index items is a tenant-wide set, written before the store
+        # exists (a store made again with the default is indexed again).
+        await self._command("SADD" if not index_items else "SREM",
+                            self.tenant_key(tenant) + "unindexed", name, write=True)
         await create_with_grants(
             self, "store", self.store_key(tenant, name), tenant, "session_store", name, owner,
             "stores", now, lambda: self._delete_store_now(tenant, name, force=True),

@@ -299,7 +299,7 @@ class FactsInSqlite(SqliteCore):
         def run(conn: sqlite3.Connection) -> list[FactHit]:
             self._require_memory_store(conn, tenant, store)
             at = moment or format_time(_ids.now())
-            rows = conn.execute(sql, (fact_match(tenant, store, query), tenant, store,
+            rows = conn.execute(sql, (fact_match(conn, tenant, store, query), tenant, store,
                                       subject, subject, at, at, at, at, limit))
             return [FactHit(_fact(r), float(r[16])) for r in rows]
 

@@ -305,6 +305,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "DROP TRIGGER facts_deleted_leave_search",
         "DROP TABLE fact_search",
         "CREATE VIRTUAL TABLE fact_search USING fts5 (terms, tokenize = 'ascii')",
+        "CREATE VIRTUAL TABLE fact_vocabulary USING fts5vocab (fact_search, 'row')",
         """
         INSERT INTO fact_search (rowid, terms)
                SELECT fid, ownstate_fact_terms(tenant, memory_store, key, value) FROM facts
@@ -317,6 +318,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         "ALTER TABLE session_stores ADD COLUMN index_items INTEGER NOT NULL DEFAULT 1",
         "CREATE VIRTUAL TABLE item_search USING fts5 (terms, tokenize = 'ascii')",
+        "CREATE VIRTUAL TABLE item_vocabulary USING fts5vocab (item_search, 'row')",
         """
         INSERT INTO item_search (rowid, terms)
                SELECT id, ownstate_item_terms(tenant, data) FROM items

@@ -27,7 +27,7 @@ import sqlite3
 from collections.abc import Sequence
 
 from ...model import ItemHit
-from ..ports.search import TextQuery, fact_text, item_text, terms
+from ..ports.search import TextQuery, fact_text, item_text, terms, useful_terms
 from ._core import ITEM_COLUMNS, SqliteCore, to_items
 
 __all__ = ["SearchInSqlite", "fact_match", "fact_terms", "item_terms", "register_functions"]
@@ -44,7 +44,9 @@ def _prefix(*parts: str) -> str:
 
 
 def _joined(prefix: str, found: Sequence[str]) -> str:
-    return " ".join([prefix + t for t in found])
+    # the bare prefix marks each document of the scope, so that its document frequency
+    # is the scope's number of documents
+    return " ".join([prefix, *(prefix + t for t in found)])
 
 
 def fact_terms(tenant: str, store: str, key: str, value_json: str) -> str:
@@ -67,13 +69,22 @@ def register_functions(conn: sqlite3.Connection) -> None:
     conn.create_function("ownstate_item_terms", 2, _item_terms_of_data, deterministic=True)
 
 
-def _match(prefix: str, query: TextQuery) -> str:
-    return " OR ".join(f'"{prefix}{t}"' for t in query.terms)
+def _match(conn: sqlite3.Connection, vocabulary: str, prefix: str,
+           query: TextQuery) -> str:
+    """The ``MATCH`` argument of a query in one scope: its terms that count, by their
+    document frequencies in the scope (``useful_terms``)."""
+    wanted = [prefix + t for t in query.terms]
+    marks = ", ".join("?" * (len(wanted) + 1))
+    df = dict(conn.execute(f"SELECT term, doc FROM {vocabulary} WHERE term IN ({marks})",
+                           [prefix, *wanted]).fetchall())
+    n = df.pop(prefix, 0)
+    kept = useful_terms(wanted, df, n)
+    return " OR ".join(f'"{t}"' for t in kept)
 
 
-def fact_match(tenant: str, store: str, query: TextQuery) -> str:
+def fact_match(conn: sqlite3.Connection, tenant: str, store: str, query: TextQuery) -> str:
     """The ``fact_search MATCH`` argument of a query in one memory store."""
-    return _match(_prefix(tenant, store), query)
+    return _match(conn, "fact_vocabulary", _prefix(tenant, store), query)
 
 
 class SearchInSqlite(SqliteCore):
@@ -93,13 +104,14 @@ class SearchInSqlite(SqliteCore):
             + "AND (? IS NULL OR s.actor_id = ?) AND (? IS NULL OR s.session_id = ?) "
             "ORDER BY score DESC, s.store, s.session_id, i.seq LIMIT ?"
         )
-        params: list[object] = [_match(_prefix(tenant), query), tenant, tenant]
+        tail: list[object] = [tenant, tenant]
         if stores is not None:
-            params.append(json.dumps(list(stores)))
-        params += [actor_id, actor_id, session_id, session_id, limit]
+            tail.append(json.dumps(list(stores)))
+        tail += [actor_id, actor_id, session_id, session_id, limit]
 
         def run(conn: sqlite3.Connection) -> list[ItemHit]:
-            rows = conn.execute(sql, params).fetchall()
+            match = _match(conn, "item_vocabulary", _prefix(tenant), query)
+            rows = conn.execute(sql, [match, *tail]).fetchall()
             return [ItemHit(r[11], r[13], to_items([r], r[12])[0], float(r[14]))
                     for r in rows]
 

@@ -41,12 +41,14 @@ class SessionsInSqlite(SqliteCore):
     # session stores --------------------------------------------------------------------
 
     async def create_store(self, tenant: str, name: str, now: datetime,
-                           owner: str | None = None) -> SessionStoreRecord:
+                           owner: str | None = None, index_items: bool = True,
+                           ) -> SessionStoreRecord:
         def run(conn: sqlite3.Connection) -> SessionStoreRecord:
             with write(conn):
                 inserted = conn.execute(
-                    "INSERT INTO session_stores (tenant, name, create_time) VALUES (?, ?, ?) "
-                    "ON CONFLICT DO NOTHING", (tenant, name, format_time(now)))
+                    "INSERT INTO session_stores (tenant, name, create_time, index_items) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    (tenant, name, format_time(now), int(index_items)))
                 if inserted.rowcount == 0:
                     raise AlreadyExists(store=name)
                 start_grants(conn, tenant, "session_store", name, owner)

@@ -18,11 +18,11 @@ from pydantic import BaseModel, Field, create_model
 from ...api import AsyncClient
 from ...api._paging import page_by_name
 from ...api.access import permission_level
-from ...errors import NotFound
+from ...errors import InvalidInput, NotFound
 from ...limits import MAX_STORE_NAME_CHARS
 from ...model import Grant
 from ..auth import Caller
-from ..permissions import require, visible_stores
+from ..permissions import SESSION_STORE, require, visible_stores
 from ..routing import CallerDep
 from ..schemas import Empty, GrantRequest, GrantsOut, RevokeRequest, StoreOut, StrictModel
 from ._common import STORE_PATTERN, grants_out, keyset_mode
@@ -65,6 +65,8 @@ class StoreKind:
 
 class CreateStore(StrictModel):
     name: StoreName
+    index_items: bool | None = Field(default=None, description=(
+        "Session stores only: False keeps its items out of item search (default True)."))
 
 
 def _out(record: Any) -> StoreOut:
@@ -101,7 +103,14 @@ def add_store_routes(router: APIRouter, spec: StoreKind) -> type[BaseModel]:
         **{spec.list_field: (list[StoreOut], ...), "next_page_token": (str | None, None)})
 
     async def create(body: CreateStore, caller: CallerDep) -> StoreOut:
-        store = await spec.stores(caller.client).create(body.name, owner=caller.principal)
+        if body.index_items is None:
+            store = await spec.stores(caller.client).create(body.name, owner=caller.principal)
+        elif spec.kind == SESSION_STORE:
+            store = await caller.client.session_stores.create(
+                body.name, owner=caller.principal, index_items=body.index_items)
+        else:
+            raise InvalidInput("index_items is an option of session stores",
+                               field="index_items")
         return _out(store)
 
     async def get(store: str, caller: CallerDep) -> StoreOut:

@@ -1,0 +1,321 @@
+"""Ranked search measured on LoCoMo: retrieval recall against BM25, query latency at
+100,000 facts, and what indexing costs writes.
+
+``recall`` loads each LoCoMo conversation (``--data``, the dataset's JSON; it is read
+from where it lies, never copied) twice per backend: as a session store with one session
+per LoCoMo session and one item per turn, and as a memory store with one fact per turn
+whose source is that turn's item. Each turn's text is its speaker, a colon and its text,
+with the image caption appended where the turn has one. Each conversation has a database
+of its own (``--shared`` puts all five in one, each in a tenant of its own), so every
+search ranks within one conversation's statistics, as the baseline does. For
+each answerable question (categories 1-4) it takes the top 10 of
+``session_stores.search_items`` and of ``memory.search``, and counts a hit at k when one
+of the question's evidence turns is among the first k (an item hit is its turn; a fact
+hit is its source item's turn). The baseline is ``rank_bm25.BM25Okapi`` over the same
+turns, lowercased ``\\w+`` tokens, one corpus per conversation, in the same run.
+
+``latency`` loads ``--facts`` facts (100,000 by default: the LoCoMo turns again and
+again, each copy about another subject) into one memory store through ``remember_many``
+and times ``memory.search(question, limit=10)`` for LoCoMo questions through the sync
+client: p50 and p99.
+
+``writes`` times ``remember_many`` (batches of 100 facts) and ``append_items`` (batches
+of 20 items) of LoCoMo turns on a fresh database, and prints facts/s and items/s: run it
+with this checkout and with a checkout without ranked search (``PYTHONPATH=...``) to
+compare; with ``--items-unindexed`` the session store is created with
+``index_items=False``.
+
+Run by hand (not in CI)::
+
+    python bench/search_locomo.py recall --data ../shared/data/locomo/locomo-dev.json
+    python bench/search_locomo.py latency --data ../shared/data/locomo/locomo-dev.json
+    python bench/search_locomo.py writes --data ../shared/data/locomo/locomo-dev.json
+
+Backends: ``--backends memory,sqlite,postgres,redis`` (PostgreSQL and Redis at
+``OWNSTATE_BENCH_POSTGRES_URL`` / ``OWNSTATE_BENCH_REDIS_URL``, by default the local
+servers; each run uses a schema or key prefix of its own and removes it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+# This directory holds a redis.py of its own: keep it from shadowing the redis package.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()]
+
+import ownstate  # noqa: E402
+
+perf_counter = time.perf_counter
+POSTGRES = os.environ.get("OWNSTATE_BENCH_POSTGRES_URL",
+                          "postgresql://postgres@127.0.0.1:5432/test")
+REDIS = os.environ.get("OWNSTATE_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+_TOKEN_RE = re.compile(r"\w+")
+
+
+# data --------------------------------------------------------------------------------------
+
+
+def load(path: str) -> list[dict[str, Any]]:
+    """Per conversation: its id, its sessions (each a list of (dia_id, text)) and its
+    answerable questions (question, evidence dia_ids)."""
+    found = []
+    for sample in json.loads(Path(path).read_text()):
+        conv = sample["conversation"]
+        sessions = []
+        n = 1
+        while f"session_{n}" in conv:
+            turns = []
+            for turn in conv[f"session_{n}"]:
+                text = f"{turn['speaker']}: {turn['text']}"
+                if turn.get("blip_caption"):
+                    text += f" [image: {turn['blip_caption']}]"
+                turns.append((turn["dia_id"], text))
+            sessions.append(turns)
+            n += 1
+        questions = [(q["question"], set(q["evidence"])) for q in sample["qa"]
+                     if q["category"] in (1, 2, 3, 4) and q.get("evidence")]
+        found.append({"id": sample["sample_id"], "sessions": sessions,
+                      "questions": questions})
+    return found
+
+
+@contextlib.contextmanager
+def database(backend: str) -> Iterator[str]:
+    """A URL of an empty database of ``backend``, removed afterwards."""
+    tag = uuid.uuid4().hex[:10]
+    if backend == "memory":
+        yield f"memory://bench-{tag}"
+    elif backend == "sqlite":
+        with tempfile.TemporaryDirectory() as tmp:
+            yield f"sqlite:///{tmp}/bench.db"
+    elif backend == "postgres":
+        schema = f"bench_search_{tag}"
+        try:
+            yield f"{POSTGRES}?schema={schema}"
+        finally:
+            import psycopg
+            with psycopg.connect(POSTGRES, autocommit=True) as conn:
+                conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    elif backend == "redis":
+        prefix = f"benchsearch{tag}"
+        try:
+            yield f"{REDIS}?prefix={prefix}"
+        finally:
+            import redis
+            r = redis.Redis.from_url(REDIS)
+            for key in r.scan_iter(f"{prefix}*", count=1000):
+                r.delete(key)
+    else:
+        raise SystemExit(f"unknown backend {backend!r}")
+
+
+# recall ------------------------------------------------------------------------------------
+
+
+def _hits(ranked: list[set[str]], evidence: set[str]) -> tuple[int, int, int]:
+    first = next((i for i, turns in enumerate(ranked) if turns & evidence), None)
+    return tuple(int(first is not None and first < k) for k in (1, 5, 10))  # type: ignore[return-value]
+
+
+def baseline(convs: list[dict[str, Any]]) -> list[tuple[int, int, int]]:
+    from rank_bm25 import BM25Okapi
+
+    scores = []
+    for conv in convs:
+        turns = [t for s in conv["sessions"] for t in s]
+        bm25 = BM25Okapi([_TOKEN_RE.findall(text.lower()) for _, text in turns])
+        for question, evidence in conv["questions"]:
+            got = bm25.get_scores(_TOKEN_RE.findall(question.lower()))
+            order = sorted(range(len(turns)), key=lambda i: -got[i])[:10]
+            scores.append(_hits([{turns[i][0]} for i in order], evidence))
+    return scores
+
+
+def ownstate_recall(backend: str, convs: list[dict[str, Any]], shared: bool
+                    ) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int]], float]:
+    items_scores: list[tuple[int, int, int]] = []
+    fact_scores: list[tuple[int, int, int]] = []
+    times: list[float] = []
+    if shared:
+        with database(backend) as url:
+            for conv in convs:
+                _conversation(url, conv, items_scores, fact_scores, times)
+    else:
+        for conv in convs:
+            with database(backend) as url:
+                _conversation(url, conv, items_scores, fact_scores, times)
+    return items_scores, fact_scores, statistics.median(times) * 1000
+
+
+def _conversation(url: str, conv: dict[str, Any], items_scores: list[tuple[int, int, int]],
+                  fact_scores: list[tuple[int, int, int]], times: list[float]) -> None:
+    tenant = re.sub(r"[^a-z0-9-]", "-", conv["id"].lower())
+    with ownstate.connect(url, tenant=tenant) as client:
+        client.migrate()
+        store = client.session_stores.create("locomo")
+        memory = client.memory_stores.create("locomo-facts")
+        turn_of: dict[tuple[str, int], str] = {}
+        item_turn: dict[str, str] = {}
+        for n, turns in enumerate(conv["sessions"], start=1):
+            session = store.add(actor_id="locomo", session_id=f"session-{n}")
+            items = session.append_items(
+                [{"role": "user", "content": text} for _, text in turns])
+            for (dia, _), item in zip(turns, items, strict=True):
+                turn_of[(session.session_id, item.seq)] = dia
+                item_turn[item.item_id] = dia
+            facts = [{"subject": "locomo", "key": dia, "value": text, "source": item}
+                     for (dia, text), item in zip(turns, items, strict=True)]
+            for start in range(0, len(facts), 100):
+                memory.remember_many(facts[start:start + 100])
+        for question, evidence in conv["questions"]:
+            started = perf_counter()
+            hits = client.session_stores.search_items(question, store="locomo", limit=10)
+            times.append(perf_counter() - started)
+            items_scores.append(_hits(
+                [{turn_of[(h.item.session_id, h.item.seq)]} for h in hits], evidence))
+            found = memory.search(question, limit=10)
+            fact_scores.append(_hits(
+                [{item_turn.get(h.fact.source_item_id or "", "")} for h in found],
+                evidence))
+
+
+def _rates(scores: list[tuple[int, int, int]]) -> list[float]:
+    return [round(sum(s[i] for s in scores) / len(scores), 3) for i in range(3)]
+
+
+def run_recall(args: argparse.Namespace) -> None:
+    convs = load(args.data)
+    questions = sum(len(c["questions"]) for c in convs)
+    print(f"LoCoMo: {len(convs)} conversations, "
+          f"{sum(len(t) for c in convs for t in c['sessions'])} turns, {questions} questions")
+    started = perf_counter()
+    base = _rates(baseline(convs))
+    print(f"| rank_bm25 (BM25Okapi, lowercased \\w+) | {base[0]} | {base[1]} | {base[2]} | "
+          f"{(perf_counter() - started):.1f} s |")
+    for backend in args.backends.split(","):
+        started = perf_counter()
+        items, facts, median_ms = ownstate_recall(backend, convs, args.shared)
+        took = perf_counter() - started
+        i, f = _rates(items), _rates(facts)
+        print(f"| {backend} search_items | {i[0]} | {i[1]} | {i[2]} | "
+              f"median query {median_ms:.2f} ms |")
+        print(f"| {backend} memory.search | {f[0]} | {f[1]} | {f[2]} | load+queries "
+              f"{took:.1f} s |")
+        sys.stdout.flush()
+
+
+# latency -----------------------------------------------------------------------------------
+
+
+def run_latency(args: argparse.Namespace) -> None:
+    convs = load(args.data)
+    turns = [t for c in convs for s in c["sessions"] for t in s]
+    questions = [q for c in convs for q, _ in c["questions"]]
+    for backend in args.backends.split(","):
+        with database(backend) as url, ownstate.connect(url) as client:
+            client.migrate()
+            memory = client.memory_stores.create("latency")
+            started = perf_counter()
+            batch: list[dict[str, Any]] = []
+            for n in range(args.facts):
+                dia, text = turns[n % len(turns)]
+                batch.append({"subject": f"user:{n // len(turns)}", "key": dia, "value": text})
+                if len(batch) == 1000:
+                    memory.remember_many(batch)
+                    batch = []
+            if batch:
+                memory.remember_many(batch)
+            load_s = perf_counter() - started
+            for q in questions[:20]:  # warm up
+                memory.search(q)
+            times = []
+            chosen = questions[:: max(1, len(questions) // args.queries)][:args.queries]
+            profiler = None
+            if args.profile:
+                from pyinstrument import Profiler
+                profiler = Profiler()
+                profiler.start()
+            for q in chosen:
+                started = perf_counter()
+                memory.search(q, limit=10)
+                times.append(perf_counter() - started)
+            if profiler is not None:
+                profiler.stop()
+                print(profiler.output_text(unicode=False, color=False, show_all=False))
+            times.sort()
+            p50 = statistics.median(times) * 1000
+            p99 = times[int(len(times) * 0.99) - 1] * 1000
+            print(f"| {backend} | {args.facts:,} | {len(times)} | {p50:.2f} ms | {p99:.2f} ms | "
+                  f"load {args.facts / load_s:,.0f} facts/s |")
+            sys.stdout.flush()
+
+
+# writes ------------------------------------------------------------------------------------
+
+
+def run_writes(args: argparse.Namespace) -> None:
+    convs = load(args.data)
+    turns = [t for c in convs for s in c["sessions"] for t in s]
+    for backend in args.backends.split(","):
+        fact_rates, item_rates = [], []
+        for _ in range(args.rounds):
+            with database(backend) as url, ownstate.connect(url) as client:
+                client.migrate()
+                memory = client.memory_stores.create("writes")
+                kwargs = {"index_items": False} if args.items_unindexed else {}
+                store = client.session_stores.create("writes", **kwargs)
+                facts = [{"subject": f"user:{n // len(turns)}", "key": dia, "value": text}
+                         for n, (dia, text) in enumerate(turns * 2)]
+                started = perf_counter()
+                for start in range(0, len(facts), 100):
+                    memory.remember_many(facts[start:start + 100])
+                fact_rates.append(len(facts) / (perf_counter() - started))
+                session = store.add(actor_id="writes")
+                items = [{"role": "user", "content": text} for _, text in turns * 2]
+                started = perf_counter()
+                for start in range(0, len(items), 20):
+                    session.append_items(items[start:start + 20])
+                item_rates.append(len(items) / (perf_counter() - started))
+        print(f"| {backend} | remember_many {statistics.median(fact_rates):,.0f} facts/s | "
+              f"append_items {statistics.median(item_rates):,.0f} items/s | "
+              f"median of {args.rounds} |")
+        sys.stdout.flush()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("recall", "latency", "writes"):
+        p = sub.add_parser(name)
+        p.add_argument("--data", required=True, help="path of LoCoMo's JSON")
+        p.add_argument("--backends", default={"recall": "memory,sqlite,postgres,redis"}.get(
+            name, "sqlite,postgres"))
+        if name == "recall":
+            p.add_argument("--shared", action="store_true",
+                           help="all conversations in one database, a tenant each")
+        if name == "latency":
+            p.add_argument("--facts", type=int, default=100_000)
+            p.add_argument("--queries", type=int, default=300)
+            p.add_argument("--profile", action="store_true",
+                           help="profile the timed queries with pyinstrument")
+        if name == "writes":
+            p.add_argument("--rounds", type=int, default=3)
+            p.add_argument("--items-unindexed", action="store_true")
+    args = parser.parse_args()
+    {"recall": run_recall, "latency": run_latency, "writes": run_writes}[args.command](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""Ranked search over data written before it existed: ``ownstate migrate`` indexes it.
+
+A SQLite file is made at schema version 3 with plain SQL, as an earlier ownstate left
+it (facts, closed ones among them, and items); migrating it to the current version
+makes every fact and item findable, and the migrated file searches as a new one does.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+import ownstate
+from ownstate.backends.sqlite.schema import MIGRATIONS
+
+T0 = "2026-01-01T00:00:00.000000Z"
+T1 = "2026-02-01T00:00:00.000000Z"
+
+
+def _version_3(path: Path) -> None:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("CREATE TABLE ownstate_schema (version INTEGER PRIMARY KEY, "
+                 "description TEXT NOT NULL, applied_at TEXT NOT NULL)")
+    for migration in MIGRATIONS[:3]:
+        for statement in migration.statements:
+            conn.execute(statement)
+        conn.execute("INSERT INTO ownstate_schema VALUES (?, ?, ?)",
+                     (migration.version, migration.description, T0))
+    conn.execute("INSERT INTO session_stores VALUES ('default', 'chats', ?)", (T0,))
+    conn.execute("INSERT INTO sessions (tenant, store, session_id, actor_id, root_session_id, "
+                 "create_time, last_activity_time, item_count) VALUES "
+                 "('default', 'chats', 's1', 'user:1', 's1', ?, ?, 2)", (T0, T0))
+    for seq, text in ((1, "Where is my Café order?"), (2, "It ships from 東京 tomorrow")):
+        conn.execute("INSERT INTO items (sid, seq, tenant, item_id, create_time, format, data) "
+                     "VALUES (1, ?, 'default', ?, ?, 'ownstate.message', ?)",
+                     (seq, f"itm_{seq}", T0, f'{{"role": "user", "content": "{text}"}}'))
+    conn.execute("INSERT INTO memory_stores VALUES ('default', 'mem', ?)", (T0,))
+    conn.execute("INSERT INTO facts (tenant, memory_store, fact_id, subject, key, value, "
+                 "source_type, valid_from, valid_to, recorded_at, superseded_at, "
+                 "closed_reason) VALUES ('default', 'mem', 'fct_1', 'user:1', 'channel', "
+                 "'\"email\"', 'agent', ?, ?, ?, ?, 'superseded')", (T0, T1, T0, T1))
+    conn.execute("INSERT INTO facts (tenant, memory_store, fact_id, subject, key, value, "
+                 "source_type, source_store, source_session_id, source_item_id, valid_from, "
+                 "recorded_at, supersedes) VALUES ('default', 'mem', 'fct_2', 'user:1', "
+                 "'channel', '\"SMS, never email\"', 'agent', 'chats', 's1', 'itm_1', ?, ?, "
+                 "'fct_1')", (T1, T1))
+    conn.close()
+
+
+def test_migrate_indexes_what_was_written_before(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    _version_3(path)
+    with ownstate.connect(f"sqlite:///{path}") as client:  # migrates an embedded file
+        assert client.check() == (MIGRATIONS[-1].version, MIGRATIONS[-1].version)
+        memory = client.memory_stores.get("mem")
+        assert [h.fact.fact_id for h in memory.search("email sms")] == ["fct_2"]
+        (hit,) = memory.search("email", as_of=datetime(2026, 1, 15, tzinfo=UTC))
+        assert hit.fact.fact_id == "fct_1"  # the closed fact, as of when it held
+        hits = client.session_stores.search_items("cafe")
+        assert [(h.store, h.item.session_id, h.item.seq) for h in hits] == [("chats", "s1", 1)]
+        assert [h.item.item_id for h in client.session_stores.search_items("東京")] == ["itm_2"]
+        # and what is written after the migration is found beside it
+        session = client.session_stores.get("chats").get("s1")
+        session.append_items([{"role": "user", "content": "café again"}])
+        assert sorted(h.item.seq for h in client.session_stores.search_items("cafe")) == [1, 3]
+
+
+def test_postgres_migrate_indexes_what_was_written_before() -> None:
+    from conftest import POSTGRES_URL, _require
+
+    _require("postgres")
+    import uuid
+
+    import psycopg
+
+    from ownstate.backends.postgres.schema import MIGRATIONS as PG
+
+    schema = f"t_old_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+        try:
+            with conn.transaction():
+                conn.execute(f"SET LOCAL search_path TO {schema}, public")
+                conn.execute("SET LOCAL ownstate.tenant = 'default'")
+                conn.execute("CREATE TABLE ownstate_schema (version integer PRIMARY KEY, "
+                             "description text NOT NULL, applied_at timestamptz NOT NULL "
+                             "DEFAULT now())")
+                for migration in PG[:4]:
+                    conn.execute(";\n".join(migration.statements))
+                    conn.execute("INSERT INTO ownstate_schema (version, description) "
+                                 "VALUES (%s, %s)", (migration.version, migration.description))
+                conn.execute("INSERT INTO session_stores VALUES ('default', 'chats', now())")
+                conn.execute(
+                    "INSERT INTO sessions (tenant, store, session_id, actor_id, "
+                    "root_session_id, create_time, last_activity_time, item_count) VALUES "
+                    "('default', 'chats', 's1', 'user:1', 's1', now(), now(), 1) RETURNING sid")
+                conn.execute(
+                    "INSERT INTO items (sid, seq, tenant, item_id, create_time, format, data) "
+                    "SELECT sid, 1, 'default', 'itm_1', now(), 'ownstate.message', "
+                    "'{\"role\": \"user\", \"content\": \"Where is my Café order?\"}' "
+                    "FROM sessions")
+                conn.execute("INSERT INTO memory_stores VALUES ('default', 'mem', now())")
+                conn.execute(
+                    "INSERT INTO facts (tenant, memory_store, fact_id, subject, key, value, "
+                    "source_type, valid_from, recorded_at) VALUES ('default', 'mem', 'fct_1', "
+                    "'user:1', 'channel', '\"email\"', 'agent', now(), now())")
+            with ownstate.connect(f"{POSTGRES_URL}?schema={schema}") as client:
+                assert client.check() == (PG[-1].version, PG[-1].version)
+                memory = client.memory_stores.get("mem")
+                assert [h.fact.fact_id for h in memory.search("email")] == ["fct_1"]
+                hits = client.session_stores.search_items("cafe")
+                assert [h.item.item_id for h in hits] == ["itm_1"]
+                memory.remember("user:2", "channel", "email too")
+                assert len(memory.search("email")) == 2
+        finally:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
