@@ -396,6 +396,8 @@ class SessionsInPostgres(PostgresCore):
             params.update(key=idempotency[0], hash=idempotency[1],
                           item_ids=json.dumps(params["ids"]))
 
+        embedded = any(it.embedding is not None for it in items)
+
         async def run(cur: Cursor) -> list[Item]:
             if idempotency is not None:
                 # The row lock makes a retry wait for the first use of its key. The key is
@@ -415,12 +417,15 @@ class SessionsInPostgres(PostgresCore):
                 seen = await cur.fetchone()
                 if seen is not None:
                     return await self._replayed(cur, seen, session_id, idempotency)
-            await cur.execute(_APPEND_WITH_KEY if idempotency else _APPEND, params, last=True)
+            # with vectors to write, the transaction stays open for them
+            await cur.execute(_APPEND_WITH_KEY if idempotency else _APPEND, params,
+                              last=not embedded)
             row = await cur.fetchone()
             if row is None:
                 raise _not_found(store, session_id)
             base = int(row[0])
-            await store_item_vectors(cur, tenant, store, items)
+            if embedded:
+                await store_item_vectors(cur, tenant, store, items)
             loads = json.loads
             return [
                 Item(it.item_id, session_id, base + n, now, loads(it.data_json), it.format,
