@@ -9,7 +9,10 @@ declare ``Capability.VECTORS`` are held to refusing an embedder at connect.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import pytest
 
@@ -240,3 +243,18 @@ def test_a_fork_keeps_its_items_vectors(semantic: ownstate.Client) -> None:
     hits = semantic.session_stores.search_items("travel abroad", mode="semantic",
                                                 session_id="s-1-fork", limit=1)
     assert [(h.item.session_id, h.item.seq) for h in hits] == [(child.session_id, 3)]
+
+
+def test_without_an_embedder_nothing_heavy_is_imported(tmp_path: Path) -> None:
+    code = (
+        "import sys, ownstate\n"
+        f"c = ownstate.connect('sqlite:///{tmp_path}/x.db')\n"
+        "m = c.memory_stores.create('mem-a')\n"
+        "m.remember('u', 'k', 'v')\n"
+        "m.search('v')\n"
+        "print([n for n in ('torch', 'numpy', 'sentence_transformers', 'transformers')"
+        " if n in sys.modules])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "[]"

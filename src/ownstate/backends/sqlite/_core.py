@@ -107,19 +107,23 @@ def _cosine_distance(a: bytes, b: bytes) -> float:
 
 
 def _vector_functions(conn: sqlite3.Connection) -> None:
-    """Give the connection ``vec_distance_cosine``: sqlite-vec's, in C, where that
-    extension is installed and this SQLite may load extensions, else the same function in
-    Python (for the unit vectors ownstate stores, ``1 - dot``)."""
-    try:
-        import sqlite_vec  # type: ignore[import-untyped,unused-ignore]
-
-        conn.enable_load_extension(True)
+    """Give the connection ``vec_distance_cosine``: sqlite-vec's, in C, where this Python's
+    ``sqlite3`` may load extensions and that package (``embed`` extra) is installed, else
+    the same function in Python (for the unit vectors ownstate stores, ``1 - dot``).
+    sqlite-vec is not even imported where extensions cannot load."""
+    if hasattr(conn, "enable_load_extension"):
         try:
-            sqlite_vec.load(conn)
-        finally:
-            conn.enable_load_extension(False)
-    except (ImportError, AttributeError, sqlite3.Error):
-        conn.create_function("vec_distance_cosine", 2, _cosine_distance, deterministic=True)
+            import sqlite_vec  # type: ignore[import-untyped,unused-ignore]
+
+            conn.enable_load_extension(True)
+            try:
+                sqlite_vec.load(conn)
+            finally:
+                conn.enable_load_extension(False)
+            return
+        except (ImportError, AttributeError, sqlite3.Error):
+            pass
+    conn.create_function("vec_distance_cosine", 2, _cosine_distance, deterministic=True)
 
 
 @contextmanager
