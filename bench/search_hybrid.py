@@ -30,32 +30,28 @@ Run by hand (not in CI)::
 
 Backends: ``--backends memory,sqlite,postgres`` (PostgreSQL at
 ``OWNSTATE_BENCH_POSTGRES_URL``, by default the local server; each run uses a schema of
-its own and removes it).
+its own and removes it). The data loading, the databases and the baseline are those of
+``search_locomo.py``, the lexical benchmark.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import re
 import statistics
-import tempfile
 import time
-import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from search_locomo import _hits, baseline, database, load
 
 import ownstate
 from ownstate.api import _semantic
 from ownstate.embeddings import MiniLM
 
 perf_counter = time.perf_counter
-POSTGRES = os.environ.get("OWNSTATE_BENCH_POSTGRES_URL",
-                          "postgresql://postgres@127.0.0.1:5432/test")
-_TOKEN_RE = re.compile(r"\w+")
 MODES = ("lexical", "semantic", "hybrid", "hybrid k=60")
 KINDS = ("search_items", "memory.search")
 
@@ -81,71 +77,6 @@ class Remembering:
         if new:
             self.seen.update(zip(new, self.inner.embed(new), strict=True))
         return [self.seen[t] for t in texts]
-
-
-def load(path: str) -> list[dict[str, Any]]:
-    """Per conversation: its id, its sessions (each a list of (dia_id, text)) and its
-    answerable questions (question, evidence dia_ids)."""
-    found = []
-    for sample in json.loads(Path(path).read_text()):
-        conv = sample["conversation"]
-        sessions = []
-        n = 1
-        while f"session_{n}" in conv:
-            turns = []
-            for turn in conv[f"session_{n}"]:
-                text = f"{turn['speaker']}: {turn['text']}"
-                if turn.get("blip_caption"):
-                    text += f" [image: {turn['blip_caption']}]"
-                turns.append((turn["dia_id"], text))
-            sessions.append(turns)
-            n += 1
-        questions = [(q["question"], set(q["evidence"])) for q in sample["qa"]
-                     if q["category"] in (1, 2, 3, 4) and q.get("evidence")]
-        found.append({"id": sample["sample_id"], "sessions": sessions,
-                      "questions": questions})
-    return found
-
-
-@contextlib.contextmanager
-def database(backend: str) -> Iterator[str]:
-    """A URL of an empty database of ``backend``, removed afterwards."""
-    tag = uuid.uuid4().hex[:10]
-    if backend == "memory":
-        yield f"memory://bench-{tag}"
-    elif backend == "sqlite":
-        with tempfile.TemporaryDirectory() as tmp:
-            yield f"sqlite:///{tmp}/bench.db"
-    elif backend == "postgres":
-        schema = f"bench_hybrid_{tag}"
-        try:
-            yield f"{POSTGRES}?schema={schema}"
-        finally:
-            import psycopg
-            with psycopg.connect(POSTGRES, autocommit=True) as conn:
-                conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-    else:
-        raise SystemExit(f"unknown backend {backend!r}")
-
-
-def _hits(ranked: list[str], evidence: set[str]) -> tuple[int, int, int]:
-    first = next((i for i, turn in enumerate(ranked) if turn in evidence), None)
-    return (int(first is not None and first < 1), int(first is not None and first < 5),
-            int(first is not None and first < 10))
-
-
-def baseline(convs: list[dict[str, Any]]) -> list[tuple[int, int, int]]:
-    from rank_bm25 import BM25Okapi
-
-    scores = []
-    for conv in convs:
-        turns = [t for s in conv["sessions"] for t in s]
-        bm25 = BM25Okapi([_TOKEN_RE.findall(text.lower()) for _, text in turns])
-        for question, evidence in conv["questions"]:
-            got = bm25.get_scores(_TOKEN_RE.findall(question.lower()))
-            order = sorted(range(len(turns)), key=lambda i: -got[i])[:10]
-            scores.append(_hits([turns[i][0] for i in order], evidence))
-    return scores
 
 
 def _search(search: Any, question: str, mode: str) -> list[Any]:
@@ -188,11 +119,11 @@ def measure(url: str, convs: list[dict[str, Any]], embedder: Remembering
                     if mode == "hybrid":
                         times.append(perf_counter() - started)
                     scores[("memory.search", mode)].append(_hits(
-                        [item_turn.get(h.fact.source_item_id or "", "") for h in found],
+                        [{item_turn.get(h.fact.source_item_id or "", "")} for h in found],
                         evidence))
                     hits = _search(client.session_stores.search_items, question, mode)
                     scores[("search_items", mode)].append(_hits(
-                        [turn_of[(h.item.session_id, h.item.seq)] for h in hits], evidence))
+                        [{turn_of[(h.item.session_id, h.item.seq)]} for h in hits], evidence))
     return scores, statistics.median(times) * 1000
 
 
