@@ -49,12 +49,14 @@ from types import TracebackType
 from typing import Any, TypeVar, cast
 
 from ..backends import Backend
+from ..embeddings import Embedder
 from ..limits import Limits
 from ..model import (
 {model_names}
 )
 from . import {modules}
 from ._portal import Portal
+from ._semantic import Mode
 
 __all__ = [{all}]
 

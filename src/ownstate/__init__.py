@@ -37,6 +37,7 @@ from .api import (
     connect,
     connect_async,
 )
+from .embeddings import Embedder
 from .errors import (
     ActiveRunExists,
     AlreadyDecided,
@@ -45,6 +46,7 @@ from .errors import (
     BackendUnavailable,
     CheckpointNotFound,
     Conflict,
+    EmbedderMismatch,
     ExtractorFailed,
     FactNotFound,
     HasChildren,
@@ -130,6 +132,8 @@ __all__ = [
     "Decision",
     "Distillation",
     "Effect",
+    "Embedder",
+    "EmbedderMismatch",
     "Extractor",
     "ExtractorFailed",
     "Fact",

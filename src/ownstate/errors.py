@@ -22,7 +22,8 @@
     │   ├── StaleLease             a write carried a fencing token older than the run's
     │   ├── RunClosed              the run has ended and cannot be changed
     │   ├── NotAwaiting            a decision on a run that does not await a human
-    │   └── AlreadyDecided         a second decision on a run's request
+    │   ├── AlreadyDecided         a second decision on a run's request
+    │   └── EmbedderMismatch       a store's vectors were made by another model or dimension
     ├── InvalidInput               the request itself is wrong: bad name, bad data, bad token
     │   └── LimitExceeded          a documented size bound was crossed
     ├── PermissionDenied           the caller may see the thing but not do this to it
@@ -60,6 +61,7 @@ __all__ = [
     "BackendUnavailable",
     "CheckpointNotFound",
     "Conflict",
+    "EmbedderMismatch",
     "ExtractorFailed",
     "FactNotFound",
     "HasChildren",
@@ -310,6 +312,18 @@ class AlreadyDecided(Conflict):
 
     code = "already_decided"
     template = "run {run_id!r} has been decided already ({outcome})"
+class EmbedderMismatch(Conflict):
+    """A store holds vectors made by another embedding model (or of another dimension)
+    than the client's embedder, and vectors of two models are never compared.
+
+    Carries ``store``, ``model`` and ``dimension`` (the client's embedder), and
+    ``stored_model`` and ``stored_dimension`` (what the store's vectors were made by).
+    Re-embed the store with ``reindex(replace=True)`` to switch models.
+    """
+
+    code = "embedder_mismatch"
+    template = ("store {store!r} holds vectors of {stored_model!r} ({stored_dimension} "
+                "dimensions), not of {model!r} ({dimension} dimensions)")
 
 
 class InvalidInput(OwnstateError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..backends import Backend
+from ..embeddings import Embedder
 from ..limits import Limits
 from ._paging import AsyncPager, keyset_page, page_by_name
 from ._portal import InlinePortal, Portal, ThreadPortal
@@ -70,6 +71,7 @@ def connect(
     token: str | None = None,
     limits: Limits | None = None,
     migrate: bool = True,
+    embedder: Embedder | None = None,
 ) -> Client:
     """Open a sync client on ``url``.
 
@@ -82,8 +84,14 @@ def connect(
     URL) opens the client over a backend instance that is not yet set up, such as one
     written outside ownstate; the client sets it up and closes it.
 
+    ``embedder`` (an :class:`~ownstate.embeddings.Embedder`, such as
+    :class:`~ownstate.embeddings.MiniLM`) makes every fact written through the client
+    carry a vector, and ``memory.search`` rank semantically and by fusion; a store keeps
+    vectors of one model only (see ``docs/memory.md``).
+
     Raises :class:`~ownstate.errors.InvalidInput` (unknown scheme, bad tenant, both a URL
-    and ``backend=``, ``token=`` with ``backend=``, ``backend=`` not a Backend),
+    and ``backend=``, ``token=`` with ``backend=``, ``backend=`` not a Backend, an
+    ``embedder`` that is not one, or one given to a backend that stores no vectors),
     :class:`~ownstate.errors.Unauthenticated` (a server refused the key),
     :class:`~ownstate.errors.PermissionDenied` (``tenant`` is not the key's),
     :class:`~ownstate.errors.SchemaVersion`, :class:`~ownstate.errors.BackendUnavailable`.
@@ -91,7 +99,8 @@ def connect(
     chosen = choose_backend(url, backend, token=token, inline=True)
     portal: Portal = InlinePortal() if chosen.runs_inline else ThreadPortal()
     try:
-        impl = portal.call(start_client(chosen, tenant=tenant, limits=limits, migrate=migrate))
+        impl = portal.call(start_client(chosen, tenant=tenant, limits=limits, migrate=migrate,
+                                        embedder=embedder))
     except BaseException:
         portal.close()
         raise

@@ -1,19 +1,23 @@
-"""What every public handle carries: the backend, the tenant and the limits in force."""
+"""What every public handle carries: the backend, the tenant, the limits in force and the
+embedder, if any."""
 
 from __future__ import annotations
 
 from ..backends import Backend
+from ..embeddings import Embedder
 from ..limits import Limits
 
 __all__ = ["Scope"]
 
 
 class Scope:
-    """The backend, tenant and limits a client and all its handles act with."""
+    """The backend, tenant, limits and embedder a client and all its handles act with."""
 
-    __slots__ = ("backend", "limits", "tenant")
+    __slots__ = ("backend", "embedder", "limits", "tenant")
 
-    def __init__(self, backend: Backend, tenant: str, limits: Limits) -> None:
+    def __init__(self, backend: Backend, tenant: str, limits: Limits,
+                 embedder: Embedder | None = None) -> None:
         self.backend = backend
         self.tenant = tenant
         self.limits = limits
+        self.embedder = embedder

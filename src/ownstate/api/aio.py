@@ -24,10 +24,12 @@ from .._ids import new_id, now
 from .._tokens import decode_token, encode_token
 from ..backends import Backend, open_backend, resolve_url
 from ..backends.base import SessionOrder
-from ..backends.ports.search import text_query
+from ..backends.ports.search import TextQuery, text_query
+from ..embeddings import Embedder
 from ..errors import InvalidInput, LimitExceeded, PermissionDenied
 from ..limits import TENANT_RE, Limits
 from ..model import Grant, ItemHit, Page, SessionStoreRecord
+from . import _semantic
 from . import access as _access
 from ._paging import (
     AsyncPager,
@@ -38,6 +40,7 @@ from ._paging import (
     token_position,
 )
 from ._scope import Scope as _Scope
+from ._semantic import Mode
 from .assets import AsyncAssets
 from .checkpoints import AsyncCheckpoints
 from .memory import AsyncMemoryStores
@@ -304,6 +307,7 @@ class AsyncSessionStores:
         actor_id: str | None = None,
         session_id: str | None = None,
         limit: int = 10,
+        mode: Mode | None = None,
     ) -> builtins.list[ItemHit]:
         """The conversation items that best match ``query``, best first, across the
         tenant's session stores: each an :class:`ItemHit` with the item, its store, its
@@ -316,15 +320,20 @@ class AsyncSessionStores:
         ordered by store, session id and seq. ``store`` limits the search to one store
         (which must exist), ``stores`` to several (unknown names find nothing), and
         ``actor_id`` and ``session_id`` to those sessions. Items of a store created with
-        ``index_items=False`` are never found.
+        ``index_items=False`` are never found. ``mode`` is ``lexical`` (BM25, the score),
+        ``semantic`` (cosine similarity of the items' vectors to the query's) or
+        ``hybrid`` (their reciprocal-rank fusion), as for ``memory.search``; hybrid by
+        default for a client with an embedder, else lexical.
 
         Raises :class:`~ownstate.errors.InvalidInput` (a query with no word, a malformed
-        filter), :class:`~ownstate.errors.LimitExceeded` (a query over 2,000 characters
-        or 64 distinct terms, or ``limit`` outside 1 to ``Limits.max_page_size``),
+        filter, an unknown mode, a semantic or hybrid mode without an embedder),
+        :class:`~ownstate.errors.LimitExceeded` (a query over 2,000 characters or 64
+        distinct terms, or ``limit`` outside 1 to ``Limits.max_page_size``),
         :class:`~ownstate.errors.StoreNotFound` (``store`` does not exist).
         """
         s = self._scope
         parsed = text_query(query)
+        chosen = _semantic.choose_mode(s, mode)
         size = s.limits.page_size(limit, "limit")
         if store is not None and stores is not None:
             raise InvalidInput("give store or stores, not both", field="stores")
@@ -345,8 +354,25 @@ class AsyncSessionStores:
         for value, field in ((actor_id, "actor_id"), (session_id, "session_id")):
             if value is not None and (not isinstance(value, str) or not value):
                 raise InvalidInput(f"{field} must be a non-empty string", field=field)
-        return await s.backend.search_items(s.tenant, parsed, stores=names, actor_id=actor_id,
-                                            session_id=session_id, limit=size)
+
+        async def lexical(n: int, terms: TextQuery = parsed) -> builtins.list[ItemHit]:
+            return await s.backend.search_items(s.tenant, terms, stores=names,
+                                                actor_id=actor_id, session_id=session_id,
+                                                limit=n)
+
+        async def semantic(n: int) -> builtins.list[ItemHit]:
+            return await _semantic.nearest_items(s, query, stores=names, actor_id=actor_id,
+                                                 session_id=session_id, limit=n)
+
+        if chosen == "lexical":
+            return await lexical(size)
+        if chosen == "semantic":
+            return await semantic(size)
+        question = _semantic.content_terms(parsed)
+        return await _semantic.fused(
+            lambda n: lexical(n, question), semantic,
+            lambda h: f"{h.store}\x00{h.item.item_id}",
+            lambda h, score: ItemHit(h.store, h.actor_id, h.item, score), size)
 
     async def delete(self, name: str, *, force: bool = False) -> int:
         """Delete a store; returns how many sessions went with it.
@@ -419,8 +445,10 @@ class AsyncClient:
         tenant: str = "default",
         limits: Limits | None = None,
         owns_backend: bool = True,
+        embedder: Embedder | None = None,
     ) -> None:
-        self._scope = _Scope(backend, _tenant_name(tenant), limits or Limits())
+        self._scope = _Scope(backend, _tenant_name(tenant), limits or Limits(),
+                             _semantic.check_embedder(backend, embedder))
         self._owns_backend = owns_backend
         self.session_stores = AsyncSessionStores(self._scope)
         self.memory_stores = AsyncMemoryStores(self._scope)
@@ -448,6 +476,11 @@ class AsyncClient:
     def capabilities(self) -> frozenset[str]:
         """What the backend can do: names from ``ownstate.backends.Capability``."""
         return frozenset(type(self._scope.backend).capabilities)
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """What turns text into vectors for semantic and hybrid search, if anything."""
+        return self._scope.embedder
 
     async def migrate(self) -> tuple[int, int]:
         """Bring the schema to the current version; returns ``(found, now)`` versions."""
@@ -522,7 +555,8 @@ def choose_backend(url: str | None, backend: Backend | None, *, token: str | Non
 
 
 async def start_client(
-    backend: Backend, *, tenant: str | None, limits: Limits | None, migrate: bool
+    backend: Backend, *, tenant: str | None, limits: Limits | None, migrate: bool,
+    embedder: Embedder | None = None,
 ) -> AsyncClient:
     """Set up ``backend`` and wrap it in a client that owns it (closing it on failure).
 
@@ -531,14 +565,16 @@ async def start_client(
     :class:`~ownstate.errors.PermissionDenied`.
     """
     try:
+        _semantic.check_embedder(backend, embedder)  # before setup, which may reach a server
         if tenant is not None:
-            _tenant_name(tenant)  # before setup, which may reach a server
+            _tenant_name(tenant)
         await backend.setup(migrate=migrate)
         bound = backend.bound_tenant
         if bound is not None and tenant is not None and tenant != bound:
             raise PermissionDenied(f"this API key acts for tenant {bound!r}, not {tenant!r}",
                                    tenant=tenant)
-        return AsyncClient(backend, tenant=bound or tenant or "default", limits=limits)
+        return AsyncClient(backend, tenant=bound or tenant or "default", limits=limits,
+                           embedder=embedder)
     except BaseException:
         await backend.close()
         raise
@@ -552,6 +588,7 @@ async def connect_async(
     token: str | None = None,
     limits: Limits | None = None,
     migrate: bool = True,
+    embedder: Embedder | None = None,
 ) -> AsyncClient:
     """Open an async client on ``url``; the same surface as :func:`ownstate.connect`.
 
@@ -567,4 +604,5 @@ async def connect_async(
     :class:`~ownstate.errors.SchemaVersion`, :class:`~ownstate.errors.BackendUnavailable`.
     """
     chosen = choose_backend(url, backend, token=token)
-    return await start_client(chosen, tenant=tenant, limits=limits, migrate=migrate)
+    return await start_client(chosen, tenant=tenant, limits=limits, migrate=migrate,
+                              embedder=embedder)

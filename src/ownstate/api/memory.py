@@ -19,7 +19,7 @@ from typing import Any
 from .. import _ids
 from .. import limits as _validate
 from ..backends.ports.facts import NewFact
-from ..backends.ports.search import text_query
+from ..backends.ports.search import TextQuery, text_query
 from ..errors import InvalidInput, LimitExceeded, NotFound
 from ..limits import CONTROL_RE, MAX_NAME_CHARS
 from ..model import (
@@ -36,10 +36,12 @@ from ..model import (
     Page,
     SessionRecord,
 )
+from . import _semantic
 from . import access as _access
 from . import distill as _distill
 from ._paging import AsyncPager, keyset_limit, name_cursor, page_by_name
 from ._scope import Scope
+from ._semantic import Mode
 from .runs import AsyncRuns
 from .session import AsyncSession
 
@@ -212,11 +214,14 @@ class AsyncMemoryStore:
         Raises :class:`~ownstate.errors.InvalidInput` (bad subject, key, value, confidence,
         source, source_type or valid_from), :class:`~ownstate.errors.LimitExceeded` (value
         larger than ``Limits.max_item_bytes``), :class:`~ownstate.errors.ItemNotFound`
-        (unknown source item), :class:`~ownstate.errors.StoreNotFound`.
+        (unknown source item), :class:`~ownstate.errors.StoreNotFound`,
+        :class:`~ownstate.errors.EmbedderMismatch` (the client's embedder is not the model
+        of the store's vectors).
         """
         new = self._new_fact(subject, key, value, confidence, source, source_type, valid_from)
         s = self._scope
-        (fact,) = await s.backend.remember(s.tenant, self.name, [new], _ids.now())
+        made = await _semantic.with_vectors(s, [new])
+        (fact,) = await s.backend.remember(s.tenant, self.name, made, _ids.now())
         return fact
 
     async def remember_many(self, facts: Sequence[Mapping[str, JSON]]) -> list[Fact]:
@@ -231,7 +236,7 @@ class AsyncMemoryStore:
         that is not such a mapping; carries ``index``),
         :class:`~ownstate.errors.LimitExceeded` (more than ``Limits.max_batch_items``
         elements, or a value too large), :class:`~ownstate.errors.ItemNotFound`,
-        :class:`~ownstate.errors.StoreNotFound`.
+        :class:`~ownstate.errors.StoreNotFound`, :class:`~ownstate.errors.EmbedderMismatch`.
         """
         s = self._scope
         if isinstance(facts, (str, bytes, Mapping)) or not isinstance(facts, Sequence):
@@ -258,6 +263,7 @@ class AsyncMemoryStore:
                 raise
         if not made:
             return []
+        made = await _semantic.with_vectors(s, made)
         return await s.backend.remember(s.tenant, self.name, made, _ids.now())
 
     async def recall(
@@ -348,31 +354,69 @@ class AsyncMemoryStore:
                                       _ids.now())
 
     async def search(self, query: str, *, subject: str | None = None, limit: int = 10,
-                     as_of: datetime | None = None) -> list[FactHit]:
+                     as_of: datetime | None = None,
+                     mode: Mode | None = None) -> list[FactHit]:
         """The facts that best match ``query``, best first: each a :class:`FactHit` with
-        the fact and its BM25 score.
+        the fact and its score.
 
-        A fact is found by the words of its key and of its value (strings, object keys,
-        numbers), compared without case or accents; text in scripts written without
-        spaces (Chinese, Japanese, Thai) is found by any substring of two characters or
-        more. A fact matches when it holds at least one query term, and ranks higher the
-        more of the rarer terms it holds (``docs/memory.md`` explains the ranking). Equal
-        scores are ordered by fact id. Only facts :meth:`recall` would return are found:
-        those in force now, or at valid time ``as_of``. ``subject`` limits the search to
-        one subject. A fact's provenance (``source_store``, ``source_session_id``,
-        ``source_item_id``) names the item it came from.
+        ``mode`` chooses the ranking. ``lexical``: a fact is found by the words of its key
+        and of its value (strings, object keys, numbers), compared without case or
+        accents; text in scripts written without spaces (Chinese, Japanese, Thai) is
+        found by any substring of two characters or more. A fact matches when it holds at
+        least one query term, and ranks higher the more of the rarer terms it holds; the
+        score is its BM25 relevance. ``semantic``: facts rank by the cosine similarity of
+        their vectors to the query's (the score), so a paraphrase that shares no word
+        with the fact is found. ``hybrid``: the reciprocal-rank fusion of the two
+        rankings (the score is the fused one). ``docs/memory.md`` explains the ranking.
+        The default is hybrid for a client with an embedder, else lexical. Equal scores
+        are ordered by fact id (lexical), newest first (semantic), by the lexical ranking
+        (hybrid). Only facts :meth:`recall` would return are found: those in force now,
+        or at valid time ``as_of``. ``subject`` limits the search to one subject. A
+        fact's provenance (``source_store``, ``source_session_id``, ``source_item_id``)
+        names the item it came from.
 
-        Raises :class:`~ownstate.errors.InvalidInput` (a query with no word),
+        Raises :class:`~ownstate.errors.InvalidInput` (a query with no word, an unknown
+        mode, a semantic or hybrid mode without an embedder),
         :class:`~ownstate.errors.LimitExceeded` (a query over 2,000 characters or 64
         distinct terms, or ``limit`` outside 1 to ``Limits.max_page_size``),
         :class:`~ownstate.errors.StoreNotFound`.
         """
         s = self._scope
         parsed = text_query(query)
+        chosen = _semantic.choose_mode(s, mode)
         who = _name(subject, "subject") if subject is not None else None
         size = s.limits.page_size(limit, "limit")
         valid_at = _moment(as_of, "as_of") if as_of is not None else None
-        return await s.backend.search(s.tenant, self.name, parsed, who, valid_at, size)
+
+        async def lexical(n: int, terms: TextQuery = parsed) -> list[FactHit]:
+            return await s.backend.search(s.tenant, self.name, terms, who, valid_at, n)
+
+        async def semantic(n: int) -> list[FactHit]:
+            hits = await _semantic.nearest_facts(s, self.name, query, who, n, valid_at)
+            return [FactHit(fact, score) for fact, score in hits]
+
+        if chosen == "lexical":
+            return await lexical(size)
+        if chosen == "semantic":
+            return await semantic(size)
+        question = _semantic.content_terms(parsed)
+        return await _semantic.fused(lambda n: lexical(n, question), semantic,
+                                     lambda h: h.fact.fact_id,
+                                     lambda h, score: FactHit(h.fact, score), size)
+
+    async def reindex(self, *, batch_size: int = 256, replace: bool = False) -> int:
+        """Give every current fact of the store that has none a vector from the client's
+        embedder (facts written before the embedder was configured, or by a client
+        without one); returns how many were embedded. Works in batches of ``batch_size``,
+        each committed on its own, so an interrupted reindex resumes where it stopped.
+        ``replace=True`` first drops every vector of the store, to switch models.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (no embedder; a bad batch_size),
+        :class:`~ownstate.errors.EmbedderMismatch` (the store holds another model's
+        vectors and ``replace`` is false), :class:`~ownstate.errors.StoreNotFound`.
+        """
+        return await _semantic.reindex_facts(self._scope, self.name, batch_size=batch_size,
+                                             replace=replace)
 
     async def distill(
         self,

@@ -21,6 +21,7 @@ from ..errors import InvalidInput
 from ..formats.derive import derive_columns, infer_format
 from ..formats.neutral import check_format, convert
 from ..model import JSON, Item, Page, SessionRecord
+from . import _semantic
 from ._paging import AsyncPager, order_key, token_position
 from ._scope import Scope as _Scope
 
@@ -155,7 +156,8 @@ class AsyncSession:
         Raises :class:`~ownstate.errors.InvalidInput` (not a list of JSON objects, not
         JSON-serialisable), :class:`~ownstate.errors.LimitExceeded` (item or batch too
         large), :class:`~ownstate.errors.IdempotencyKeyReused`,
-        :class:`~ownstate.errors.SessionNotFound`.
+        :class:`~ownstate.errors.SessionNotFound`, :class:`~ownstate.errors.EmbedderMismatch`
+        (the client's embedder is not the model of the store's item vectors).
         """
         s = self._scope
         encoded = s.limits.encode_items(items)
@@ -175,6 +177,7 @@ class AsyncSession:
                 digest.update(row.data_json.encode())
                 digest.update(b"\x01")
             idempotency = (key, digest.hexdigest())
+        rows = await _semantic.items_with_vectors(s, rows)
         return await s.backend.append_items(s.tenant, self.store, self.session_id, rows,
                                             idempotency, _ids.now())
 

@@ -13,6 +13,7 @@ from types import TracebackType
 from typing import Any, TypeVar, cast
 
 from ..backends import Backend
+from ..embeddings import Embedder
 from ..limits import Limits
 from ..model import (
     ACTIVE_RUN_STATUSES,
@@ -50,6 +51,7 @@ from ..model import (
 )
 from . import access, aio, assets, checkpoints, memory, runs, session
 from ._portal import Portal
+from ._semantic import Mode
 
 __all__ = ["ApiKeys", "Assets", "Checkpoints", "Client", "MemoryStore", "MemoryStores", "Runs", "Session", "SessionStore", "SessionStores"]
 
@@ -162,7 +164,8 @@ class Session:
         Raises :class:`~ownstate.errors.InvalidInput` (not a list of JSON objects, not
         JSON-serialisable), :class:`~ownstate.errors.LimitExceeded` (item or batch too
         large), :class:`~ownstate.errors.IdempotencyKeyReused`,
-        :class:`~ownstate.errors.SessionNotFound`.
+        :class:`~ownstate.errors.SessionNotFound`, :class:`~ownstate.errors.EmbedderMismatch`
+        (the client's embedder is not the model of the store's item vectors).
         """
         return self._portal.call(self._impl.append_items(items, idempotency_key=idempotency_key, format=format))
 
@@ -402,7 +405,7 @@ class SessionStores:
         """Every store, by name, fetched a page at a time."""
         return self._portal.iterate(self._impl.list(page_size=page_size, page_token=page_token), lambda e: _twin(self._portal, e))
 
-    def search_items(self, query: str, *, store: str | None = None, stores: Sequence[str] | None = None, actor_id: str | None = None, session_id: str | None = None, limit: int = 10) -> builtins.list[ItemHit]:
+    def search_items(self, query: str, *, store: str | None = None, stores: Sequence[str] | None = None, actor_id: str | None = None, session_id: str | None = None, limit: int = 10, mode: Mode | None = None) -> builtins.list[ItemHit]:
         """The conversation items that best match ``query``, best first, across the
         tenant's session stores: each an :class:`ItemHit` with the item, its store, its
         session's actor and its BM25 score.
@@ -414,14 +417,18 @@ class SessionStores:
         ordered by store, session id and seq. ``store`` limits the search to one store
         (which must exist), ``stores`` to several (unknown names find nothing), and
         ``actor_id`` and ``session_id`` to those sessions. Items of a store created with
-        ``index_items=False`` are never found.
+        ``index_items=False`` are never found. ``mode`` is ``lexical`` (BM25, the score),
+        ``semantic`` (cosine similarity of the items' vectors to the query's) or
+        ``hybrid`` (their reciprocal-rank fusion), as for ``memory.search``; hybrid by
+        default for a client with an embedder, else lexical.
 
         Raises :class:`~ownstate.errors.InvalidInput` (a query with no word, a malformed
-        filter), :class:`~ownstate.errors.LimitExceeded` (a query over 2,000 characters
-        or 64 distinct terms, or ``limit`` outside 1 to ``Limits.max_page_size``),
+        filter, an unknown mode, a semantic or hybrid mode without an embedder),
+        :class:`~ownstate.errors.LimitExceeded` (a query over 2,000 characters or 64
+        distinct terms, or ``limit`` outside 1 to ``Limits.max_page_size``),
         :class:`~ownstate.errors.StoreNotFound` (``store`` does not exist).
         """
-        return self._portal.call(self._impl.search_items(query, store=store, stores=stores, actor_id=actor_id, session_id=session_id, limit=limit))
+        return self._portal.call(self._impl.search_items(query, store=store, stores=stores, actor_id=actor_id, session_id=session_id, limit=limit, mode=mode))
 
     def delete(self, name: str, *, force: bool = False) -> int:
         """Delete a store; returns how many sessions went with it.
@@ -490,7 +497,9 @@ class MemoryStore:
         Raises :class:`~ownstate.errors.InvalidInput` (bad subject, key, value, confidence,
         source, source_type or valid_from), :class:`~ownstate.errors.LimitExceeded` (value
         larger than ``Limits.max_item_bytes``), :class:`~ownstate.errors.ItemNotFound`
-        (unknown source item), :class:`~ownstate.errors.StoreNotFound`.
+        (unknown source item), :class:`~ownstate.errors.StoreNotFound`,
+        :class:`~ownstate.errors.EmbedderMismatch` (the client's embedder is not the model
+        of the store's vectors).
         """
         return self._portal.call(self._impl.remember(subject, key, value, confidence=confidence, source=source, source_type=source_type, valid_from=valid_from))
 
@@ -506,7 +515,7 @@ class MemoryStore:
         that is not such a mapping; carries ``index``),
         :class:`~ownstate.errors.LimitExceeded` (more than ``Limits.max_batch_items``
         elements, or a value too large), :class:`~ownstate.errors.ItemNotFound`,
-        :class:`~ownstate.errors.StoreNotFound`.
+        :class:`~ownstate.errors.StoreNotFound`, :class:`~ownstate.errors.EmbedderMismatch`.
         """
         return self._portal.call(self._impl.remember_many(facts))
 
@@ -561,26 +570,46 @@ class MemoryStore:
         """
         return self._portal.call(self._impl.forget(subject, key, reason))
 
-    def search(self, query: str, *, subject: str | None = None, limit: int = 10, as_of: datetime | None = None) -> list[FactHit]:
+    def search(self, query: str, *, subject: str | None = None, limit: int = 10, as_of: datetime | None = None, mode: Mode | None = None) -> list[FactHit]:
         """The facts that best match ``query``, best first: each a :class:`FactHit` with
-        the fact and its BM25 score.
+        the fact and its score.
 
-        A fact is found by the words of its key and of its value (strings, object keys,
-        numbers), compared without case or accents; text in scripts written without
-        spaces (Chinese, Japanese, Thai) is found by any substring of two characters or
-        more. A fact matches when it holds at least one query term, and ranks higher the
-        more of the rarer terms it holds (``docs/memory.md`` explains the ranking). Equal
-        scores are ordered by fact id. Only facts :meth:`recall` would return are found:
-        those in force now, or at valid time ``as_of``. ``subject`` limits the search to
-        one subject. A fact's provenance (``source_store``, ``source_session_id``,
-        ``source_item_id``) names the item it came from.
+        ``mode`` chooses the ranking. ``lexical``: a fact is found by the words of its key
+        and of its value (strings, object keys, numbers), compared without case or
+        accents; text in scripts written without spaces (Chinese, Japanese, Thai) is
+        found by any substring of two characters or more. A fact matches when it holds at
+        least one query term, and ranks higher the more of the rarer terms it holds; the
+        score is its BM25 relevance. ``semantic``: facts rank by the cosine similarity of
+        their vectors to the query's (the score), so a paraphrase that shares no word
+        with the fact is found. ``hybrid``: the reciprocal-rank fusion of the two
+        rankings (the score is the fused one). ``docs/memory.md`` explains the ranking.
+        The default is hybrid for a client with an embedder, else lexical. Equal scores
+        are ordered by fact id (lexical), newest first (semantic), by the lexical ranking
+        (hybrid). Only facts :meth:`recall` would return are found: those in force now,
+        or at valid time ``as_of``. ``subject`` limits the search to one subject. A
+        fact's provenance (``source_store``, ``source_session_id``, ``source_item_id``)
+        names the item it came from.
 
-        Raises :class:`~ownstate.errors.InvalidInput` (a query with no word),
+        Raises :class:`~ownstate.errors.InvalidInput` (a query with no word, an unknown
+        mode, a semantic or hybrid mode without an embedder),
         :class:`~ownstate.errors.LimitExceeded` (a query over 2,000 characters or 64
         distinct terms, or ``limit`` outside 1 to ``Limits.max_page_size``),
         :class:`~ownstate.errors.StoreNotFound`.
         """
-        return self._portal.call(self._impl.search(query, subject=subject, limit=limit, as_of=as_of))
+        return self._portal.call(self._impl.search(query, subject=subject, limit=limit, as_of=as_of, mode=mode))
+
+    def reindex(self, *, batch_size: int = 256, replace: bool = False) -> int:
+        """Give every current fact of the store that has none a vector from the client's
+        embedder (facts written before the embedder was configured, or by a client
+        without one); returns how many were embedded. Works in batches of ``batch_size``,
+        each committed on its own, so an interrupted reindex resumes where it stopped.
+        ``replace=True`` first drops every vector of the store, to switch models.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (no embedder; a bad batch_size),
+        :class:`~ownstate.errors.EmbedderMismatch` (the store holds another model's
+        vectors and ``replace`` is false), :class:`~ownstate.errors.StoreNotFound`.
+        """
+        return self._portal.call(self._impl.reindex(batch_size=batch_size, replace=replace))
 
     def distill(self, session: Session, *, extractor: Extractor, subject: str | None = None, min_confidence: float = 0.5, batch_size: int = 100) -> Distillation:
         """Learn facts about ``subject`` (the session's ``actor_id`` by default) from the
@@ -1252,6 +1281,11 @@ class Client:
     def capabilities(self) -> frozenset[str]:
         """What the backend can do: names from ``ownstate.backends.Capability``."""
         return self._impl.capabilities
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """What turns text into vectors for semantic and hybrid search, if anything."""
+        return self._impl.embedder
 
     def migrate(self) -> tuple[int, int]:
         """Bring the schema to the current version; returns ``(found, now)`` versions."""

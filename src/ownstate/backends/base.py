@@ -1,9 +1,9 @@
 """The one interface every backend implements, async because async is the source of truth.
 
-A backend is the sum of six ports (sessions, facts, runs, checkpoints, assets, access) plus its
-lifecycle. It stores records and enforces invariants in its datastore; it does not
-validate caller input (the public API does that first, identically for every backend) and
-it does not encode page tokens (it returns and accepts plain cursors).
+A backend is the sum of seven ports (sessions, facts, runs, checkpoints, assets, access,
+vectors) plus its lifecycle. It stores records and enforces invariants in its datastore;
+it does not validate caller input (the public API does that first, identically for every
+backend) and it does not encode page tokens (it returns and accepts plain cursors).
 
 Every method takes the tenant and applies it in its query: nothing is looked up by a bare
 id across tenants. Every method either completes or leaves stored state unchanged, and
@@ -23,6 +23,7 @@ from .ports.checkpoints import CheckpointPort, NewCheckpoint
 from .ports.facts import FactPort, NewFact
 from .ports.runs import RunPort
 from .ports.sessions import NewItem, SessionOrder, SessionPort
+from .ports.vectors import VectorPort
 
 __all__ = [
     "Backend",
@@ -59,9 +60,13 @@ class Capability(StrEnum):
     #: part-way leaves the store invisible, and the next create or delete of the name
     #: finishes it
     STEPWISE_STORES = "stepwise_stores"
+    #: facts carry vectors and memory.search() ranks semantically and by fusion
+    #: (``ownstate.backends.ports.vectors``)
+    VECTORS = "vectors"
 
 
-class Backend(SessionPort, FactPort, RunPort, CheckpointPort, AssetPort, AccessPort):
+class Backend(SessionPort, FactPort, RunPort, CheckpointPort, AssetPort, AccessPort,
+              VectorPort):
     """Storage for every kind of ownstate state."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset()

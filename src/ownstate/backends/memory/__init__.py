@@ -18,6 +18,7 @@ from .checkpoints import CheckpointsInMemory
 from .facts import FactsInMemory
 from .runs import RunsInMemory
 from .sessions import SessionsInMemory
+from .vectors import VectorsInMemory
 
 __all__ = ["MemoryBackend"]
 
@@ -25,12 +26,13 @@ _shared: dict[str, _Data] = {}
 _shared_lock = threading.Lock()
 
 
-class MemoryBackend(SessionsInMemory, FactsInMemory, RunsInMemory, CheckpointsInMemory,
-                    AssetsInMemory, AccessInMemory, Backend):
+class MemoryBackend(SessionsInMemory, FactsInMemory, VectorsInMemory, RunsInMemory,
+                    CheckpointsInMemory, AssetsInMemory, AccessInMemory, Backend):
     """Every kind of state, kept in process memory."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset({Capability.TEXT_SEARCH,
-                                                               Capability.OPERATOR})
+                                                               Capability.OPERATOR,
+                                                               Capability.VECTORS})
 
     def __init__(self, name: str | None = None) -> None:
         if name:

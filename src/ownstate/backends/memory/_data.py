@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ...embeddings import Embedding
 from ...model import Item, SessionRecord, SessionStoreRecord
 
 __all__ = ["MemoryBase"]
@@ -29,6 +30,8 @@ class _StoredItem:
     out_tokens: int | None
     #: its search terms; none when its store does not index items
     terms: tuple[str, ...] = ()
+    #: its vector, when it was appended by a client with an embedder
+    embedding: Embedding | None = None
 
     def to_item(self, session_id: str) -> Item:
         return Item(

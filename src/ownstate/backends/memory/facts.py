@@ -14,7 +14,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from ... import _ids
-from ...errors import AlreadyExists, FactNotFound, ItemNotFound, StoreNotFound
+from ...embeddings import Embedding
+from ...errors import (
+    AlreadyExists,
+    EmbedderMismatch,
+    FactNotFound,
+    ItemNotFound,
+    StoreNotFound,
+)
 from ...model import Fact, FactExplanation, FactHit, Item, MemoryStoreRecord
 from ..ports.facts import NewFact
 from ..ports.search import TextQuery, fact_text, rank, terms
@@ -29,6 +36,7 @@ class _StoredFact:
     value_json: str
     terms: tuple[str, ...]
     order: int
+    embedding: Embedding | None = None
 
     def to_fact(self) -> Fact:
         return replace(self.record, value=json.loads(self.value_json))
@@ -39,12 +47,35 @@ class _StoreFacts:
     record: MemoryStoreRecord
     chains: dict[tuple[str, str], list[_StoredFact]] = field(default_factory=dict)
     by_id: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: the model and dimension of the store's vectors, while it has any
+    space: tuple[str, int] | None = None
 
     def find(self, fact_id: str) -> _StoredFact | None:
         where = self.by_id.get(fact_id)
         if where is None:
             return None
         return next(f for f in self.chains[where] if f.record.fact_id == fact_id)
+
+
+def _admit_vectors(stored: _StoreFacts, store: str,
+                   embeddings: Sequence[Embedding | None]) -> None:
+    """Refuse vectors of a model other than the store's (its vectors' model, kept in
+    ``stored.space``; a store whose vectors are all gone takes any model again)."""
+    fixed = stored.space
+    from_store = fixed is not None
+    for embedding in embeddings:
+        if embedding is None:
+            continue
+        space = (embedding.model, embedding.dimension)
+        if fixed is not None and fixed != space and from_store and not any(
+                f.embedding is not None for chain in stored.chains.values() for f in chain):
+            fixed = None
+        if fixed is None:
+            fixed, from_store = space, False
+        elif fixed != space:
+            raise EmbedderMismatch(store=store, model=space[0], dimension=space[1],
+                                   stored_model=fixed[0], stored_dimension=fixed[1])
+    stored.space = fixed
 
 
 def _current(chain: list[_StoredFact]) -> _StoredFact | None:
@@ -130,6 +161,7 @@ class FactsInMemory(MemoryBase):
             stored = self._memory_store(tenant, store)
             sources = [self._find_source(tenant, f.source) if f.source is not None else None
                        for f in facts]
+            _admit_vectors(stored, store, [f.embedding for f in facts])
             made: list[Fact] = []
             for new, source_store in zip(facts, sources, strict=True):
                 chain = stored.chains.setdefault((new.subject, new.key), [])
@@ -154,7 +186,7 @@ class FactsInMemory(MemoryBase):
                 value = json.loads(new.value_json)
                 chain.append(_StoredFact(record, new.value_json,
                                          tuple(terms(fact_text(new.key, value))),
-                                         self._data.next("facts")))
+                                         self._data.next("facts"), new.embedding))
                 stored.by_id[new.fact_id] = (new.subject, new.key)
                 made.append(replace(record, value=value))
             return made

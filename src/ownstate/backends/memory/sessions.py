@@ -21,6 +21,7 @@ from ...errors import (
 from ...model import Item, ItemHit, SessionRecord, SessionStoreRecord
 from ..ports.search import TextQuery, rank, terms
 from ..ports.sessions import NewItem, SessionOrder
+from ._admit import admit_item_vectors
 from ._data import MemoryBase, _StoredItem, _StoredSession
 
 __all__ = ["SessionsInMemory"]
@@ -223,12 +224,15 @@ class SessionsInMemory(MemoryBase):
                             if it.item_id in wanted]
             first = len(stored.items) + 1
             indexed = (tenant, store) not in self._data.unindexed
+            if indexed:
+                admit_item_vectors(self._data, tenant, store, items)
             new = [
                 _StoredItem(
                     item_id=it.item_id, seq=first + n, create_time=now, data_json=it.data_json,
                     format=it.format, role=it.role, type=it.type, tool_name=it.tool_name,
                     model=it.model, in_tokens=it.in_tokens, out_tokens=it.out_tokens,
                     terms=tuple(terms(it.text)) if indexed else (),
+                    embedding=it.embedding if indexed else None,
                 )
                 for n, it in enumerate(items)
             ]

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from ...embeddings import Embedding
 from ...model import Fact, FactExplanation, FactHit, MemoryStoreRecord
 from .search import TextQuery
 
@@ -52,6 +53,8 @@ class NewFact:
     #: must then be ``session_id``)
     source: tuple[str | None, str, str] | None
     valid_from: datetime | None
+    #: its vector, when the client has an embedder: stored in the same transaction
+    embedding: Embedding | None = None
 
 
 class FactPort(ABC):

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
+from ...embeddings import Embedding
 from ...model import Item, ItemHit, SessionRecord, SessionStoreRecord
 from .search import TextQuery
 
@@ -29,6 +30,8 @@ class NewItem(NamedTuple):
     out_tokens: int | None
     #: what the item is found by (:func:`~ownstate.backends.ports.search.item_text`)
     text: str = ""
+    #: its vector, when the client has an embedder: stored in the same transaction
+    embedding: Embedding | None = None
 
 
 class SessionPort(ABC):

@@ -23,6 +23,7 @@ from .runs import RunsInPostgres
 from .schema import MIGRATIONS, SCHEMA_VERSION
 from .search import SearchInPostgres, backfill
 from .sessions import SessionsInPostgres
+from .vectors import VectorsInPostgres
 
 with requires("postgres", "the PostgreSQL backend"):
     from psycopg import errors, sql
@@ -33,14 +34,14 @@ __all__ = ["PostgresBackend"]
 _SEARCH_MIGRATION = 5
 
 
-class PostgresBackend(SearchInPostgres, SessionsInPostgres, FactsInPostgres, RunsInPostgres,
-                      CheckpointsInPostgres, AssetsInPostgres, AccessInPostgres,
-                      RolesInPostgres, Backend):
+class PostgresBackend(SearchInPostgres, SessionsInPostgres, FactsInPostgres,
+                      VectorsInPostgres, RunsInPostgres, CheckpointsInPostgres,
+                      AssetsInPostgres, AccessInPostgres, RolesInPostgres, Backend):
     """Every kind of state in PostgreSQL (psycopg 3 and its async pool)."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
         {Capability.OPERATOR, Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.MIGRATIONS,
-         Capability.TEXT_SEARCH}
+         Capability.TEXT_SEARCH, Capability.VECTORS}
     )
 
     async def _found_version(self, cur: Cursor) -> int:

@@ -28,6 +28,7 @@ from ...model import Fact, FactExplanation, FactHit, Item, MemoryStoreRecord
 from ..ports.facts import NewFact
 from ..ports.search import TextQuery
 from ._core import Cursor, PostgresCore
+from ._vector_rows import store_fact_vectors
 from .access import drop_grants, start_grants
 from .search import (
     ADD_STATS,
@@ -153,6 +154,8 @@ class FactsInPostgres(PostgresCore):
             await cur.execute("SELECT pg_advisory_xact_lock(k) FROM unnest(%s::bigint[]) k",
                               (locks,))
             made = [await self._remember_one(cur, tenant, store, new, now) for new in facts]
+            await store_fact_vectors(cur, tenant, store, [
+                (new.fact_id, new.embedding) for new in facts if new.embedding is not None])
             await cur.execute(ADD_STATS, (tenant, "fact", store, len(made), sum(
                 f[1] for f in made)))
             return [f[0] for f in made]

@@ -480,6 +480,38 @@ MIGRATIONS: tuple[Migration, ...] = (
         "CREATE INDEX runs_awaiting_decided ON runs (tenant, status_since, rid) "
         "WHERE status = 'awaiting_human' AND decision IS NOT NULL",
     )),
+    Migration(7, "fact and item vectors for semantic search", (
+        """
+        CREATE TABLE fact_vectors (
+            fid          bigint PRIMARY KEY REFERENCES facts (fid) ON DELETE CASCADE,
+            tenant       text NOT NULL,
+            memory_store text COLLATE "C" NOT NULL,
+            model        text NOT NULL,
+            vector       real[] NOT NULL
+        )
+        """,
+        "CREATE INDEX fact_vectors_by_store ON fact_vectors (tenant, memory_store, model)",
+        """
+        CREATE TABLE item_vectors (
+            id     bigint PRIMARY KEY REFERENCES items (id) ON DELETE CASCADE,
+            tenant text NOT NULL,
+            store  text COLLATE "C" NOT NULL,
+            model  text NOT NULL,
+            vector real[] NOT NULL
+        )
+        """,
+        "CREATE INDEX item_vectors_by_store ON item_vectors (tenant, store, model)",
+        "ALTER TABLE fact_vectors ENABLE ROW LEVEL SECURITY",
+        "ALTER TABLE fact_vectors FORCE ROW LEVEL SECURITY",
+        "CREATE POLICY tenant_isolation ON fact_vectors USING (tenant = "
+        "current_setting('ownstate.tenant', true)) WITH CHECK (tenant = "
+        "current_setting('ownstate.tenant', true))",
+        "ALTER TABLE item_vectors ENABLE ROW LEVEL SECURITY",
+        "ALTER TABLE item_vectors FORCE ROW LEVEL SECURITY",
+        "CREATE POLICY tenant_isolation ON item_vectors USING (tenant = "
+        "current_setting('ownstate.tenant', true)) WITH CHECK (tenant = "
+        "current_setting('ownstate.tenant', true))",
+    )),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -22,6 +22,7 @@ from .._replay import Meta, Replay
 from .._sql import session_page
 from ..ports.sessions import NewItem, SessionOrder
 from ._core import Cursor, PostgresCore
+from ._vector_rows import store_item_vectors
 from .access import drop_grants, start_grants
 from .search import ADD_STATS, item_vector
 
@@ -360,6 +361,11 @@ class SessionsInPostgres(PostgresCore):
                               (copied[0], child_sid))
             if copied[1]:
                 await cur.execute(ADD_STATS, (tenant, "item", "", copied[1], copied[2]))
+            await cur.execute(
+                "INSERT INTO item_vectors (id, tenant, store, model, vector) "
+                "SELECT c.id, v.tenant, v.store, v.model, v.vector FROM items c "
+                "JOIN items p ON p.sid = %s AND p.seq = c.seq "
+                "JOIN item_vectors v ON v.id = p.id WHERE c.sid = %s", (parent_sid, child_sid))
             return SessionRecord(
                 tenant=tenant, store=store, session_id=new_session_id,
                 actor_id=parent.actor_id, parent_session_id=session_id,
@@ -390,6 +396,8 @@ class SessionsInPostgres(PostgresCore):
             params.update(key=idempotency[0], hash=idempotency[1],
                           item_ids=json.dumps(params["ids"]))
 
+        embedded = any(it.embedding is not None for it in items)
+
         async def run(cur: Cursor) -> list[Item]:
             if idempotency is not None:
                 # The row lock makes a retry wait for the first use of its key. The key is
@@ -409,11 +417,15 @@ class SessionsInPostgres(PostgresCore):
                 seen = await cur.fetchone()
                 if seen is not None:
                     return await self._replayed(cur, seen, session_id, idempotency)
-            await cur.execute(_APPEND_WITH_KEY if idempotency else _APPEND, params, last=True)
+            # with vectors to write, the transaction stays open for them
+            await cur.execute(_APPEND_WITH_KEY if idempotency else _APPEND, params,
+                              last=not embedded)
             row = await cur.fetchone()
             if row is None:
                 raise _not_found(store, session_id)
             base = int(row[0])
+            if embedded:
+                await store_item_vectors(cur, tenant, store, items)
             loads = json.loads
             return [
                 Item(it.item_id, session_id, base + n, now, loads(it.data_json), it.format,

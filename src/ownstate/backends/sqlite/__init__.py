@@ -25,12 +25,13 @@ from .runs import RunsInSqlite
 from .schema import MIGRATIONS, SCHEMA_VERSION
 from .search import SearchInSqlite, register_functions
 from .sessions import SessionsInSqlite
+from .vectors import VectorsInSqlite
 
 __all__ = ["SqliteBackend"]
 
 
-class SqliteBackend(SearchInSqlite, SessionsInSqlite, FactsInSqlite, RunsInSqlite,
-                    CheckpointsInSqlite, AssetsInSqlite, AccessInSqlite, Backend):
+class SqliteBackend(SearchInSqlite, SessionsInSqlite, FactsInSqlite, VectorsInSqlite,
+                    RunsInSqlite, CheckpointsInSqlite, AssetsInSqlite, AccessInSqlite, Backend):
     """Every kind of state in one SQLite file.
 
     Give it a path, or a ready ``sqlite3.Connection`` (which it then uses inline and never
@@ -41,7 +42,7 @@ class SqliteBackend(SearchInSqlite, SessionsInSqlite, FactsInSqlite, RunsInSqlit
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
         {Capability.OPERATOR, Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.MIGRATIONS,
-         Capability.TEXT_SEARCH}
+         Capability.TEXT_SEARCH, Capability.VECTORS}
     )
 
     # schema ----------------------------------------------------------------------------

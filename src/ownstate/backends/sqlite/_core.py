@@ -2,6 +2,8 @@
 
 The SQLite backend is the embedded default.
 
+Every connection has ``vec_distance_cosine`` for the vector search of ``vectors.py``.
+
 The database runs in WAL mode, so readers never block the writer. Every write is one
 ``BEGIN IMMEDIATE`` transaction, which takes the write lock up front and waits for it up to
 the busy timeout; that makes the file safe under many threads and several processes.
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..._ids import parse_time
+from ...embeddings._protocol import dot
 from ...errors import (
     BackendUnavailable,
     Conflict,
@@ -97,6 +100,30 @@ def _translate(exc: sqlite3.Error) -> OwnstateError:
     if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
         return BackendUnavailable(f"the SQLite database stayed locked: {text}")
     return BackendUnavailable(f"SQLite failed: {text}")
+
+
+def _cosine_distance(a: bytes, b: bytes) -> float:
+    return 1.0 - dot(a, b)
+
+
+def _vector_functions(conn: sqlite3.Connection) -> None:
+    """Give the connection ``vec_distance_cosine``: sqlite-vec's, in C, where this Python's
+    ``sqlite3`` may load extensions and that package (``embed`` extra) is installed, else
+    the same function in Python (for the unit vectors ownstate stores, ``1 - dot``).
+    sqlite-vec is not even imported where extensions cannot load."""
+    if hasattr(conn, "enable_load_extension"):
+        try:
+            import sqlite_vec  # type: ignore[import-untyped,unused-ignore]
+
+            conn.enable_load_extension(True)
+            try:
+                sqlite_vec.load(conn)
+            finally:
+                conn.enable_load_extension(False)
+            return
+        except (ImportError, AttributeError, sqlite3.Error):
+            pass
+    conn.create_function("vec_distance_cosine", 2, _cosine_distance, deterministic=True)
 
 
 @contextmanager
@@ -174,6 +201,7 @@ class SqliteCore:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {self._synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
+        _vector_functions(conn)
 
     def _conn(self) -> sqlite3.Connection:
         if self._given is not None:

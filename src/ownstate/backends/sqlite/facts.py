@@ -24,6 +24,7 @@ from ...model import Fact, FactExplanation, FactHit, Item, MemoryStoreRecord
 from ..ports.facts import NewFact
 from ..ports.search import TextQuery
 from ._core import ITEM_COLUMNS, SqliteCore, to_items, write
+from ._vector_rows import store_fact_vector
 from .access import drop_grants, start_grants
 from .search import fact_match, fact_terms
 
@@ -154,6 +155,8 @@ class FactsInSqlite(SqliteCore):
             (tenant, store, new.fact_id, new.subject, new.key, new.value_json, new.confidence,
              new.source_type, source_store, session_id, item_id, valid_from, moment,
              supersedes))
+        if new.embedding is not None:
+            store_fact_vector(conn, tenant, store, int(inserted.lastrowid or 0), new.embedding)
         value = json.loads(new.value_json)
         conn.execute("INSERT INTO fact_search (rowid, terms) VALUES (?, ?)",
                      (inserted.lastrowid, fact_terms(tenant, store, new.key, new.value_json)))

@@ -344,6 +344,28 @@ MIGRATIONS: tuple[Migration, ...] = (
                WHERE status = 'awaiting_human' AND decision IS NOT NULL
         """,
     )),
+    Migration(6, "fact and item vectors for semantic search", (
+        """
+        CREATE TABLE fact_vectors (
+            fid          INTEGER PRIMARY KEY REFERENCES facts (fid) ON DELETE CASCADE,
+            tenant       TEXT NOT NULL,
+            memory_store TEXT NOT NULL,
+            model        TEXT NOT NULL,
+            vector       BLOB NOT NULL
+        )
+        """,
+        "CREATE INDEX fact_vectors_by_store ON fact_vectors (tenant, memory_store, model)",
+        """
+        CREATE TABLE item_vectors (
+            id     INTEGER PRIMARY KEY REFERENCES items (id) ON DELETE CASCADE,
+            tenant TEXT NOT NULL,
+            store  TEXT NOT NULL,
+            model  TEXT NOT NULL,
+            vector BLOB NOT NULL
+        )
+        """,
+        "CREATE INDEX item_vectors_by_store ON item_vectors (tenant, store, model)",
+    )),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -30,6 +30,7 @@ from ._core import (
     to_items,
     write,
 )
+from ._vector_rows import store_item_vectors
 from .access import drop_grants, start_grants
 from .search import item_terms
 
@@ -238,6 +239,11 @@ class SessionsInSqlite(SqliteCore):
                     "FROM items c JOIN items p ON p.sid = ? AND p.seq = c.seq "
                     "JOIN item_search x ON x.rowid = p.id WHERE c.sid = ?",
                     (parent_sid, child_sid))
+                conn.execute(
+                    "INSERT INTO item_vectors (id, tenant, store, model, vector) "
+                    "SELECT c.id, v.tenant, v.store, v.model, v.vector FROM items c "
+                    "JOIN items p ON p.sid = ? AND p.seq = c.seq "
+                    "JOIN item_vectors v ON v.id = p.id WHERE c.sid = ?", (parent_sid, child_sid))
             return SessionRecord(
                 tenant=tenant, store=store, session_id=new_session_id,
                 actor_id=parent.actor_id, parent_session_id=session_id,
@@ -283,6 +289,7 @@ class SessionsInSqlite(SqliteCore):
                         "SELECT id, ? FROM items WHERE sid = ? AND seq = ?",
                         [(item_terms(tenant, it.text), sid, count + n)
                          for n, it in enumerate(items, start=1)])
+                    store_item_vectors(conn, tenant, store, sid, count + 1, items)
                 conn.execute(
                     "UPDATE sessions SET item_count = ?, last_activity_time = ? WHERE sid = ?",
                     (count + len(items), stamp, sid))

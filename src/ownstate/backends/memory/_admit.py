@@ -1,0 +1,28 @@
+"""One model per session store for item vectors, in memory: the check an append makes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ...embeddings._protocol import one_model
+from ..ports.sessions import NewItem
+from ._data import _Data
+
+__all__ = ["admit_item_vectors"]
+
+
+def admit_item_vectors(data: _Data, tenant: str, store: str, items: Sequence[NewItem]) -> None:
+    """Refuse items whose vectors are of another model or dimension than the store's
+    item vectors (or than each other's). Call under the data lock."""
+    new = [it.embedding for it in items if it.embedding is not None]
+    if not new:
+        return
+    fixed = None
+    for (t, st, _), session in data.sessions.items():
+        if t == tenant and st == store:
+            found = next((it.embedding for it in session.items if it.embedding is not None),
+                         None)
+            if found is not None:
+                fixed = (found.model, found.dimension)
+                break
+    one_model(store, fixed, new)

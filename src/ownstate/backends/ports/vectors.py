@@ -1,0 +1,77 @@
+"""The vectors port: embeddings stored beside facts and items, and the nearest to a query.
+
+Optional: a backend that implements it declares ``Capability.VECTORS``. A fact's vector
+is written by :meth:`~ownstate.backends.ports.facts.FactPort.remember` in the fact's own
+transaction when the :class:`~ownstate.backends.ports.facts.NewFact` carries one, and
+goes with the fact (a deleted store or an erased subject leaves no vector behind). Every
+vector of a store comes from one model: a write or a reindex that brings another model's
+(or another dimension's) is refused with :class:`~ownstate.errors.EmbedderMismatch`
+inside that transaction, so nothing of it is stored. An item's vector is written the same way by
+:meth:`~ownstate.backends.ports.sessions.SessionPort.append_items` (one model per session
+store; none for a store created with ``index_items=False``) and goes with the item.
+
+Vectors are unit length (see :class:`~ownstate.embeddings.Embedding`), so similarity is
+the dot product; ties order newest fact first. Ranking is the backend's own: sqlite-vec's
+``vec_distance_cosine`` (a Python function where that extension is not installed),
+PostgreSQL arrays summed in SQL, a scan in Python on Redis and in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from ...embeddings import Embedding
+from ...errors import InvalidInput
+from ...model import Fact, ItemHit
+
+__all__ = ["VectorPort", "VectorSpace"]
+
+#: ``(model, dimension)`` of the vectors a store holds
+VectorSpace = tuple[str, int]
+
+
+class VectorPort:
+    """Storage and ranking of fact vectors. The defaults refuse: a backend without
+    ``Capability.VECTORS`` stores none."""
+
+    def _no_vectors(self) -> InvalidInput:
+        return InvalidInput(f"{type(self).__name__} stores no vectors; connect without "
+                            "embedder=", field="embedder")
+
+    async def fact_vector_space(self, tenant: str, store: str) -> VectorSpace | None:
+        """The model and dimension of the store's fact vectors, None when it has none.
+        Raises StoreNotFound."""
+        raise self._no_vectors()
+
+    async def nearest_facts(self, tenant: str, store: str, query: Embedding,
+                            subject: str | None, limit: int,
+                            as_of: datetime | None) -> list[tuple[Fact, float]]:
+        """The facts with vectors of ``query.model`` most similar to ``query``, most
+        similar first, with their similarity; at most ``limit``. Current facts, or with
+        ``as_of`` those believed current at that record time. Raises StoreNotFound."""
+        raise self._no_vectors()
+
+    async def nearest_items(self, tenant: str, query: Embedding, *,
+                            stores: Sequence[str] | None, actor_id: str | None,
+                            session_id: str | None, limit: int) -> list[ItemHit]:
+        """The tenant's items with vectors of ``query.model`` most similar to ``query``,
+        filtered as :meth:`~ownstate.backends.ports.sessions.SessionPort.search_items`
+        filters, most similar first (the score), then by store, session id and seq; at
+        most ``limit``."""
+        raise self._no_vectors()
+
+    async def facts_to_embed(self, tenant: str, store: str, model: str, after: str | None,
+                             limit: int) -> list[Fact]:
+        """Current facts without a vector of ``model``, by fact id, strictly after
+        ``after``; at most ``limit``. Raises StoreNotFound."""
+        raise self._no_vectors()
+
+    async def put_fact_vectors(self, tenant: str, store: str,
+                               vectors: Sequence[tuple[str, Embedding]],
+                               replace: bool) -> int:
+        """Store each ``(fact_id, vector)`` (replacing the fact's earlier one), in one
+        transaction; with ``replace``, first drop every vector of the store. Facts that
+        no longer exist are skipped; returns how many were stored. Raises StoreNotFound,
+        EmbedderMismatch."""
+        raise self._no_vectors()

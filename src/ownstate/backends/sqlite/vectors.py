@@ -1,0 +1,119 @@
+"""Fact and item vectors in SQLite: ``fact_vectors`` and ``item_vectors``, one row beside
+each fact or item that has a vector (an item's: its ``id``, tenant and session store).
+
+A row holds the fact's ``fid`` (its key, and a foreign key that deletes the vector with
+the fact), the tenant and memory store it belongs to, the model that made it and the
+vector as float32 bytes, which is the layout sqlite-vec reads. A search scans the
+store's vectors of the query's model with ``vec_distance_cosine`` (sqlite-vec's, in C,
+or its Python stand-in; see ``_core.py``) and joins the facts it may return; the index
+``fact_vectors_by_store`` confines the scan to one store. A write adds a fact's vector
+inside its own transaction (``_fact_vectors.py``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
+
+from ..._ids import format_time
+from ...embeddings import Embedding
+from ...model import Fact, ItemHit
+from ..ports.vectors import VectorSpace
+from ._core import ITEM_COLUMNS, SqliteCore, to_items, write
+from ._vector_rows import space as _space
+from ._vector_rows import store_fact_vector
+from .facts import _FACT_COLUMNS, FactsInSqlite, _fact
+
+__all__ = ["VectorsInSqlite"]
+
+_COLUMNS = ", ".join(f"f.{c.strip()}" for c in _FACT_COLUMNS.split(","))
+_ITEMS = ", ".join(f"i.{c.strip()}" for c in ITEM_COLUMNS.split(","))
+
+
+class VectorsInSqlite(SqliteCore):
+    async def fact_vector_space(self, tenant: str, store: str) -> VectorSpace | None:
+        def run(conn: sqlite3.Connection) -> VectorSpace | None:
+            FactsInSqlite._require_memory_store(conn, tenant, store)
+            return _space(conn, tenant, store)
+
+        return await self._run(run)
+
+    async def nearest_facts(self, tenant: str, store: str, query: Embedding,
+                            subject: str | None, limit: int,
+                            as_of: datetime | None) -> list[tuple[Fact, float]]:
+        believed = "f.superseded_at IS NULL"
+        times: tuple[str, ...] = ()
+        if as_of is not None:
+            stamp = format_time(as_of)
+            believed = "f.valid_from <= ? AND (f.superseded_at IS NULL OR f.valid_to > ?)"
+            times = (stamp, stamp)
+
+        def run(conn: sqlite3.Connection) -> list[tuple[Fact, float]]:
+            FactsInSqlite._require_memory_store(conn, tenant, store)
+            rows = conn.execute(
+                f"SELECT {_COLUMNS}, 1.0 - vec_distance_cosine(v.vector, ?) AS similarity "
+                "FROM fact_vectors v JOIN facts f ON f.fid = v.fid "
+                "WHERE v.tenant = ? AND v.memory_store = ? AND v.model = ? "
+                "AND length(v.vector) = ? AND (? IS NULL OR f.subject = ?) AND "
+                f"{believed} ORDER BY similarity DESC, f.fid DESC LIMIT ?",
+                (query.data, tenant, store, query.model, len(query.data), subject, subject,
+                 *times, limit)).fetchall()
+            return [(_fact(row), float(row[-1])) for row in rows]
+
+        return await self._run(run)
+
+    async def nearest_items(self, tenant: str, query: Embedding, *,
+                            stores: Sequence[str] | None, actor_id: str | None,
+                            session_id: str | None, limit: int) -> list[ItemHit]:
+        chosen = "" if stores is None else (
+            f"AND s.store IN ({', '.join('?' for _ in stores)}) ")
+
+        def run(conn: sqlite3.Connection) -> list[ItemHit]:
+            rows = conn.execute(
+                f"SELECT {_ITEMS}, s.store, s.session_id, s.actor_id, "
+                "1.0 - vec_distance_cosine(v.vector, ?) AS similarity "
+                "FROM item_vectors v JOIN items i ON i.id = v.id JOIN sessions s ON s.sid = i.sid "
+                "WHERE v.tenant = ? AND v.model = ? AND length(v.vector) = ? " + chosen
+                + "AND (? IS NULL OR s.actor_id = ?) AND (? IS NULL OR s.session_id = ?) "
+                "ORDER BY similarity DESC, s.store, s.session_id, i.seq LIMIT ?",
+                (query.data, tenant, query.model, len(query.data), *(stores or ()), actor_id,
+                 actor_id, session_id, session_id, limit)).fetchall()
+            return [ItemHit(r[11], r[13], to_items([r], r[12])[0], float(r[14])) for r in rows]
+
+        return await self._run(run)
+
+    async def facts_to_embed(self, tenant: str, store: str, model: str, after: str | None,
+                             limit: int) -> list[Fact]:
+        def run(conn: sqlite3.Connection) -> list[Fact]:
+            FactsInSqlite._require_memory_store(conn, tenant, store)
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM facts f LEFT JOIN fact_vectors v ON v.fid = f.fid "
+                "WHERE f.tenant = ? AND f.memory_store = ? AND f.superseded_at IS NULL "
+                "AND (v.fid IS NULL OR v.model != ?) AND f.fact_id > ? "
+                "ORDER BY f.fact_id LIMIT ?",
+                (tenant, store, model, after or "", limit)).fetchall()
+            return [_fact(row) for row in rows]
+
+        return await self._run(run)
+
+    async def put_fact_vectors(self, tenant: str, store: str,
+                               vectors: Sequence[tuple[str, Embedding]],
+                               replace: bool) -> int:
+        def run(conn: sqlite3.Connection) -> int:
+            stored = 0
+            with write(conn):
+                FactsInSqlite._require_memory_store(conn, tenant, store)
+                if replace:
+                    conn.execute("DELETE FROM fact_vectors WHERE tenant = ? AND memory_store = ?",
+                                 (tenant, store))
+                for fact_id, embedding in vectors:
+                    row = conn.execute(
+                        "SELECT fid FROM facts WHERE tenant = ? AND fact_id = ? "
+                        "AND memory_store = ?", (tenant, fact_id, store)).fetchone()
+                    if row is not None:
+                        store_fact_vector(conn, tenant, store, int(row[0]), embedding)
+                        stored += 1
+            return stored
+
+        return await self._run(run)
