@@ -11,7 +11,8 @@ awaiting a human). Then:
   and the first page alone.
 - **wake**: ``--decisions`` times over, a worker in this process waits with the remote
   client (``client.runs.wait_for_decision(run_id)``, a long poll) while a reviewer
-  decides through the server (``POST /runs/{id}:decide``, another client); the time from
+  decides through the server (``POST /runs/{id}:decide``, another client) after a
+  random 0.2-1.7 s; the time from
   sending the decision to the worker holding the decided run. The same again with the
   decision written by another process straight into the database (the library, not the
   server): on PostgreSQL the server hears it through ``NOTIFY``, on SQLite by re-checking
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import statistics
 import subprocess
 import sys
@@ -133,6 +135,7 @@ print("ready", flush=True)
 for line in sys.stdin:
     client.runs.decide(line.strip(), "approve", comment="direct")
     print("done", flush=True)
+client.close()
 """
 
 
@@ -140,6 +143,7 @@ def wake(base: str, token: str, url: str, run_ids: list[str], how: str,
          poll: float) -> list[float]:
     """Seconds from a decision to the worker holding it, once per run in ``run_ids``."""
     latencies: list[float] = []
+    rng = random.Random(len(run_ids))
     direct = None
     if how == "direct":
         direct = subprocess.Popen([sys.executable, "-c", _DIRECT_DECIDER, url, run_ids[0]],
@@ -157,7 +161,9 @@ def wake(base: str, token: str, url: str, run_ids: list[str], how: str,
             worker = threading.Thread(target=target[0], args=target[1])
             worker.start()
             ready.wait(30)
-            time.sleep(0.2)  # the worker is waiting
+            # the worker has waited a while, for a time that falls anywhere in a polling
+            # period (or a re-check's pause), as a human's decision would
+            time.sleep(0.2 + rng.random() * 1.5)
             sent = time.perf_counter()
             if direct is not None:
                 assert direct.stdin is not None

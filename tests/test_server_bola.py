@@ -190,6 +190,9 @@ OPERATIONS: dict[tuple[str, str], Callable[[dict[str, str]], Request]] = {
     ("PUT", A + "/runs/{run_id}/effects/{tool_call_id}"): lambda i: {
         "json": {"result": "ATTACK"}},
     ("GET", A + "/runs/{run_id}/effects/{tool_call_id}"): lambda i: {},
+    ("GET", A + "/runs:awaiting"): lambda i: {},
+    ("POST", A + "/runs/{run_id}:decide"): lambda i: {"json": {"outcome": "approve"}},
+    ("GET", A + "/runs/{run_id}/decision"): lambda i: {},
     ("POST", R + "/checkpoints:put"): lambda i: {
         "params": _scope(i), "content": _checkpoint_body(i),
         "headers": {"content-type": "application/octet-stream"}},

@@ -158,5 +158,15 @@ def test_long_polls_return_once_decided(tenant: Tenant) -> None:
         assert got is not None
         assert got.decided
         assert remote.runs.wait_for_decision(framework="adk", timeout=0.2) is None
+        # the server narrows to the stores asked for, so nothing else comes back
+        assert remote.runs.wait_for_decision(stores=["beta"], timeout=0.3) is None
+        assert [r.run_id for r in remote.runs.decided(stores=["alpha"]).items] == [run.run_id]
     finally:
         remote.close()
+    with tenant.http() as http:
+        assert http.get(f"{RUNS}:awaiting", params={"decided": "true", "stores": "beta"}
+                        ).json()["runs"] == []
+        assert [r["run_id"] for r in http.get(f"{RUNS}:awaiting", params={
+            "decided": "true", "stores": "alpha,beta"}).json()["runs"]] == [run.run_id]
+        _problem(http.get(f"{RUNS}:awaiting", params={"stores": "Not A Store"}), 400,
+                 "invalid_input")

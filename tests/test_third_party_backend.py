@@ -172,8 +172,8 @@ def test_a_target_opens_its_database_one_way(kwargs: dict[str, object]) -> None:
 
 def test_a_suite_names_modules_of_the_suite() -> None:
     assert Suite().modules == ("access", "assets", "checkpoints", "concurrency",
-                               "conformance", "memory", "memory_stateful", "runs",
-                               "stateful")
+                               "conformance", "decisions", "memory", "memory_stateful",
+                               "runs", "stateful")
     for bad in ("nope", "targets.x", "plugin.x"):
         with pytest.raises(ValueError, match=r"ownstate\.testing has no module"):
             Suite(bad)

@@ -226,6 +226,7 @@ class Decision:
 
     @property
     def approved(self) -> bool:
+        """True when the human approved."""
         return self.outcome == "approve"
 
     def to_json(self) -> dict[str, JSON]:

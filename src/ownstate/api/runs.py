@@ -1,4 +1,5 @@
-"""Runs, leases and the effects ledger: the async public API (``client.runs``).
+"""Runs, leases, the effects ledger and human decisions: the async public API
+(``client.runs``).
 
 It may touch the backend's run operations through its scope and the session handle's ids.
 """

@@ -47,6 +47,10 @@ def run_path(run_id: str) -> str:
     return f"{RUNS}/{run_id}"
 
 
+def _store_list(stores: frozenset[str] | None) -> str | None:
+    return ",".join(sorted(stores)) if stores is not None else None
+
+
 class RunsOverHttp(HttpBase):
     """The runs port as calls to the server's routes."""
 
@@ -147,17 +151,12 @@ class RunsOverHttp(HttpBase):
                             after: Sequence[Any] | None
                             ) -> tuple[list[Run], list[Any] | None]:
         # The server shows only the stores the key may read; ``stores`` narrows that.
-        runs: list[Run] = []
-        cursor = f"{after[0]}/{after[1]}" if after is not None else None
-        while True:
-            body = await self._http.call("GET", f"{RUNS}:awaiting", params={
-                "decided": decided, "framework": framework, "limit": limit - len(runs),
-                "after": cursor})
-            got = [_wire.load(Run, r) for r in body["runs"]]
-            runs.extend(r for r in got if stores is None or r.store in stores)
-            cursor = body.get("next_after")
-            if cursor is None or stores is None or len(runs) >= limit:
-                break
+        body = await self._http.call("GET", f"{RUNS}:awaiting", params={
+            "decided": decided, "framework": framework, "limit": limit,
+            "after": f"{after[0]}/{after[1]}" if after is not None else None,
+            "stores": _store_list(stores)})
+        runs = [_wire.load(Run, r) for r in body["runs"]]
+        cursor = body.get("next_after")
         if cursor is None:
             return runs, None
         entered, _, ordinal = cursor.rpartition("/")
@@ -178,11 +177,9 @@ class RunsOverHttp(HttpBase):
                     return run
             else:
                 body = await self._http.call("GET", f"{RUNS}:awaiting", params={
-                    "decided": True, "framework": framework, "wait": wait},
-                    timeout=wait + _POLL_GRACE)
-                found = [r for r in (_wire.load(Run, r) for r in body["runs"])
-                         if stores is None or r.store in stores]
-                if found:
-                    return found[0]
+                    "decided": True, "framework": framework, "limit": 1, "wait": wait,
+                    "stores": _store_list(stores)}, timeout=wait + _POLL_GRACE)
+                if body["runs"]:
+                    return _wire.load(Run, body["runs"][0])
             if time.monotonic() >= deadline:
                 return None

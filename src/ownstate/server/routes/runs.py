@@ -445,6 +445,10 @@ async def awaiting_runs(
         "Keyset paging: runs after this cursor (a `next_after`), instead of page_token."))
     ] = None,
     limit: Annotated[int | None, Query(ge=1, le=1001)] = None,
+    stores: Annotated[str | None, Query(pattern=r"^([a-z0-9_-]{3,55}(,[a-z0-9_-]{3,55})*)?$",
+                                        description=(
+        "Only the runs of these session stores (comma-separated), among those the caller "
+        "may read."))] = None,
     wait: Wait = 0.0,
 ) -> AwaitingOut:
     """Runs awaiting a human across the stores the caller may read, oldest request first:
@@ -452,6 +456,9 @@ async def awaiting_runs(
     page holds the request open until a run appears or the time passes."""
     s = caller.client.runs
     visible = await visible_stores(caller, SESSION_STORE)
+    if stores is not None:
+        wanted = set(filter(None, stores.split(",")))
+        visible = wanted if visible is None else visible & wanted
 
     async def listing() -> AwaitingOut:
         if after is not None or limit is not None:
