@@ -24,9 +24,9 @@ import click
 from click.core import ParameterSource
 
 import ownstate
-from ownstate._cli_common import Duration, find_session
 from ownstate._extras import requires
 from ownstate.backends import resolve_url
+from ownstate.cli_common import Duration, find_session
 from ownstate.distill.cli import distill_command
 from ownstate.importers.cli import import_command
 from ownstate.mcp.cli import mcp_command

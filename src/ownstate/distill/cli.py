@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import click
 
 import ownstate
-from ownstate._cli_common import Duration, find_session
+from ownstate.cli_common import Duration, find_session
 
 from .chat import ChatCompletionsExtractor
 
