@@ -171,6 +171,8 @@ OPERATIONS: dict[tuple[str, str], Callable[[dict[str, str]], Request]] = {
         "params": {"subject": i["subject"], "key": "secret"}},
     ("POST", A + "/memory-stores/{memory}/facts:search"): lambda i: {
         "json": {"query": "VICTIM"}},
+    ("POST", A + "/items:search"): lambda i: {
+        "json": {"query": "VICTIM", "store": i["store"]}},
     ("POST", A + "/memory-stores/{memory}/facts:forget"): lambda i: {
         "json": {"subject": i["subject"], "key": "secret"}},
     ("GET", A + "/memory-stores/{memory}/facts/{fact_id}"): lambda i: {},
@@ -221,7 +223,7 @@ OPERATIONS: dict[tuple[str, str], Callable[[dict[str, str]], Request]] = {
 }
 
 #: requests that read, though their method is POST
-READS_BY_POST = {"/facts:recall", "/facts:search"}
+READS_BY_POST = {"/facts:recall", "/facts:search", "/items:search"}
 
 
 
