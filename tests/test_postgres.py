@@ -15,7 +15,7 @@ import os
 import random
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -262,9 +262,19 @@ def roles(admin: Any, schema: str) -> Iterator[tuple[str, str]]:
         admin.execute(f"DROP ROLE {role}")
 
 
+class _Letters:
+    """A tiny embedder, so that the vector tables hold rows too."""
+
+    model = "test/letters"
+    dimension = 3
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [[float(t.count(c)) + 0.5 for c in "aeo"] for t in texts]
+
+
 def _fill(url: str, tenant: str) -> None:
     """One of everything, for ``tenant``."""
-    with ownstate.connect(url, tenant=tenant, migrate=False) as client:
+    with ownstate.connect(url, tenant=tenant, migrate=False, embedder=_Letters()) as client:
         session = client.session_stores.create("shared-name", owner="user:1").add(
             actor_id="user:1", session_id="s1")
         client.api_keys.create("user:1")

@@ -185,7 +185,7 @@ _BAD: list[tuple[str, str, Any, str, str]] = [
      "invalid_input", "as_of"),
     ("search words", "/facts:search", {"query": "?!"}, "invalid_input", "query"),
     ("search limit", "/facts:search", {"query": "email", "limit": 51}, "limit_exceeded",
-     "page_size"),
+     "limit"),
     ("search huge limit", "/facts:search", {"query": "email", "limit": 10**30},
      "invalid_input", "limit"),
     ("search zero", "/facts:search", {"query": "email", "limit": 0}, "invalid_input",
