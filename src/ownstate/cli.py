@@ -27,6 +27,7 @@ from click.core import ParameterSource
 import ownstate
 from ownstate._extras import requires
 from ownstate.backends import resolve_url
+from ownstate.archive.cli import copy_command, export_command
 from ownstate.importers.cli import import_command
 from ownstate.model import RetentionPolicy
 
@@ -738,6 +739,8 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 cli.add_command(import_command)
+cli.add_command(export_command)
+cli.add_command(copy_command)
 
 
 def main() -> None:

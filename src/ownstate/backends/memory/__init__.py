@@ -18,6 +18,7 @@ from .checkpoints import CheckpointsInMemory
 from .facts import FactsInMemory
 from .runs import RunsInMemory
 from .sessions import SessionsInMemory
+from .transfer import TransferInMemory
 
 __all__ = ["MemoryBackend"]
 
@@ -26,11 +27,12 @@ _shared_lock = threading.Lock()
 
 
 class MemoryBackend(SessionsInMemory, FactsInMemory, RunsInMemory, CheckpointsInMemory,
-                    AssetsInMemory, AccessInMemory, Backend):
+                    AssetsInMemory, AccessInMemory, TransferInMemory, Backend):
     """Every kind of state, kept in process memory."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset({Capability.TEXT_SEARCH,
-                                                               Capability.OPERATOR})
+                                                               Capability.OPERATOR,
+                                                               Capability.TRANSFER})
 
     def __init__(self, name: str | None = None) -> None:
         if name:
