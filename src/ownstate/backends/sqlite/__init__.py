@@ -24,12 +24,13 @@ from .facts import FactsInSqlite
 from .runs import RunsInSqlite
 from .schema import MIGRATIONS, SCHEMA_VERSION
 from .sessions import SessionsInSqlite
+from .transfer import TransferInSqlite
 
 __all__ = ["SqliteBackend"]
 
 
 class SqliteBackend(SessionsInSqlite, FactsInSqlite, RunsInSqlite, CheckpointsInSqlite,
-                    AssetsInSqlite, AccessInSqlite, Backend):
+                    AssetsInSqlite, AccessInSqlite, TransferInSqlite, Backend):
     """Every kind of state in one SQLite file.
 
     Give it a path, or a ready ``sqlite3.Connection`` (which it then uses inline and never
@@ -40,7 +41,7 @@ class SqliteBackend(SessionsInSqlite, FactsInSqlite, RunsInSqlite, CheckpointsIn
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
         {Capability.OPERATOR, Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.MIGRATIONS,
-         Capability.TEXT_SEARCH}
+         Capability.TEXT_SEARCH, Capability.TRANSFER}
     )
 
     # schema ----------------------------------------------------------------------------
