@@ -22,6 +22,7 @@ from .roles import RolesInPostgres
 from .runs import RunsInPostgres
 from .schema import MIGRATIONS, SCHEMA_VERSION
 from .sessions import SessionsInPostgres
+from .transfer import TransferInPostgres
 
 with requires("postgres", "the PostgreSQL backend"):
     from psycopg import errors, sql
@@ -31,12 +32,12 @@ __all__ = ["PostgresBackend"]
 
 class PostgresBackend(SessionsInPostgres, FactsInPostgres, RunsInPostgres,
                       CheckpointsInPostgres, AssetsInPostgres, AccessInPostgres,
-                      RolesInPostgres, Backend):
+                      RolesInPostgres, TransferInPostgres, Backend):
     """Every kind of state in PostgreSQL (psycopg 3 and its async pool)."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
         {Capability.OPERATOR, Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.MIGRATIONS,
-         Capability.TEXT_SEARCH}
+         Capability.TEXT_SEARCH, Capability.TRANSFER}
     )
 
     async def _found_version(self, cur: Cursor) -> int:
