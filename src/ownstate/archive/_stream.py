@@ -280,7 +280,10 @@ def _check(path: Path) -> Manifest:
                     size += len(line) + 1
                     count += 1
                     if known:
-                        decode_line(part, line, count)
+                        try:
+                            decode_line(part, line, count)
+                        except InvalidInput as exc:
+                            raise _refuse(path, exc.message) from None
                 if size != entry["bytes"] or count != entry["rows"]:
                     raise _refuse(path, f"{part} holds {count} rows in {size} bytes, its "
                                         f"manifest says {entry['rows']} in {entry['bytes']}")
