@@ -26,8 +26,8 @@ from click.core import ParameterSource
 
 import ownstate
 from ownstate._extras import requires
-from ownstate.backends import resolve_url
 from ownstate.archive.cli import copy_command, export_command
+from ownstate.backends import resolve_url
 from ownstate.importers.cli import import_command
 from ownstate.model import RetentionPolicy
 

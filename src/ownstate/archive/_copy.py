@@ -22,7 +22,7 @@ from ..backends.ports.transfer import Row
 from ._format import encode_line
 from ._stream import PAGE_ROWS, ArchiveReport, Progress, backend_rows, parts_of, transfer_backend
 
-__all__ = ["copy_rows", "compare"]
+__all__ = ["compare", "copy_rows"]
 
 #: rows per page of a copy: large pages make few transactions (PostgreSQL writes a page
 #: with one COPY)

@@ -166,8 +166,8 @@ async def export_parts(backend: Backend, out: str | os.PathLike[str], *,
                 info = tarfile.TarInfo(part_file(part))
                 info.size = sizes[part]
                 info.mode = 0o644
-                with open(Path(scratch) / f"{part}.jsonl", "rb") as handle:
-                    tar.addfile(info, handle)
+                with open(Path(scratch) / f"{part}.jsonl", "rb") as spooled:
+                    tar.addfile(info, spooled)
         os.replace(partial, target)
     if progress is not None:
         progress.finish()

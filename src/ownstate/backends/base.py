@@ -1,9 +1,9 @@
 """The one interface every backend implements, async because async is the source of truth.
 
 A backend is the sum of seven ports (sessions, facts, runs, checkpoints, assets, access,
-transfer) plus its lifecycle. It stores records and enforces invariants in its datastore; it does not
-validate caller input (the public API does that first, identically for every backend) and
-it does not encode page tokens (it returns and accepts plain cursors).
+transfer) plus its lifecycle. It stores records and enforces invariants in its datastore;
+it does not validate caller input (the public API does that first, identically for every
+backend) and it does not encode page tokens (it returns and accepts plain cursors).
 
 Every method takes the tenant and applies it in its query: nothing is looked up by a bare
 id across tenants. Every method either completes or leaves stored state unchanged, and

@@ -163,9 +163,9 @@ class TransferInMemory(MemoryBase):
         if part == "sessions" and (tenant, row["store"]) not in d.stores:
             raise InvalidInput(f"session {row['session_id']!r} names the missing store "
                                f"{row['store']!r}", field="sessions")
-        if part in ("items", "runs") or (part == "assets" and row["store"] is not None):
-            if (tenant, row["store"], row["session_id"]) not in d.sessions:
-                raise SessionNotFound(store=row["store"], session_id=row["session_id"])
+        owned = part in ("items", "runs") or (part == "assets" and row["store"] is not None)
+        if owned and (tenant, row["store"], row["session_id"]) not in d.sessions:
+            raise SessionNotFound(store=row["store"], session_id=row["session_id"])
         if part == "facts" and (tenant, row["memory_store"]) not in d.memory_stores:
             raise InvalidInput(f"fact {row['fact_id']!r} names the missing memory store "
                                f"{row['memory_store']!r}", field="facts")
