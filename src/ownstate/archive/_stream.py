@@ -240,12 +240,17 @@ def _members(path: Path, tar: tarfile.TarFile,
     file the manifest names."""
     by_file = {entry["file"]: part for part, entry in manifest.raw["parts"].items()}
     seen: set[str] = set()
+    place = -1
     while (member := tar.next()) is not None:
         part = by_file.get(member.name)
         if part is None or not member.isfile():
             raise _refuse(path, f"it holds {member.name!r}, which its manifest does not list")
         if part in seen:
             raise _refuse(path, f"it holds {member.name!r} twice")
+        if part in PARTS:
+            if PARTS.index(part) < place:
+                raise _refuse(path, f"{member.name!r} comes after a part restored after it")
+            place = PARTS.index(part)
         seen.add(part)
         handle = tar.extractfile(member)
         assert handle is not None
@@ -320,12 +325,12 @@ async def restore_archive(backend: Backend, path: str | os.PathLike[str], *,
     found: set[str] = set()
     if progress is not None:
         progress.start(sum(manifest.rows(p) for p in manifest.parts))
-    # parts are restored in dependency order, whatever order the tar holds them in
-    for part in manifest.parts:
-        with tarfile.open(source, "r:*") as tar:
-            member = tar.getmember(part_file(part))
-            handle = tar.extractfile(member)
-            assert handle is not None
+    # the check made sure the parts come in the order they are restored: one pass
+    with tarfile.open(source, "r:*") as tar:
+        tar.next()  # the manifest
+        for part, handle in _members(source, tar, manifest):
+            if part not in PARTS:
+                continue
             batch: list[Row] = []
             batch_tenant: str | None = None
             for number, line in enumerate(_lines(handle), start=1):
