@@ -53,7 +53,11 @@ _ITEMS = ("SELECT b.pos, i.seq, i.item_id, i.create_time, i.format, i.data::text
           "JOIN items i ON i.sid = b.sid AND i.seq > b.after_seq "
           "ORDER BY b.pos, i.seq LIMIT %s")
 _COPY_ITEMS = ("COPY items (sid, seq, tenant, item_id, create_time, format, data, role, type, "
-               "tool_name, model, in_tokens, out_tokens) FROM STDIN")
+               "tool_name, model, in_tokens, out_tokens) FROM STDIN (FORMAT BINARY)")
+#: ``data`` is the JSON text as stored: sent as text (a json column reads the same bytes;
+#: psycopg's json dumper would encode the text as one JSON string)
+_ITEM_TYPES = ("int8", "int8", "text", "text", "timestamptz", "text", "text", "text", "text",
+               "text", "text", "int8", "int8")
 
 
 class TransferInPostgres(PostgresCore):
@@ -192,7 +196,7 @@ async def _restore_items(cur: Sql, tenant: str, rows: Sequence[Row]) -> int:
         highest[sid] = max(highest.get(sid, 0), r["seq"])
     if not fresh:
         return 0
-    await cur.copy_rows(_COPY_ITEMS, fresh)
+    await cur.copy_rows(_COPY_ITEMS, fresh, _ITEM_TYPES)
     await cur.execute(
         "UPDATE sessions s SET item_count = greatest(s.item_count, h.seq) "
         "FROM unnest(%s::bigint[], %s::bigint[]) AS h(sid, seq) WHERE s.sid = h.sid",
