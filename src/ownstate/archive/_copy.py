@@ -6,8 +6,9 @@ while the last one is written. Restoring skips rows already stored, so a copy st
 part-way and run again continues it and duplicates nothing.
 
 Verification reads both sides again and compares, part by part, the row count and the
-SHA-256 of the rows as the archive would spell them; items are compared per session, so
-a difference names the session.
+SHA-256 of the rows as the archive spells them (JSON values as stored: a copy stores the
+text it is given, so the two sides hold the same text); items are compared per session,
+so a difference names the session.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ async def _digests(backend: Backend, tenant: str, part: str) -> dict[Any, tuple[
             digest = sums.get(key)
             if digest is None:
                 digest = sums[key] = hashlib.sha256()
-            digest.update(encode_line(part, tenant, row))
+            digest.update(encode_line(part, tenant, row, as_stored=True))
             counts[key] = counts.get(key, 0) + 1
     return {key: (counts[key], sums[key].hexdigest()) for key in sums}
 
