@@ -43,6 +43,9 @@ __all__ = ["ArchiveReport", "Progress", "export_parts", "open_verified", "parts_
 
 #: rows asked of a backend per page, and restored per transaction
 PAGE_ROWS = 2_000
+#: a restore batch holds at most about this many bytes of lines (large checkpoints and
+#: assets go in smaller batches)
+BATCH_BYTES = 32 << 20
 _CHUNK = 1 << 20
 #: the parts an export holds unless asked for more (API keys carry secrets' hashes)
 SECRET_PARTS = frozenset({"api_keys"})
@@ -333,16 +336,19 @@ async def restore_archive(backend: Backend, path: str | os.PathLike[str], *,
                 continue
             batch: list[Row] = []
             batch_tenant: str | None = None
+            held = 0
             for number, line in enumerate(_lines(handle), start=1):
                 tenant, row = decode_line(part, line, number)
                 if wanted is not None and tenant not in wanted:
                     continue
                 found.add(tenant)
-                if batch and (tenant != batch_tenant or len(batch) >= PAGE_ROWS):
+                if batch and (tenant != batch_tenant or len(batch) >= PAGE_ROWS
+                              or held >= BATCH_BYTES):
                     await _restore(backend, batch_tenant, part, batch, report, progress)
-                    batch = []
+                    batch, held = [], 0
                 batch_tenant = tenant
                 batch.append(row)
+                held += len(line)
             if batch:
                 await _restore(backend, batch_tenant, part, batch, report, progress)
     report.tenants = sorted(found)

@@ -18,8 +18,12 @@ from typing import Any
 
 from .ports.transfer import PART_FIELDS, Row
 
-__all__ = ["EXPORTS", "RESTORES", "TENANTS", "Dialect", "export_query", "make_row",
-           "restore_sql", "stored_row"]
+__all__ = ["EXPORTS", "LARGE_ROWS", "RESTORES", "TENANTS", "Dialect", "export_query",
+           "make_row", "restore_sql", "stored_row"]
+
+#: the most rows of a part whose rows hold payloads of any size that one page reads, so
+#: that a page of them stays far from filling memory (their bytes are bounded per row)
+LARGE_ROWS = {"checkpoints": 64, "asset_contents": 8}
 
 
 @dataclass(frozen=True, slots=True)

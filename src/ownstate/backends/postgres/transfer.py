@@ -23,6 +23,7 @@ from ..._ids import now as _clock
 from ...errors import InvalidInput, SessionNotFound
 from .._transfer_sql import (
     EXPORTS,
+    LARGE_ROWS,
     RESTORES,
     TENANTS,
     Dialect,
@@ -72,12 +73,13 @@ class TransferInPostgres(PostgresCore):
 
     async def export_rows(self, tenant: str, part: str, after: Cursor | None,
                           limit: int) -> tuple[list[Row], Cursor | None]:
+        limit = min(limit, LARGE_ROWS.get(part, limit))
         if part == "items":
             return await self._read(tenant, lambda cur: _item_page(cur, tenant, after, limit),
                                     snapshot=True)
         if part == "checkpoints":
             return await self._read(tenant, lambda cur: _checkpoint_page(
-                cur, tenant, after, min(limit, 200)), snapshot=True)
+                cur, tenant, after, limit), snapshot=True)
 
         async def run(cur: Sql) -> tuple[list[Row], Cursor | None]:
             sql, params = export_query(DIALECT, part, after, limit + 1)

@@ -17,6 +17,7 @@ from ..._ids import format_time, now, parse_time
 from ...errors import InvalidInput, SessionNotFound
 from .._transfer_sql import (
     EXPORTS,
+    LARGE_ROWS,
     RESTORES,
     TENANTS,
     Dialect,
@@ -47,11 +48,12 @@ class TransferInSqlite(SqliteCore):
 
     async def export_rows(self, tenant: str, part: str, after: Cursor | None,
                           limit: int) -> tuple[list[Row], Cursor | None]:
+        limit = min(limit, LARGE_ROWS.get(part, limit))
         if part == "items":
             return await self._run(lambda conn: _item_page(conn, tenant, after, limit))
         if part == "checkpoints":
             return await self._run(lambda conn: _checkpoint_page(conn, tenant, after,
-                                                                 min(limit, 200)))
+                                                                 limit))
 
         def run(conn: sqlite3.Connection) -> tuple[list[Row], Cursor | None]:
             sql, params = export_query(DIALECT, part, after, limit + 1)
