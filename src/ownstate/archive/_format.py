@@ -28,7 +28,7 @@ from typing import Any
 from .._ids import format_time
 from ..backends.ports.transfer import PART_FIELDS, WRITE_FIELDS, FieldKind, Row
 from ..errors import InvalidInput
-from ..limits import MAX_JSON_DEPTH, decode_json, encode_json
+from ..limits import MAX_JSON_DEPTH, encode_json
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "MANIFEST_NAME", "decode_line", "encode_line",
            "part_file"]
@@ -109,7 +109,7 @@ class _Bad(Exception):
     pass
 
 
-def _decode_value(kind: FieldKind, value: Any, name: str) -> Any:
+def _decode_value(kind: FieldKind, value: Any, name: str, checked: bool = False) -> Any:
     if value is None:
         if kind in ("bytes", "writes", "labels"):
             raise _Bad(f"{name} may not be null")
@@ -135,7 +135,8 @@ def _decode_value(kind: FieldKind, value: Any, name: str) -> Any:
             raise _Bad(f"{name} must be a UTC time like 2026-01-31T12:00:00.000000Z")
         return datetime.fromisoformat(value[:-1]).replace(tzinfo=UTC)
     if kind == "json":
-        return encode_json(value, field=name)
+        # bounds (depth, integer range) checked once, on the pass that checks the archive
+        return str(_compact(value)) if checked else encode_json(value, field=name)
     if kind == "labels":
         if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
             raise _Bad(f"{name} must be an object of strings")
@@ -152,28 +153,39 @@ def _decode_value(kind: FieldKind, value: Any, name: str) -> Any:
     return [_decode_object(WRITE_FIELDS, w, f"{name}[{i}]") for i, w in enumerate(value)]
 
 
-def _decode_object(fields: dict[str, FieldKind], obj: Any, where: str) -> Row:
+def _decode_object(fields: dict[str, FieldKind], obj: Any, where: str,
+                   checked: bool = False) -> Row:
     if not isinstance(obj, dict):
         raise _Bad(f"{where} must be an object")
     row: Row = {}
     for name, kind in fields.items():
         if name not in obj:
             raise _Bad(f"{where} has no {name}")
-        row[name] = _decode_value(kind, obj[name], name)
+        row[name] = _decode_value(kind, obj[name], name, checked)
     return row  # fields this version does not know are left out
 
 
-def decode_line(part: str, line: bytes, number: int) -> tuple[str, Row]:
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def decode_line(part: str, line: bytes, number: int, *,
+                checked: bool = False) -> tuple[str, Row]:
     """The tenant and row a line of ``part`` holds (line ``number`` counts from 1).
+    ``checked`` says the line was decoded before, bounds included (as an import's first
+    pass does), so they are not walked again.
 
     Raises :class:`~ownstate.errors.InvalidInput` naming the part and line."""
     where = f"{part_file(part)} line {number}"
     try:
-        obj = decode_json(line, field=where)
+        try:
+            obj = json.loads(line, parse_constant=_no_constant)
+        except ValueError as exc:
+            raise _Bad(f"not JSON ({exc})") from None
         tenant = obj.get("tenant") if isinstance(obj, dict) else None
         if not isinstance(tenant, str):
             raise _Bad("the row has no tenant")
-        return tenant, _decode_object(PART_FIELDS[part], obj, "the row")
+        return tenant, _decode_object(PART_FIELDS[part], obj, "the row", checked)
     except _Bad as exc:
         raise InvalidInput(f"{where}: {exc}", field="archive") from None
     except InvalidInput as exc:

@@ -338,7 +338,7 @@ async def restore_archive(backend: Backend, path: str | os.PathLike[str], *,
             batch_tenant: str | None = None
             held = 0
             for number, line in enumerate(_lines(handle), start=1):
-                tenant, row = decode_line(part, line, number)
+                tenant, row = decode_line(part, line, number, checked=True)
                 if wanted is not None and tenant not in wanted:
                     continue
                 found.add(tenant)
