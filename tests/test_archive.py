@@ -235,3 +235,15 @@ def test_cli_exit_codes(tmp_path: Path, make_url: Maker) -> None:
                                   str(tmp_path / "none.tar")])
     assert missing.exit_code == 1
     assert "archive" in runner.invoke(cli, ["import", "--help"]).output
+
+
+def test_a_compressed_archive_round_trips(make_url: Maker, tmp_path: Path) -> None:
+    with filled(make_url("memory")) as client:
+        archive.export(client, tmp_path / "state.tgz")
+        archive.export(client, tmp_path / "state.tar")
+    with tarfile.open(tmp_path / "state.tgz", "r:gz"):
+        pass  # gzip indeed
+    with ownstate.connect(make_url("sqlite")) as target:
+        archive.import_archive(target, tmp_path / "state.tgz")
+        archive.export(target, tmp_path / "again.tar")
+    assert parts(tmp_path / "again.tar") == parts(tmp_path / "state.tar")
