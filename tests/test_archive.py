@@ -229,8 +229,14 @@ def test_cli_exit_codes(tmp_path: Path, make_url: Maker) -> None:
                                   str(cases["corrupted"])])
     assert refused.exit_code == 1
     assert "nothing was written" in refused.output
+    imported = runner.invoke(cli, ["import", "archive", "--from", str(out), "--url", target,
+                                   "--tenant", "acme"])
+    assert imported.exit_code == 0, imported.output
+    with ownstate.connect(target, tenant="acme") as acme:
+        assert _tenants(acme) == ["acme"]
     imported = runner.invoke(cli, ["--url", target, "import", "archive", "--from", str(out)])
     assert imported.exit_code == 0, imported.output
+    assert "items: 28 rows (4 already there)" in imported.output
     missing = runner.invoke(cli, ["--url", target, "import", "archive", "--from",
                                   str(tmp_path / "none.tar")])
     assert missing.exit_code == 1

@@ -74,12 +74,19 @@ def export_command(ctx: click.Context, out: str, include_keys: bool) -> None:
 @click.command("archive")
 @click.option("--from", "from_", required=True, type=click.Path(dir_okay=False),
               metavar="FILE", help="The archive to import (ownstate export --out).")
+@click.option("--url", default=None,
+              help="Where ownstate state lives (default: the global --url).")
+@click.option("--tenant", default=None,
+              help="Import only this tenant's rows (default: the global --tenant, else "
+                   "every tenant in the archive).")
 @click.pass_context
-def archive_import_command(ctx: click.Context, from_: str) -> None:
+def archive_import_command(ctx: click.Context, from_: str, url: str | None,
+                           tenant: str | None) -> None:
     """Import an ownstate archive: checked whole first (format version, every part's
     SHA-256), then restored exactly; rows already stored are skipped, so a re-run after
     an interruption finishes the import and duplicates nothing."""
-    url, tenant = _settings(ctx)
+    given_url, given_tenant = _settings(ctx)
+    url, tenant = url or given_url, tenant or given_tenant
     tenants = None if tenant is None else [tenant]
     progress = for_stream("import archive", sys.stderr, unit="rows")
     report = _run(lambda: _with(url, lambda c: aimport_archive(
