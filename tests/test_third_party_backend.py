@@ -153,7 +153,8 @@ def test_capabilities_are_the_strings_they_name() -> None:
     assert Capability("persistent") is Capability.PERSISTENT
     assert Capability.MULTIPROCESS == "multiprocess"
     assert sorted(Capability) == sorted(["multiprocess", "persistent", "migrations",
-                                         "text_search", "operator", "stepwise_stores"])
+                                         "text_search", "operator", "stepwise_stores",
+                                         "transfer"])
     declared = Target("plain", url="memory://", capabilities=frozenset({"text_search"}))
     assert declared.has(Capability.TEXT_SEARCH)
     assert Capability.OPERATOR in MemoryBackend.capabilities
