@@ -48,6 +48,20 @@ def test_round_trip_gives_the_sameparts(source: str, target: str, make_url: Make
         assert [r.fencing_token for r in waiting] == [1]
         assert len(copy.memory_stores.get("mem").history("user:1", "k")) == 2
         assert copy.memory_stores.get("mem").search("nested")
+        # the search indexes came with the rows: restored facts and items are found,
+        # and the items of a store that does not index them are not
+        hits = copy.session_stores.search_items("hi")
+        assert {h.store for h in hits} == {"st-one"}
+        assert copy.session_stores.search_items("whispered") == []
+        hush = copy.session_stores.get("st-quiet").get("hush")
+        assert [i.data["content"] for i in hush.list_items()] == ["whispered secret"]
+        decided = copy.runs.decided().items
+        assert [(r.decision.outcome, r.decision.comment, r.decision.decided_by)
+                for r in decided if r.decision] == [("approve", "fine ✓", "alice")]
+        assert [d.payload for d in decided[0].decisions] == [{"amount": 4}]
+        # the store still does not index what is appended to it after the restore
+        hush.append_items([{"type": "message", "role": "user", "content": "whispered"}])
+        assert copy.session_stores.search_items("whispered") == []
         session = copy.session_stores.get("st-one").get("s0")
         assert session.append_items([{"type": "message", "role": "user",
                                       "content": "next"}])[0].seq == 8
@@ -62,7 +76,7 @@ def test_pages_of_three_rows_read_what_one_page_does(kind: str, make_url: Maker)
     with filled(make_url(kind)) as client:
         small, large = part_rows(client, page=3), part_rows(client, page=10_000)
     assert small == large
-    assert len(small["items"]) == 3 * 7 + 7  # and the fork's copies
+    assert len(small["items"]) == 3 * 7 + 7 + 1  # the fork's copies, the quiet store's
 
 
 def test_keys_only_when_asked(make_url: Maker, tmp_path: Path) -> None:
@@ -218,7 +232,7 @@ def test_cli_exit_codes(tmp_path: Path, make_url: Maker) -> None:
     out = tmp_path / "cli.tar"
     done = runner.invoke(cli, ["--url", source, "export", "--out", str(out)])
     assert done.exit_code == 0, done.output
-    assert "items: 32 rows" in done.output
+    assert "items: 34 rows" in done.output
     one = runner.invoke(cli, ["--url", source, "--tenant", "acme", "export", "--out",
                               str(tmp_path / "acme.tar")])
     assert one.exit_code == 0
@@ -236,7 +250,7 @@ def test_cli_exit_codes(tmp_path: Path, make_url: Maker) -> None:
         assert _tenants(acme) == ["acme"]
     imported = runner.invoke(cli, ["--url", target, "import", "archive", "--from", str(out)])
     assert imported.exit_code == 0, imported.output
-    assert "items: 28 rows (4 already there)" in imported.output
+    assert "items: 29 rows (5 already there)" in imported.output
     missing = runner.invoke(cli, ["--url", target, "import", "archive", "--from",
                                   str(tmp_path / "none.tar")])
     assert missing.exit_code == 1

@@ -6,7 +6,10 @@ order (text compared by code point: ``COLLATE "C"`` on PostgreSQL, SQLite's defa
 Each restore statement inserts one row and does nothing when its key is stored. What
 differs between the two databases (placeholders, casts to and from JSON, how times are
 stored) comes in a :class:`Dialect`. Items, the part that is large, are paged by each
-backend its own way. Imports nothing but the ports.
+backend its own way. A run's decisions are read out in one spelling whatever the column
+(SQLite's text, PostgreSQL's ``jsonb``): compact JSON of
+:meth:`~ownstate.model.Decision.to_json`, as the memory backend writes it. Imports
+nothing but the ports and the model.
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..model import Decision
 from .ports.transfer import PART_FIELDS, Row
 
-__all__ = ["EXPORTS", "LARGE_ROWS", "RESTORES", "TENANTS", "Dialect", "export_query",
-           "make_row", "restore_sql", "stored_row"]
+__all__ = ["EXPORTS", "LARGE_ROWS", "RESTORES", "TENANTS", "Dialect", "decision_text",
+           "export_query", "make_row", "restore_sql", "stored_row"]
 
 #: the most rows of a part whose rows hold payloads of any size that one page reads, so
 #: that a page of them stays far from filling memory (their bytes are bounded per row)
@@ -56,8 +60,8 @@ class Export:
 
 
 EXPORTS: dict[str, Export] = {
-    "session_stores": Export(("name", "create_time"), "session_stores", "tenant",
-                             (("name", True),)),
+    "session_stores": Export(("name", "create_time", "index_items"), "session_stores",
+                             "tenant", (("name", True),)),
     "sessions": Export(
         ("store", "session_id", "actor_id", "parent_session_id", "root_session_id",
          "{j}metadata", "create_time", "last_activity_time"), "sessions", "tenant",
@@ -73,7 +77,8 @@ EXPORTS: dict[str, Export] = {
     "runs": Export(
         ("run_id", "store", "session_id", "actor_id", "framework", "thread_key", "status",
          "status_since", "{j}awaiting", "step_count", "usd_cost", "started_at", "ended_at",
-         "lease_owner", "lease_expires_at", "fencing_token"), "runs", "tenant",
+         "lease_owner", "lease_expires_at", "fencing_token", "{j}decision", "{j}decisions"),
+        "runs", "tenant",
         (("started_at", False), ("run_id", True))),
     "effects": Export(
         ("r.run_id", "e.tool_call_id", "{j}e.result", "e.recorded_at"),
@@ -139,7 +144,20 @@ def make_row(d: Dialect, part: str, values: Sequence[Any]) -> Row:
             row[name] = float(value)
         else:
             row[name] = value
+    if part == "runs":
+        row["decision"] = decision_text(row["decision"], many=False)
+        row["decisions"] = decision_text(row["decisions"], many=True)
     return row
+
+
+def decision_text(stored: str | None, *, many: bool) -> str | None:
+    """A stored decision (or list of them) as compact JSON of ``Decision.to_json``."""
+    if stored is None:
+        return None
+    found = json.loads(stored)
+    value = ([Decision.from_json(d).to_json() for d in found] if many
+             else Decision.from_json(found).to_json())
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _sid(p: str) -> str:
@@ -150,9 +168,9 @@ def _sid(p: str) -> str:
 #: INSERT of one row and the row's parameters in order (times already as stored)
 RESTORES: dict[str, tuple[str, Callable[[str, Row], tuple[Any, ...]]]] = {
     "session_stores": (
-        "INSERT INTO session_stores (tenant, name, create_time) VALUES ({p}, {p}, {p}) "
-        "ON CONFLICT DO NOTHING",
-        lambda t, r: (t, r["name"], r["create_time"])),
+        "INSERT INTO session_stores (tenant, name, create_time, index_items) "
+        "VALUES ({p}, {p}, {p}, {p}) ON CONFLICT DO NOTHING",
+        lambda t, r: (t, r["name"], r["create_time"], r["index_items"])),
     "sessions": (
         "INSERT INTO sessions (tenant, store, session_id, actor_id, parent_session_id, "
         "root_session_id, metadata, create_time, last_activity_time) "
@@ -167,14 +185,16 @@ RESTORES: dict[str, tuple[str, Callable[[str, Row], tuple[Any, ...]]]] = {
     "runs": (
         "INSERT INTO runs (sid, tenant, run_id, store, session_id, actor_id, framework, "
         "thread_key, status, status_since, awaiting, step_count, usd_cost, started_at, "
-        "ended_at, lease_owner, lease_expires_at, fencing_token) SELECT sid, {p}, {p}, {p}, "
-        "{p}, {p}, {p}, {p}, {p}, {p}, {j}, {p}, {p}, {p}, {p}, {p}, {p}, {p} FROM sessions "
+        "ended_at, lease_owner, lease_expires_at, fencing_token, decision, decisions) "
+        "SELECT sid, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {j}, {p}, {p}, {p}, {p}, "
+        "{p}, {p}, {p}, {j}, {j} FROM sessions "
         "WHERE tenant = {p} AND store = {p} AND session_id = {p} ON CONFLICT DO NOTHING",
         lambda t, r: (t, r["run_id"], r["store"], r["session_id"], r["actor_id"],
                       r["framework"], r["thread_key"], r["status"], r["status_since"],
                       r["awaiting"], r["step_count"], r["usd_cost"], r["started_at"],
                       r["ended_at"], r["lease_owner"], r["lease_expires_at"],
-                      r["fencing_token"], t, r["store"], r["session_id"])),
+                      r["fencing_token"], r["decision"], r["decisions"], t, r["store"],
+                      r["session_id"])),
     "effects": (
         "INSERT INTO run_effects (rid, tool_call_id, tenant, result, recorded_at) "
         "SELECT rid, {p}, {p}, {j}, {p} FROM runs WHERE tenant = {p} AND run_id = {p} "

@@ -2,9 +2,11 @@
 
 :func:`fill_every_kind` writes, through the public API, at least one row of every part an
 archive holds: stores, sessions (with labels, and a fork), items with non-ASCII text and
-mixed JSON, every version of a corrected and of a forgotten fact, a run awaiting a human
-with its lease token, an effect and checkpoints with pending writes in two namespaces, a
-closed run with a cost, assets shared by content and loose, grants and an API key.
+mixed JSON, a store that does not index its items (``index_items=False``) holding one,
+every version of a corrected and of a forgotten fact, a run awaiting a human with its
+lease token, a run a human has decided on, an effect and checkpoints with pending writes
+in two namespaces, a closed run with a cost, assets shared by content and loose, grants
+and an API key.
 :func:`part_rows` reads every row of a backend back a few at a time, so that paging is
 exercised on every part.
 """
@@ -33,6 +35,9 @@ def fill_every_kind(client: ownstate.Client, *, sessions: int = 3, items: int = 
         made.append(session)
     made[0].fork(session_id="s0-child")
     lonely = other.add(actor_id="user:9", session_id="lonely")
+    quiet = client.session_stores.create("st-quiet", index_items=False)
+    hush = quiet.add(actor_id="user:8", session_id="hush")
+    hush.append_items([{"type": "message", "role": "user", "content": "whispered secret"}])
     memory = client.memory_stores.create("mem")
     memory.remember("user:1", "k", "v", confidence=0.5)
     memory.remember("user:1", "k", {"nested": [1, 2], "b": 1})
@@ -50,6 +55,11 @@ def fill_every_kind(client: ownstate.Client, *, sessions: int = 3, items: int = 
         PendingWrite("task", 1, "x", "json", b"{}", "p")])
     client.runs.mark_awaiting(run.run_id, {"kind": "approval", "tool": "refund",
                                            "payload": {"amount": 5}}, fencing_token=1)
+    decided = client.runs.open_run(hush, framework="langgraph", thread_key="d")
+    client.runs.mark_awaiting(decided.run_id, {"kind": "approval"},
+                              fencing_token=decided.fencing_token)
+    client.runs.decide(decided.run_id, "approve", comment="fine ✓", payload={"amount": 4},
+                       decided_by="alice")
     closed = client.runs.open_run(lonely, framework="openai")
     client.runs.close_run(closed.run_id, status="done", usd_cost=0.25)
     client.assets.put(b"\x89PNG bytes", "image/png", session=lonely, metadata={"k": "v"})

@@ -17,6 +17,7 @@ from ...model import (
     ApiKey,
     AssetRef,
     CheckpointRecord,
+    Decision,
     Fact,
     MemoryStoreRecord,
     PendingWrite,
@@ -24,7 +25,7 @@ from ...model import (
     SessionRecord,
     SessionStoreRecord,
 )
-from ..ports.facts import fact_words
+from ..ports.search import fact_text, item_text, terms
 from ..ports.transfer import Cursor, Row, order_key
 from ._data import MemoryBase, _StoredItem, _StoredSession
 from .checkpoints import _RunCheckpoints, _StoredCheckpoint
@@ -61,7 +62,8 @@ class TransferInMemory(MemoryBase):
         """Every row of the part with its place in the export order."""
         d = self._data
         if part == "session_stores":
-            return _keyed(part, ({"name": r.name, "create_time": r.create_time}
+            return _keyed(part, ({"name": r.name, "create_time": r.create_time,
+                                  "index_items": (t, r.name) not in d.unindexed}
                                  for (t, _), r in d.stores.items() if t == tenant))
         if part == "sessions":
             return _keyed(part, (_session_row(s.record) for (t, _, _), s in d.sessions.items()
@@ -180,6 +182,10 @@ class TransferInMemory(MemoryBase):
         if key in self._data.stores:
             return False
         self._data.stores[key] = SessionStoreRecord(tenant, row["name"], row["create_time"])
+        if row["index_items"]:
+            self._data.unindexed.discard(key)
+        else:
+            self._data.unindexed.add(key)
         return True
 
     def _put_session(self, tenant: str, row: Row) -> bool:
@@ -208,7 +214,9 @@ class TransferInMemory(MemoryBase):
             item_id=row["item_id"], seq=row["seq"], create_time=row["create_time"],
             data_json=row["data"], format=row["format"], role=row["role"], type=row["type"],
             tool_name=row["tool_name"], model=row["model"], in_tokens=row["in_tokens"],
-            out_tokens=row["out_tokens"]))
+            out_tokens=row["out_tokens"],
+            terms=(() if (tenant, row["store"]) in self._data.unindexed
+                   else tuple(terms(item_text(json.loads(row["data"])))))))
         return True
 
     def _put_memory_store(self, tenant: str, row: Row) -> bool:
@@ -233,7 +241,7 @@ class TransferInMemory(MemoryBase):
             closed_reason=row["closed_reason"], source_store=row["source_store"])
         chain = facts.chains.setdefault((row["subject"], row["key"]), [])
         chain.append(_StoredFact(record, row["value"],
-                                 frozenset(fact_words(row["key"], json.loads(row["value"]))),
+                                 tuple(terms(fact_text(row["key"], json.loads(row["value"])))),
                                  self._data.next("facts")))
         chain.sort(key=_record_order)
         facts.by_id[row["fact_id"]] = (row["subject"], row["key"])
@@ -250,7 +258,10 @@ class TransferInMemory(MemoryBase):
                   step_count=row["step_count"], usd_cost=row["usd_cost"],
                   started_at=row["started_at"], ended_at=row["ended_at"],
                   lease_owner=row["lease_owner"], lease_expires_at=row["lease_expires_at"],
-                  fencing_token=row["fencing_token"])
+                  fencing_token=row["fencing_token"],
+                  decision=_decision(row["decision"]),
+                  decisions=tuple(Decision.from_json(d)
+                                  for d in json.loads(row["decisions"] or "[]")))
         self._data.runs[key] = _StoredRun(run, self._data.next("runs"), row["status_since"])
         return True
 
@@ -345,7 +356,13 @@ def _run_row(r: Run, since: datetime) -> Row:
             "status": r.status, "status_since": since, "awaiting": _compact(r.awaiting),
             "step_count": r.step_count, "usd_cost": r.usd_cost, "started_at": r.started_at,
             "ended_at": r.ended_at, "lease_owner": r.lease_owner,
-            "lease_expires_at": r.lease_expires_at, "fencing_token": r.fencing_token}
+            "lease_expires_at": r.lease_expires_at, "fencing_token": r.fencing_token,
+            "decision": _compact(None if r.decision is None else r.decision.to_json()),
+            "decisions": _compact([d.to_json() for d in r.decisions] or None)}
+
+
+def _decision(text: str | None) -> Decision | None:
+    return None if text is None else Decision.from_json(json.loads(text))
 
 
 def _checkpoint_row(c: CheckpointRecord, metadata_json: str,

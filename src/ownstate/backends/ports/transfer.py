@@ -54,7 +54,7 @@ WRITE_FIELDS: dict[str, FieldKind] = {
 
 #: Each part's fields and their kinds, in restore order.
 PART_FIELDS: dict[str, dict[str, FieldKind]] = {
-    "session_stores": {"name": "text", "create_time": "time"},
+    "session_stores": {"name": "text", "create_time": "time", "index_items": "bool"},
     "sessions": {
         "store": "text", "session_id": "text", "actor_id": "text",
         "parent_session_id": "text", "root_session_id": "text", "metadata": "labels",
@@ -80,6 +80,7 @@ PART_FIELDS: dict[str, dict[str, FieldKind]] = {
         "status_since": "time", "awaiting": "json", "step_count": "int",
         "usd_cost": "float", "started_at": "time", "ended_at": "time",
         "lease_owner": "text", "lease_expires_at": "time", "fencing_token": "int",
+        "decision": "json", "decisions": "json",
     },
     "effects": {"run_id": "text", "tool_call_id": "text", "result": "json",
                 "recorded_at": "time"},

@@ -9,8 +9,10 @@ A restore batch is one transaction. Items go in with ``COPY ... FROM STDIN``: a
 session's items are restored in ``seq`` order, batch after batch, each batch whole or
 not at all, so the rows at or below a session's item count are exactly those already
 stored and are left out; what remains cannot clash and is copied without a check per
-row. The other parts are ``executemany`` inserts that do nothing for a stored key;
-current facts get their search lexemes as the backend's own writes compute them.
+row. The other parts are ``executemany`` inserts that do nothing for a stored key.
+Facts, and the items of a store that indexes them, get their ``terms`` as the backend's
+own writes compute them (``search.py``), and ``search_stats`` gains what they add (no
+trigger does that on INSERT; triggers subtract on DELETE only).
 """
 
 from __future__ import annotations
@@ -32,11 +34,11 @@ from .._transfer_sql import (
     restore_sql,
     stored_row,
 )
-from ..ports.facts import fact_words
+from ..ports.search import item_text
 from ..ports.transfer import Cursor, Row
 from ._core import Cursor as Sql
 from ._core import PostgresCore
-from .facts import _lexeme, _prefix
+from .search import ADD_STATS, fact_vector, item_vector
 
 __all__ = ["TransferInPostgres"]
 
@@ -199,11 +201,31 @@ async def _restore_items(cur: Sql, tenant: str, rows: Sequence[Row]) -> int:
     if not fresh:
         return 0
     await cur.copy_rows(_COPY_ITEMS, fresh, _ITEM_TYPES)
+    await _index_items(cur, tenant, rows, sids)
     await cur.execute(
         "UPDATE sessions s SET item_count = greatest(s.item_count, h.seq) "
         "FROM unnest(%s::bigint[], %s::bigint[]) AS h(sid, seq) WHERE s.sid = h.sid",
         (list(highest), list(highest.values())))
     return len(fresh)
+
+
+_FACT_FIELDS = ("memory_store", "fact_id", "subject", "key", "value", "confidence",
+                "source_type", "source_store", "source_session_id", "source_item_id",
+                "valid_from", "valid_to", "recorded_at", "superseded_at", "supersedes",
+                "closed_reason")
+_FACT_TYPES = ("text", "text", "text", "text", "text", "float8", "text", "text", "text",
+               "text", "timestamptz", "timestamptz", "timestamptz", "timestamptz", "text",
+               "text")
+_RESTORE_FACTS = (
+    "INSERT INTO facts (tenant, " + ", ".join(_FACT_FIELDS) + ", terms, terms_len) "
+    "SELECT %(tenant)s, u.memory_store, u.fact_id, u.subject, u.key, u.value::json, "
+    "u.confidence, u.source_type, u.source_store, u.source_session_id, u.source_item_id, "
+    "u.valid_from, u.valid_to, u.recorded_at, u.superseded_at, u.supersedes, "
+    "u.closed_reason, u.terms::tsvector, u.terms_len FROM unnest("
+    + ", ".join(f"%({n})s::{t}[]" for n, t in zip(_FACT_FIELDS, _FACT_TYPES, strict=True))
+    + ", %(terms)s::text[], %(terms_len)s::int[]) WITH ORDINALITY AS u ("
+    + ", ".join(_FACT_FIELDS) + ", terms, terms_len, ord) ORDER BY u.ord "
+    "ON CONFLICT DO NOTHING RETURNING memory_store, terms_len")
 
 
 async def _restore_facts(cur: Sql, tenant: str, rows: Sequence[Row]) -> int:
@@ -214,27 +236,48 @@ async def _restore_facts(cur: Sql, tenant: str, rows: Sequence[Row]) -> int:
     if missing:
         raise InvalidInput(f"a fact names the missing memory store {min(missing)!r}",
                            field="facts")
-    params = []
+    # every fact is indexed, closed ones too, as a remember writes it; the stats of each
+    # store gain the facts stored (a fact stored before is left, and not counted)
+    columns: dict[str, list[Any]] = {name: [] for name in _FACT_FIELDS}
+    columns["terms"], columns["terms_len"] = [], []
     for r in rows:
-        lexemes = None
-        if r["superseded_at"] is None:
-            words = fact_words(r["key"], json.loads(r["value"]))
-            store_prefix = _prefix(tenant, r["memory_store"])
-            subject_prefix = _prefix(tenant, r["memory_store"], r["subject"])
-            lexemes = [*(_lexeme(store_prefix, w) for w in words),
-                       *(_lexeme(subject_prefix, w) for w in words)]
-        params.append((tenant, r["memory_store"], r["fact_id"], r["subject"], r["key"],
-                       r["value"], r["confidence"], r["source_type"], r["source_store"],
-                       r["source_session_id"], r["source_item_id"], r["valid_from"],
-                       r["valid_to"], r["recorded_at"], r["superseded_at"], r["supersedes"],
-                       r["closed_reason"], lexemes))
-    await cur.executemany(
-        "INSERT INTO facts (tenant, memory_store, fact_id, subject, key, value, confidence, "
-        "source_type, source_store, source_session_id, source_item_id, valid_from, valid_to, "
-        "recorded_at, superseded_at, supersedes, closed_reason, search) VALUES (%s, %s, %s, "
-        "%s, %s, %s::json, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-        "array_to_tsvector(%s::text[])) ON CONFLICT DO NOTHING", params)
-    return int(cur.rowcount)
+        for name in _FACT_FIELDS:
+            columns[name].append(r[name])
+        vector, length = fact_vector(tenant, r["memory_store"], r["key"], json.loads(r["value"]))
+        columns["terms"].append(vector)
+        columns["terms_len"].append(length)
+    await cur.execute(_RESTORE_FACTS, {"tenant": tenant, **columns})
+    added = await cur.fetchall()
+    per_store: dict[str, list[int]] = {}
+    for store, length in added:
+        held = per_store.setdefault(store, [0, 0])
+        held[0] += 1
+        held[1] += int(length)
+    for store, (docs, total) in sorted(per_store.items()):
+        await cur.execute(ADD_STATS, (tenant, "fact", store, docs, total))
+    return len(added)
+
+
+async def _index_items(cur: Sql, tenant: str, rows: Sequence[Row],
+                       sids: dict[tuple[str, str], tuple[int, int]]) -> None:
+    """Give the items just copied of stores that index theirs their ``terms``, and add
+    them to ``search_stats``, as an append does."""
+    stores = sorted({r["store"] for r in rows})
+    await cur.execute("SELECT name FROM session_stores WHERE tenant = %s AND name = ANY(%s) "
+                      "AND index_items", (tenant, stores))
+    indexed = {r[0] for r in await cur.fetchall()}
+    picked = [r for r in rows if r["store"] in indexed
+              and r["seq"] > sids[(r["store"], r["session_id"])][1]]
+    if not picked:
+        return
+    vectors = [item_vector(tenant, item_text(json.loads(r["data"]))) for r in picked]
+    await cur.execute(
+        "UPDATE items i SET terms = u.terms::tsvector, terms_len = u.len "
+        "FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::int[]) AS u(sid, seq, terms, len) "
+        "WHERE i.sid = u.sid AND i.seq = u.seq",
+        ([sids[(r["store"], r["session_id"])][0] for r in picked], [r["seq"] for r in picked],
+         [v[0] for v in vectors], [v[1] for v in vectors]))
+    await cur.execute(ADD_STATS, (tenant, "item", "", len(picked), sum(v[1] for v in vectors)))
 
 
 async def _checkpoint_page(cur: Sql, tenant: str, after: Cursor | None,

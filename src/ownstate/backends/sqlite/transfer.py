@@ -4,11 +4,13 @@ Pages are keyset queries of :mod:`ownstate.backends._transfer_sql`; items are re
 session at a time (SQLite's per-query cost is small) along the sessions' unique index.
 A restore batch is one ``BEGIN IMMEDIATE`` transaction of ``executemany`` inserts that
 do nothing for a stored key; it keeps the derived state in step: a session's item count,
-the search index of current facts.
+the search indexes (``fact_search`` for every fact, ``item_search`` for the items of a
+store that indexes them, with the terms ``search.py`` computes for a normal write).
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
@@ -26,10 +28,10 @@ from .._transfer_sql import (
     restore_sql,
     stored_row,
 )
-from ..ports.facts import fact_words
+from ..ports.search import item_text
 from ..ports.transfer import Cursor, Row
-from ._core import SqliteCore, decode_json, write
-from .facts import _store_prefix, _subject_prefix
+from ._core import SqliteCore, write
+from .search import fact_terms, item_terms
 
 __all__ = ["TransferInSqlite"]
 
@@ -166,6 +168,18 @@ def _restore_items(conn: sqlite3.Connection, tenant: str, rows: Sequence[Row]) -
           format_time(r["create_time"]), r["format"], r["data"], r["role"], r["type"],
           r["tool_name"], r["model"], r["in_tokens"], r["out_tokens"]) for r in rows])
     stored = conn.total_changes - before
+    # the search index as an append writes it: items of stores that index theirs, each
+    # once (a row stored before keeps its entry)
+    indexed = {key for key in sids if conn.execute(
+        "SELECT index_items FROM session_stores WHERE tenant = ? AND name = ?",
+        (tenant, key[0])).fetchone()[0]}
+    conn.executemany(
+        "INSERT INTO item_search (rowid, terms) SELECT i.id, ? FROM items i "
+        "WHERE i.sid = ? AND i.seq = ? AND NOT EXISTS "
+        "(SELECT 1 FROM item_search x WHERE x.rowid = i.id)",
+        [(item_terms(tenant, item_text(json.loads(r["data"]))),
+          sids[(r["store"], r["session_id"])], r["seq"])
+         for r in rows if (r["store"], r["session_id"]) in indexed])
     highest: dict[int, int] = {}
     for r in rows:
         sid = sids[(r["store"], r["session_id"])]
@@ -196,13 +210,10 @@ def _restore_facts(conn: sqlite3.Connection, tenant: str, rows: Sequence[Row]) -
         if cur.rowcount != 1:
             continue
         stored += 1
-        if t["superseded_at"] is None:
-            words = fact_words(t["key"], decode_json(t["value"]))
-            store_prefix = _store_prefix(tenant, t["memory_store"])
-            subject_prefix = _subject_prefix(tenant, t["memory_store"], t["subject"])
-            conn.execute("INSERT INTO fact_search (rowid, words) VALUES (?, ?)",
-                         (cur.lastrowid, " ".join([*(store_prefix + w for w in words),
-                                                   *(subject_prefix + w for w in words)])))
+        # every fact is indexed, closed ones too, as a remember writes it
+        conn.execute("INSERT INTO fact_search (rowid, terms) VALUES (?, ?)",
+                     (cur.lastrowid, fact_terms(tenant, t["memory_store"], t["key"],
+                                                _as_text(t["value"]))))
     return stored
 
 
