@@ -55,12 +55,10 @@ _ITEMS = ("SELECT b.pos, i.seq, i.item_id, i.create_time, i.format, i.data::text
           "FROM unnest(%s::bigint[], %s::bigint[]) WITH ORDINALITY AS b(sid, after_seq, pos) "
           "JOIN items i ON i.sid = b.sid AND i.seq > b.after_seq "
           "ORDER BY b.pos, i.seq LIMIT %s")
+#: ``data`` is the JSON text as stored; ``terms`` the ``tsvector`` text an append writes
+#: (psycopg has no binary ``tsvector`` dumper, so the rows go in COPY's text format)
 _COPY_ITEMS = ("COPY items (sid, seq, tenant, item_id, create_time, format, data, role, type, "
-               "tool_name, model, in_tokens, out_tokens) FROM STDIN (FORMAT BINARY)")
-#: ``data`` is the JSON text as stored: sent as text (a json column reads the same bytes;
-#: psycopg's json dumper would encode the text as one JSON string)
-_ITEM_TYPES = ("int8", "int8", "text", "text", "timestamptz", "text", "text", "text", "text",
-               "text", "text", "int8", "int8")
+               "tool_name, model, in_tokens, out_tokens, terms, terms_len) FROM STDIN")
 
 
 class TransferInPostgres(PostgresCore):
@@ -188,20 +186,33 @@ async def _item_page(cur: Sql, tenant: str, after: Cursor | None,
 
 async def _restore_items(cur: Sql, tenant: str, rows: Sequence[Row]) -> int:
     sids = await _sids(cur, tenant, {(r["store"], r["session_id"]) for r in rows})
+    stores = sorted({r["store"] for r in rows})
+    await cur.execute("SELECT name FROM session_stores WHERE tenant = %s AND name = ANY(%s) "
+                      "AND index_items", (tenant, stores))
+    indexed = {r[0] for r in await cur.fetchall()}
     fresh = []
     highest: dict[int, int] = {}
+    docs = length = 0
     for r in rows:
         sid, count = sids[(r["store"], r["session_id"])]
         if r["seq"] <= count:
             continue  # stored by an earlier batch
+        # the search terms as an append writes them; none in a store that does not index
+        terms: str | None = None
+        size: int | None = None
+        if r["store"] in indexed:
+            terms, size = item_vector(tenant, item_text(json.loads(r["data"])))
+            docs += 1
+            length += size
         fresh.append((sid, r["seq"], tenant, r["item_id"], r["create_time"], r["format"],
                       r["data"], r["role"], r["type"], r["tool_name"], r["model"],
-                      r["in_tokens"], r["out_tokens"]))
+                      r["in_tokens"], r["out_tokens"], terms, size))
         highest[sid] = max(highest.get(sid, 0), r["seq"])
     if not fresh:
         return 0
-    await cur.copy_rows(_COPY_ITEMS, fresh, _ITEM_TYPES)
-    await _index_items(cur, tenant, rows, sids)
+    await cur.copy_rows(_COPY_ITEMS, fresh)
+    if docs:
+        await cur.execute(ADD_STATS, (tenant, "item", "", docs, length))
     await cur.execute(
         "UPDATE sessions s SET item_count = greatest(s.item_count, h.seq) "
         "FROM unnest(%s::bigint[], %s::bigint[]) AS h(sid, seq) WHERE s.sid = h.sid",
@@ -256,28 +267,6 @@ async def _restore_facts(cur: Sql, tenant: str, rows: Sequence[Row]) -> int:
     for store, (docs, total) in sorted(per_store.items()):
         await cur.execute(ADD_STATS, (tenant, "fact", store, docs, total))
     return len(added)
-
-
-async def _index_items(cur: Sql, tenant: str, rows: Sequence[Row],
-                       sids: dict[tuple[str, str], tuple[int, int]]) -> None:
-    """Give the items just copied of stores that index theirs their ``terms``, and add
-    them to ``search_stats``, as an append does."""
-    stores = sorted({r["store"] for r in rows})
-    await cur.execute("SELECT name FROM session_stores WHERE tenant = %s AND name = ANY(%s) "
-                      "AND index_items", (tenant, stores))
-    indexed = {r[0] for r in await cur.fetchall()}
-    picked = [r for r in rows if r["store"] in indexed
-              and r["seq"] > sids[(r["store"], r["session_id"])][1]]
-    if not picked:
-        return
-    vectors = [item_vector(tenant, item_text(json.loads(r["data"]))) for r in picked]
-    await cur.execute(
-        "UPDATE items i SET terms = u.terms::tsvector, terms_len = u.len "
-        "FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::int[]) AS u(sid, seq, terms, len) "
-        "WHERE i.sid = u.sid AND i.seq = u.seq",
-        ([sids[(r["store"], r["session_id"])][0] for r in picked], [r["seq"] for r in picked],
-         [v[0] for v in vectors], [v[1] for v in vectors]))
-    await cur.execute(ADD_STATS, (tenant, "item", "", len(picked), sum(v[1] for v in vectors)))
 
 
 async def _checkpoint_page(cur: Sql, tenant: str, after: Cursor | None,
