@@ -277,6 +277,39 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
 
 
 @pytest.fixture
+def make_url(tmp_path: Path) -> Iterator[Callable[[str], str]]:
+    """``make_url(kind)``: the URL of a new, empty database of that backend (``memory``,
+    ``sqlite``, ``postgres``, ``redis``), dropped after the test; a backend that does not
+    declare Capability.TRANSFER skips (the archive and copy tests use it)."""
+    from ownstate.backends import Capability, open_backend
+
+    drops: list[Callable[[], None]] = []
+
+    def make(kind: str) -> str:
+        name = uuid.uuid4().hex[:12]
+        if kind == "memory":
+            return f"memory://{name}"
+        if kind == "sqlite":
+            return f"sqlite:///{tmp_path}/{name}.db"
+        if kind == "postgres":
+            _require("postgres")
+            drops.append(lambda: _drop_schema(f"a_{name}"))
+            separator = "&" if "?" in POSTGRES_URL else "?"
+            return f"{POSTGRES_URL}{separator}schema=a_{name}"
+        target = _redis(tmp_path)
+        if target.cleanup is not None:
+            drops.append(target.cleanup)
+        assert target.url is not None
+        if Capability.TRANSFER not in type(open_backend(target.url)).capabilities:
+            pytest.skip("the Redis backend does not declare Capability.TRANSFER")
+        return target.url
+
+    yield make
+    for drop in drops:
+        drop()
+
+
+@pytest.fixture
 def new_database() -> Iterator[Callable[[str], str]]:
     """Make fresh PostgreSQL databases on the test server (``make("lg")`` gives the URL of
     a new database named ``lg_<random>``), dropped after the test; skips when the server

@@ -4,13 +4,18 @@ reference went."""
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
+
+import pytest
 
 import ownstate
 from ownstate.api import AsyncClient
+from ownstate.backends import Capability
 from ownstate.backends.memory import MemoryBackend
-from ownstate.testing import Suite
+from ownstate.testing import Suite, Target
 from ownstate.testing.fixtures import run_async
 
 ownstate_suite = Suite("assets")
@@ -68,3 +73,30 @@ def test_memory_frees_content_with_its_last_reference() -> None:
             assert backend._data.assets == {}
 
     run_async(scenario())
+
+
+def test_putting_an_asset_again_under_its_own_id_keeps_it(target: Target) -> None:
+    """A put that names an asset id already stored for that owner and content (a retried
+    write, a restore run again) returns the stored reference and leaves it whole: still
+    found by its id, its bytes still there."""
+    if not target.has(Capability.OPERATOR):
+        pytest.skip(f"{target.name} makes asset ids itself (not Capability.OPERATOR)")
+    data = b"the same bytes"
+    digest = hashlib.sha256(data).hexdigest()
+    with target.connect() as client:
+        session = client.session_stores.create("again-store").add(actor_id="a",
+                                                                  session_id="s1")
+        backend, tenant = client.backend, client.tenant
+        when = datetime.now(UTC)
+
+        async def put_twice(store: str | None, session_id: str | None, asset_id: str) -> None:
+            for _ in range(2):
+                ref = await backend.put_asset(tenant, store, session_id, asset_id, digest,
+                                              data, "text/plain", {}, when)
+                assert ref.asset_id == asset_id
+
+        client._portal.call(put_twice("again-store", session.session_id, "ast_owned"))
+        client._portal.call(put_twice(None, None, "ast_loose"))
+        for asset_id in ("ast_owned", "ast_loose"):
+            assert client.assets.get(asset_id) == data
+        assert [r.asset_id for r in client.assets.list(session)] == ["ast_owned"]

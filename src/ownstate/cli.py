@@ -25,6 +25,7 @@ from click.core import ParameterSource
 
 import ownstate
 from ownstate._extras import requires
+from ownstate.archive.cli import copy_command, export_command
 from ownstate.backends import resolve_url
 from ownstate.cli_common import Duration, find_session
 from ownstate.distill.cli import distill_command
@@ -715,6 +716,8 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 cli.add_command(import_command)
 memory.add_command(distill_command)
 cli.add_command(mcp_command)
+cli.add_command(export_command)
+cli.add_command(copy_command)
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """The one interface every backend implements, async because async is the source of truth.
 
 A backend is the sum of seven ports (sessions, facts, runs, checkpoints, assets, access,
-vectors) plus its lifecycle. It stores records and enforces invariants in its datastore;
+vectors, transfer) plus its lifecycle. It stores records and enforces invariants in its datastore;
 it does not validate caller input (the public API does that first, identically for every
 backend) and it does not encode page tokens (it returns and accepts plain cursors).
 
@@ -23,6 +23,7 @@ from .ports.checkpoints import CheckpointPort, NewCheckpoint
 from .ports.facts import FactPort, NewFact
 from .ports.runs import RunPort
 from .ports.sessions import NewItem, SessionOrder, SessionPort
+from .ports.transfer import TransferPort
 from .ports.vectors import VectorPort
 
 __all__ = [
@@ -63,10 +64,14 @@ class Capability(StrEnum):
     #: facts carry vectors and memory.search() ranks semantically and by fusion
     #: (``ownstate.backends.ports.vectors``)
     VECTORS = "vectors"
+    #: every stored row can be read out and written back exactly
+    #: (:class:`~ownstate.backends.ports.transfer.TransferPort`): export, import of an
+    #: archive, and copy between backends
+    TRANSFER = "transfer"
 
 
 class Backend(SessionPort, FactPort, RunPort, CheckpointPort, AssetPort, AccessPort,
-              VectorPort):
+              VectorPort, TransferPort):
     """Storage for every kind of ownstate state."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset()

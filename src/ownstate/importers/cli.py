@@ -46,10 +46,16 @@ class _Shard(click.ParamType[tuple[int, int]]):
 
 
 class _Sources(click.Group):
+    """One subcommand per source, and ``archive`` for ownstate's own archives."""
+
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sources()
+        return sorted([*sources(), "archive"])
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name == "archive":
+            from ..archive.cli import archive_import_command
+
+            return archive_import_command
         if cmd_name not in sources():
             return None
         return _command(cmd_name)

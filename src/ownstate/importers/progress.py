@@ -26,8 +26,10 @@ def _duration(seconds: float) -> str:
 class PlainProgress:
     """``<label>: 1200/80000 units (150.2/s, ETA 8m40s), 2 failed`` now and then."""
 
-    def __init__(self, label: str, stream: TextIO, *, every: float = 5.0) -> None:
+    def __init__(self, label: str, stream: TextIO, *, every: float = 5.0,
+                 unit: str = "units") -> None:
         self._label = label
+        self._unit = unit
         self._stream = stream
         self._every = every
         self._total: int | None = None
@@ -39,8 +41,8 @@ class PlainProgress:
         self._total = total
         self._began = self._shown = time.monotonic()
 
-    def advance(self, *, failed: bool = False) -> None:
-        self._done += 1
+    def advance(self, *, failed: bool = False, by: int = 1) -> None:
+        self._done += by
         self._failed += failed
         if time.monotonic() - self._shown >= self._every:
             self._show()
@@ -55,7 +57,7 @@ class PlainProgress:
         line = f"{self._label}: {self._done}"
         if self._total is not None:
             line += f"/{self._total}"
-        line += f" units ({rate:.1f}/s"
+        line += f" {self._unit} ({rate:.1f}/s"
         if self._total is not None and rate > 0 and self._done < self._total:
             line += f", ETA {_duration((self._total - self._done) / rate)}"
         line += f", {_duration(elapsed)} elapsed)"
@@ -95,24 +97,25 @@ class RichProgress:
         self._began = time.monotonic()
         self._task = self._bar.add_task(self._label, total=total, rate="", failed="")
 
-    def advance(self, *, failed: bool = False) -> None:
-        self._done += 1
+    def advance(self, *, failed: bool = False, by: int = 1) -> None:
+        self._done += by
         self._failed += failed
         rate = self._done / max(time.monotonic() - self._began, 1e-9)
-        self._bar.update(self._task, advance=1, rate=f"{rate:.1f}/s",
+        self._bar.update(self._task, advance=by, rate=f"{rate:.1f}/s",
                          failed=f"{self._failed} failed" if self._failed else "")
 
     def finish(self) -> None:
         self._bar.stop()
 
 
-def for_stream(label: str, stream: TextIO | None = None) -> PlainProgress | RichProgress:
+def for_stream(label: str, stream: TextIO | None = None, *,
+               unit: str = "units") -> PlainProgress | RichProgress:
     """A bar when ``stream`` (stderr by default) is a terminal and rich is installed,
-    plain lines otherwise."""
+    plain lines otherwise (counting ``unit``)."""
     stream = stream or sys.stderr
     if stream.isatty():
         try:
             return RichProgress(label, stream)
         except ImportError:
             pass
-    return PlainProgress(label, stream)
+    return PlainProgress(label, stream, unit=unit)

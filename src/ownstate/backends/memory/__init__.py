@@ -18,6 +18,7 @@ from .checkpoints import CheckpointsInMemory
 from .facts import FactsInMemory
 from .runs import RunsInMemory
 from .sessions import SessionsInMemory
+from .transfer import TransferInMemory
 from .vectors import VectorsInMemory
 
 __all__ = ["MemoryBackend"]
@@ -27,12 +28,14 @@ _shared_lock = threading.Lock()
 
 
 class MemoryBackend(SessionsInMemory, FactsInMemory, VectorsInMemory, RunsInMemory,
-                    CheckpointsInMemory, AssetsInMemory, AccessInMemory, Backend):
+                    CheckpointsInMemory, AssetsInMemory, AccessInMemory, TransferInMemory,
+                    Backend):
     """Every kind of state, kept in process memory."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset({Capability.TEXT_SEARCH,
                                                                Capability.OPERATOR,
-                                                               Capability.VECTORS})
+                                                               Capability.VECTORS,
+                                                               Capability.TRANSFER})
 
     def __init__(self, name: str | None = None) -> None:
         if name:

@@ -23,6 +23,7 @@ from .runs import RunsInPostgres
 from .schema import MIGRATIONS, SCHEMA_VERSION
 from .search import SearchInPostgres, backfill
 from .sessions import SessionsInPostgres
+from .transfer import TransferInPostgres
 from .vectors import VectorsInPostgres
 
 with requires("postgres", "the PostgreSQL backend"):
@@ -36,12 +37,13 @@ _SEARCH_MIGRATION = 5
 
 class PostgresBackend(SearchInPostgres, SessionsInPostgres, FactsInPostgres,
                       VectorsInPostgres, RunsInPostgres, CheckpointsInPostgres,
-                      AssetsInPostgres, AccessInPostgres, RolesInPostgres, Backend):
+                      AssetsInPostgres, AccessInPostgres, RolesInPostgres, TransferInPostgres,
+                      Backend):
     """Every kind of state in PostgreSQL (psycopg 3 and its async pool)."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
         {Capability.OPERATOR, Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.MIGRATIONS,
-         Capability.TEXT_SEARCH, Capability.VECTORS}
+         Capability.TEXT_SEARCH, Capability.VECTORS, Capability.TRANSFER}
     )
 
     async def _found_version(self, cur: Cursor) -> int:

@@ -137,8 +137,12 @@ class AssetsInRedis(RedisCore):
                 await self._release_content(tenant, asset_id, sha256)
                 raise
         if reply[0] == b"@existing":
-            await self._release_content(tenant, asset_id, sha256)
-            return _ref(text(reply[1]), store, session_id, reply[2])
+            earlier = text(reply[1])
+            # the hold and the directory entry just written are the existing reference's
+            # own when it has this very id: releasing them would orphan it
+            if earlier != asset_id:
+                await self._release_content(tenant, asset_id, sha256)
+            return _ref(earlier, store, session_id, reply[2])
         return AssetRef(asset_id=asset_id, sha256=sha256, size=len(data),
                         media_type=media_type, store=store, session_id=session_id,
                         metadata=dict(metadata), create_time=now)

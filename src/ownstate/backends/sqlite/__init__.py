@@ -25,13 +25,15 @@ from .runs import RunsInSqlite
 from .schema import MIGRATIONS, SCHEMA_VERSION
 from .search import SearchInSqlite, register_functions
 from .sessions import SessionsInSqlite
+from .transfer import TransferInSqlite
 from .vectors import VectorsInSqlite
 
 __all__ = ["SqliteBackend"]
 
 
 class SqliteBackend(SearchInSqlite, SessionsInSqlite, FactsInSqlite, VectorsInSqlite,
-                    RunsInSqlite, CheckpointsInSqlite, AssetsInSqlite, AccessInSqlite, Backend):
+                    RunsInSqlite, CheckpointsInSqlite, AssetsInSqlite, AccessInSqlite,
+                    TransferInSqlite, Backend):
     """Every kind of state in one SQLite file.
 
     Give it a path, or a ready ``sqlite3.Connection`` (which it then uses inline and never
@@ -42,7 +44,7 @@ class SqliteBackend(SearchInSqlite, SessionsInSqlite, FactsInSqlite, VectorsInSq
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
         {Capability.OPERATOR, Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.MIGRATIONS,
-         Capability.TEXT_SEARCH, Capability.VECTORS}
+         Capability.TEXT_SEARCH, Capability.VECTORS, Capability.TRANSFER}
     )
 
     # schema ----------------------------------------------------------------------------

@@ -1,0 +1,321 @@
+"""Exact export and restore of every row, in PostgreSQL (the transfer port).
+
+Pages are keyset queries of :mod:`ownstate.backends._transfer_sql`, ordered by code point
+(``COLLATE "C"``). Items are read for a run of sessions at once: the sessions of a page
+go in as an array ``WITH ORDINALITY`` and their items come back in that order, so a page
+costs one query however small the sessions are.
+
+A restore batch is one transaction. Items go in with ``COPY ... FROM STDIN``: a
+session's items are restored in ``seq`` order, batch after batch, each batch whole or
+not at all, so the rows at or below a session's item count are exactly those already
+stored and are left out; what remains cannot clash and is copied without a check per
+row. The other parts are ``executemany`` inserts that do nothing for a stored key.
+Facts, and the items of a store that indexes them, get their ``terms`` as the backend's
+own writes compute them (``search.py``), and ``search_stats`` gains what they add (no
+trigger does that on INSERT; triggers subtract on DELETE only).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..._ids import now as _clock
+from ...errors import InvalidInput, SessionNotFound
+from .._transfer_sql import (
+    EXPORTS,
+    LARGE_ROWS,
+    RESTORES,
+    TENANTS,
+    Dialect,
+    export_query,
+    make_row,
+    restore_sql,
+    stored_row,
+)
+from ..ports.search import item_text
+from ..ports.transfer import Cursor, Row
+from ._core import Cursor as Sql
+from ._core import PostgresCore
+from .search import ADD_STATS, fact_vector, item_vector
+
+__all__ = ["TransferInPostgres"]
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+DIALECT = Dialect(p="%s", collate=' COLLATE "C"', json_out="{}::text", json_in="%s::json",
+                  bytes_in="%b", time_out=_same, time_in=_same)
+_SESSION_CHUNK = 512
+_ITEMS = ("SELECT b.pos, i.seq, i.item_id, i.create_time, i.format, i.data::text, i.role, "
+          "i.type, i.tool_name, i.model, i.in_tokens, i.out_tokens "
+          "FROM unnest(%s::bigint[], %s::bigint[]) WITH ORDINALITY AS b(sid, after_seq, pos) "
+          "JOIN items i ON i.sid = b.sid AND i.seq > b.after_seq "
+          "ORDER BY b.pos, i.seq LIMIT %s")
+#: ``data`` is the JSON text as stored; ``terms`` the ``tsvector`` text an append writes
+#: (psycopg has no binary ``tsvector`` dumper, so the rows go in COPY's text format)
+_COPY_ITEMS = ("COPY items (sid, seq, tenant, item_id, create_time, format, data, role, type, "
+               "tool_name, model, in_tokens, out_tokens, terms, terms_len) FROM STDIN")
+
+
+class TransferInPostgres(PostgresCore):
+    """The transfer port over the PostgreSQL tables."""
+
+    async def transfer_tenants(self) -> list[str]:
+        async def run(cur: Sql) -> list[str]:
+            await cur.execute(TENANTS)
+            return [r[0] for r in await cur.fetchall()]
+
+        return await self._read(None, run)
+
+    async def export_rows(self, tenant: str, part: str, after: Cursor | None,
+                          limit: int) -> tuple[list[Row], Cursor | None]:
+        limit = min(limit, LARGE_ROWS.get(part, limit))
+        if part == "items":
+            return await self._read(tenant, lambda cur: _item_page(cur, tenant, after, limit),
+                                    snapshot=True)
+        if part == "checkpoints":
+            return await self._read(tenant, lambda cur: _checkpoint_page(
+                cur, tenant, after, limit), snapshot=True)
+
+        async def run(cur: Sql) -> tuple[list[Row], Cursor | None]:
+            sql, params = export_query(DIALECT, part, after, limit + 1)
+            await cur.execute(sql, [tenant, *params])
+            found = await cur.fetchall()
+            width = len(EXPORTS[part].columns)
+            rows = [make_row(DIALECT, part, r[:width]) for r in found[:limit]]
+            return rows, (tuple(found[limit - 1][width:]) if len(found) > limit else None)
+
+        return await self._read(tenant, run)
+
+    async def restore_rows(self, tenant: str, part: str, rows: Sequence[Row]) -> int:
+        async def run(cur: Sql) -> int:
+            if part == "items":
+                return await _restore_items(cur, tenant, rows)
+            if part == "facts":
+                return await _restore_facts(cur, tenant, rows)
+            if part == "checkpoints":
+                return await _restore_checkpoints(cur, tenant, rows)
+            await _check_refs(cur, tenant, part, rows)
+            params = [RESTORES[part][1](tenant, {**stored_row(DIALECT, part, r), "_now": now})
+                      for r in rows]
+            await cur.executemany(restore_sql(DIALECT, part), params)
+            return int(cur.rowcount)
+
+        now = _clock()
+        if not rows:
+            return 0
+        return await self._write(tenant, run)
+
+
+async def _sids(cur: Sql, tenant: str, keys: set[tuple[str, str]]) -> dict[tuple[str, str],
+                                                                           tuple[int, int]]:
+    """``(sid, item_count)`` of each (store, session_id); SessionNotFound for one missing."""
+    ordered = sorted(keys)
+    await cur.execute(
+        "SELECT s.store, s.session_id, s.sid, s.item_count FROM sessions s "
+        "JOIN unnest(%s::text[], %s::text[]) AS k(store, session_id) "
+        "ON s.store = k.store AND s.session_id = k.session_id WHERE s.tenant = %s "
+        "FOR UPDATE OF s",
+        ([k[0] for k in ordered], [k[1] for k in ordered], tenant))
+    found = {(r[0], r[1]): (int(r[2]), int(r[3])) for r in await cur.fetchall()}
+    for key in ordered:
+        if key not in found:
+            raise SessionNotFound(store=key[0], session_id=key[1])
+    return found
+
+
+async def _check_refs(cur: Sql, tenant: str, part: str, rows: Sequence[Row]) -> None:
+    if part in ("runs", "assets"):
+        keys = {(r["store"], r["session_id"]) for r in rows if r["store"] is not None}
+        if keys:
+            await _sids(cur, tenant, keys)
+    if part == "effects":
+        wanted = sorted({r["run_id"] for r in rows})
+        await cur.execute("SELECT run_id FROM runs WHERE tenant = %s AND run_id = ANY(%s)",
+                          (tenant, wanted))
+        missing = set(wanted) - {r[0] for r in await cur.fetchall()}
+        if missing:
+            raise InvalidInput(f"an effect names the missing run {min(missing)!r}",
+                               field="effects")
+
+
+async def _item_page(cur: Sql, tenant: str, after: Cursor | None,
+                     limit: int) -> tuple[list[Row], Cursor | None]:
+    store, session_id = (after[0], after[1]) if after is not None else ("", "")
+    last_seq = int(after[2]) if after is not None else 0
+    rows: list[Row] = []
+    while True:
+        await cur.execute(
+            'SELECT sid, store, session_id, item_count FROM sessions WHERE tenant = %s AND '
+            '(store COLLATE "C", session_id COLLATE "C") >= (%s, %s) '
+            'ORDER BY store COLLATE "C", session_id COLLATE "C" LIMIT %s',
+            (tenant, store, session_id, _SESSION_CHUNK))
+        sessions = await cur.fetchall()
+        picked: list[tuple[int, str, str, int]] = []
+        budget = 0
+        examined = 0
+        for sid, st, sess, count in sessions:
+            examined += 1
+            first = last_seq if (st, sess) == (store, session_id) else 0
+            if count > first:
+                picked.append((sid, st, sess, first))
+                budget += count - first
+                if budget >= limit - len(rows):
+                    break
+        if picked:
+            await cur.execute(_ITEMS, ([p[0] for p in picked], [p[3] for p in picked],
+                                       limit - len(rows)), binary=True)
+            for r in await cur.fetchall():
+                _, st, sess, _ = picked[r[0] - 1]
+                rows.append({"store": st, "session_id": sess, "seq": r[1], "item_id": r[2],
+                             "create_time": r[3], "format": r[4], "data": r[5],
+                             "role": r[6], "type": r[7], "tool_name": r[8], "model": r[9],
+                             "in_tokens": r[10], "out_tokens": r[11]})
+        if len(rows) >= limit:
+            tail = rows[-1]
+            return rows, (tail["store"], tail["session_id"], tail["seq"])
+        if examined == len(sessions) and len(sessions) < _SESSION_CHUNK:
+            return rows, None
+        last = sessions[examined - 1]
+        store, session_id, last_seq = last[1], last[2] + "\x00", 0
+
+
+async def _restore_items(cur: Sql, tenant: str, rows: Sequence[Row]) -> int:
+    sids = await _sids(cur, tenant, {(r["store"], r["session_id"]) for r in rows})
+    stores = sorted({r["store"] for r in rows})
+    await cur.execute("SELECT name FROM session_stores WHERE tenant = %s AND name = ANY(%s) "
+                      "AND index_items", (tenant, stores))
+    indexed = {r[0] for r in await cur.fetchall()}
+    fresh = []
+    highest: dict[int, int] = {}
+    docs = length = 0
+    for r in rows:
+        sid, count = sids[(r["store"], r["session_id"])]
+        if r["seq"] <= count:
+            continue  # stored by an earlier batch
+        # the search terms as an append writes them; none in a store that does not index
+        terms: str | None = None
+        size: int | None = None
+        if r["store"] in indexed:
+            terms, size = item_vector(tenant, item_text(json.loads(r["data"])))
+            docs += 1
+            length += size
+        fresh.append((sid, r["seq"], tenant, r["item_id"], r["create_time"], r["format"],
+                      r["data"], r["role"], r["type"], r["tool_name"], r["model"],
+                      r["in_tokens"], r["out_tokens"], terms, size))
+        highest[sid] = max(highest.get(sid, 0), r["seq"])
+    if not fresh:
+        return 0
+    await cur.copy_rows(_COPY_ITEMS, fresh)
+    if docs:
+        await cur.execute(ADD_STATS, (tenant, "item", "", docs, length))
+    await cur.execute(
+        "UPDATE sessions s SET item_count = greatest(s.item_count, h.seq) "
+        "FROM unnest(%s::bigint[], %s::bigint[]) AS h(sid, seq) WHERE s.sid = h.sid",
+        (list(highest), list(highest.values())))
+    return len(fresh)
+
+
+_FACT_FIELDS = ("memory_store", "fact_id", "subject", "key", "value", "confidence",
+                "source_type", "source_store", "source_session_id", "source_item_id",
+                "valid_from", "valid_to", "recorded_at", "superseded_at", "supersedes",
+                "closed_reason")
+_FACT_TYPES = ("text", "text", "text", "text", "text", "float8", "text", "text", "text",
+               "text", "timestamptz", "timestamptz", "timestamptz", "timestamptz", "text",
+               "text")
+_RESTORE_FACTS = (
+    "INSERT INTO facts (tenant, " + ", ".join(_FACT_FIELDS) + ", terms, terms_len) "
+    "SELECT %(tenant)s, u.memory_store, u.fact_id, u.subject, u.key, u.value::json, "
+    "u.confidence, u.source_type, u.source_store, u.source_session_id, u.source_item_id, "
+    "u.valid_from, u.valid_to, u.recorded_at, u.superseded_at, u.supersedes, "
+    "u.closed_reason, u.terms::tsvector, u.terms_len FROM unnest("
+    + ", ".join(f"%({n})s::{t}[]" for n, t in zip(_FACT_FIELDS, _FACT_TYPES, strict=True))
+    + ", %(terms)s::text[], %(terms_len)s::int[]) WITH ORDINALITY AS u ("
+    + ", ".join(_FACT_FIELDS) + ", terms, terms_len, ord) ORDER BY u.ord "
+    "ON CONFLICT DO NOTHING RETURNING memory_store, terms_len")
+
+
+async def _restore_facts(cur: Sql, tenant: str, rows: Sequence[Row]) -> int:
+    stores = sorted({r["memory_store"] for r in rows})
+    await cur.execute("SELECT name FROM memory_stores WHERE tenant = %s AND name = ANY(%s)",
+                      (tenant, stores))
+    missing = set(stores) - {r[0] for r in await cur.fetchall()}
+    if missing:
+        raise InvalidInput(f"a fact names the missing memory store {min(missing)!r}",
+                           field="facts")
+    # every fact is indexed, closed ones too, as a remember writes it; the stats of each
+    # store gain the facts stored (a fact stored before is left, and not counted)
+    columns: dict[str, list[Any]] = {name: [] for name in _FACT_FIELDS}
+    columns["terms"], columns["terms_len"] = [], []
+    for r in rows:
+        for name in _FACT_FIELDS:
+            columns[name].append(r[name])
+        vector, length = fact_vector(tenant, r["memory_store"], r["key"], json.loads(r["value"]))
+        columns["terms"].append(vector)
+        columns["terms_len"].append(length)
+    await cur.execute(_RESTORE_FACTS, {"tenant": tenant, **columns})
+    added = await cur.fetchall()
+    per_store: dict[str, list[int]] = {}
+    for store, length in added:
+        held = per_store.setdefault(store, [0, 0])
+        held[0] += 1
+        held[1] += int(length)
+    for store, (docs, total) in sorted(per_store.items()):
+        await cur.execute(ADD_STATS, (tenant, "fact", store, docs, total))
+    return len(added)
+
+
+async def _checkpoint_page(cur: Sql, tenant: str, after: Cursor | None,
+                           limit: int) -> tuple[list[Row], Cursor | None]:
+    sql, params = export_query(DIALECT, "checkpoints", after, limit + 1)
+    await cur.execute(sql, [tenant, *params])
+    found = await cur.fetchall()
+    page = found[:limit]
+    writes: dict[int, list[Row]] = {}
+    if page:
+        await cur.execute(
+            "SELECT cid, task_id, idx, channel, type_tag, payload, task_path FROM "
+            "checkpoint_writes WHERE cid = ANY(%s) ORDER BY wid", ([r[9] for r in page],))
+        for w in await cur.fetchall():
+            writes.setdefault(w[0], []).append(
+                {"task_id": w[1], "index": w[2], "channel": w[3], "type_tag": w[4],
+                 "payload": bytes(w[5]), "task_path": w[6]})
+    rows = []
+    for r in page:
+        row = make_row(DIALECT, "checkpoints", r[:8])
+        row["writes"] = writes.get(r[9], [])
+        rows.append(row)
+    return rows, (tuple(found[limit - 1][8:]) if len(found) > limit else None)
+
+
+async def _restore_checkpoints(cur: Sql, tenant: str, rows: Sequence[Row]) -> int:
+    stored = 0
+    for r in rows:
+        await cur.execute("SELECT rid FROM runs WHERE tenant = %s AND run_id = %s",
+                          (tenant, r["run_id"]))
+        run = await cur.fetchone()
+        if run is None:
+            raise InvalidInput(f"a checkpoint names the missing run {r['run_id']!r}",
+                               field="checkpoints")
+        await cur.execute(
+            "INSERT INTO checkpoints (rid, tenant, namespace, checkpoint_id, "
+            "parent_checkpoint_id, type_tag, metadata, create_time, size, payload) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s::json, %s, %s, %b) ON CONFLICT DO NOTHING "
+            "RETURNING cid",
+            (run[0], tenant, r["namespace"], r["checkpoint_id"], r["parent_checkpoint_id"],
+             r["type_tag"], r["metadata"], r["create_time"], len(r["payload"]), r["payload"]))
+        made = await cur.fetchone()
+        if made is None:
+            continue
+        stored += 1
+        if r["writes"]:
+            await cur.executemany(
+                "INSERT INTO checkpoint_writes (cid, tenant, task_id, idx, channel, type_tag, "
+                "task_path, size, payload) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %b)",
+                [(made[0], tenant, w["task_id"], w["index"], w["channel"], w["type_tag"],
+                  w["task_path"], len(w["payload"]), w["payload"]) for w in r["writes"]])
+    return stored

@@ -1,0 +1,267 @@
+"""Exact export and restore of every row, in SQLite (the transfer port).
+
+Pages are keyset queries of :mod:`ownstate.backends._transfer_sql`; items are read a
+session at a time (SQLite's per-query cost is small) along the sessions' unique index.
+A restore batch is one ``BEGIN IMMEDIATE`` transaction of ``executemany`` inserts that
+do nothing for a stored key; it keeps the derived state in step: a session's item count,
+the search indexes (``fact_search`` for every fact, ``item_search`` for the items of a
+store that indexes them, with the terms ``search.py`` computes for a normal write).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from ..._ids import format_time, now, parse_time
+from ...errors import InvalidInput, SessionNotFound
+from .._transfer_sql import (
+    EXPORTS,
+    LARGE_ROWS,
+    RESTORES,
+    TENANTS,
+    Dialect,
+    export_query,
+    make_row,
+    restore_sql,
+    stored_row,
+)
+from ..ports.search import item_text
+from ..ports.transfer import Cursor, Row
+from ._core import SqliteCore, write
+from .search import fact_terms, item_terms
+
+__all__ = ["TransferInSqlite"]
+
+DIALECT = Dialect(p="?", collate="", json_out="{}", json_in="?", bytes_in="?",
+                  time_out=parse_time, time_in=format_time)
+_ITEM_COLUMNS = ("seq, item_id, create_time, format, data, role, type, tool_name, model, "
+                 "in_tokens, out_tokens")
+_SESSION_CHUNK = 256
+
+
+class TransferInSqlite(SqliteCore):
+    """The transfer port over the SQLite tables."""
+
+    async def transfer_tenants(self) -> list[str]:
+        return await self._run(lambda conn: [r[0] for r in conn.execute(TENANTS)])
+
+    async def export_rows(self, tenant: str, part: str, after: Cursor | None,
+                          limit: int) -> tuple[list[Row], Cursor | None]:
+        limit = min(limit, LARGE_ROWS.get(part, limit))
+        if part == "items":
+            return await self._run(lambda conn: _item_page(conn, tenant, after, limit))
+        if part == "checkpoints":
+            return await self._run(lambda conn: _checkpoint_page(conn, tenant, after,
+                                                                 limit))
+
+        def run(conn: sqlite3.Connection) -> tuple[list[Row], Cursor | None]:
+            sql, params = export_query(DIALECT, part, after, limit + 1)
+            found = conn.execute(sql, [tenant, *params]).fetchall()
+            width = len(found[0]) - len(_cursor_width(part)) if found else 0
+            rows = [make_row(DIALECT, part, r[:width]) for r in found[:limit]]
+            more = len(found) > limit
+            return rows, (tuple(found[limit - 1][width:]) if more else None)
+
+        return await self._run(run)
+
+    async def restore_rows(self, tenant: str, part: str, rows: Sequence[Row]) -> int:
+        def run(conn: sqlite3.Connection) -> int:
+            with write(conn):
+                before = conn.total_changes
+                if part == "items":
+                    return _restore_items(conn, tenant, rows)
+                if part == "facts":
+                    return _restore_facts(conn, tenant, rows)
+                if part == "checkpoints":
+                    return _restore_checkpoints(conn, tenant, rows)
+                _check_refs(conn, tenant, part, rows)
+                stamp = format_time(now())
+                conn.executemany(restore_sql(DIALECT, part), [
+                    _params(part, tenant, {**stored_row(DIALECT, part, r), "_now": stamp})
+                    for r in rows])
+                return conn.total_changes - before
+
+        return await self._run(run)
+
+
+def _cursor_width(part: str) -> tuple[Any, ...]:
+    return EXPORTS[part].cursor
+
+
+def _params(part: str, tenant: str, row: Row) -> tuple[Any, ...]:
+    return RESTORES[part][1](tenant, row)
+
+
+def _sid(conn: sqlite3.Connection, tenant: str, store: str, session_id: str) -> int:
+    found = conn.execute("SELECT sid FROM sessions WHERE tenant = ? AND store = ? AND "
+                         "session_id = ?", (tenant, store, session_id)).fetchone()
+    if found is None:
+        raise SessionNotFound(store=store, session_id=session_id)
+    return int(found[0])
+
+
+def _check_refs(conn: sqlite3.Connection, tenant: str, part: str, rows: Sequence[Row]) -> None:
+    """Refuse rows that name a session or run that is not stored (the INSERT ... SELECT
+    would store nothing for them, silently)."""
+    if part in ("runs", "assets"):
+        for key in {(r["store"], r["session_id"]) for r in rows if r["store"] is not None}:
+            _sid(conn, tenant, *key)
+    if part == "effects":
+        for run_id in {r["run_id"] for r in rows}:
+            if conn.execute("SELECT 1 FROM runs WHERE tenant = ? AND run_id = ?",
+                            (tenant, run_id)).fetchone() is None:
+                raise InvalidInput(f"an effect names the missing run {run_id!r}",
+                                   field="effects")
+
+
+def _item_page(conn: sqlite3.Connection, tenant: str, after: Cursor | None,
+               limit: int) -> tuple[list[Row], Cursor | None]:
+    store, session_id = (after[0], after[1]) if after is not None else ("", "")
+    last_seq = int(after[2]) if after is not None else 0
+    rows: list[Row] = []
+    decode = _as_text
+    while True:
+        sessions = conn.execute(
+            "SELECT sid, store, session_id FROM sessions WHERE tenant = ? AND "
+            "(store, session_id) >= (?, ?) ORDER BY store, session_id LIMIT ?",
+            (tenant, store, session_id, _SESSION_CHUNK)).fetchall()
+        for sid, st, sess in sessions:
+            first = last_seq if (st, sess) == (store, session_id) else 0
+            found = conn.execute(
+                f"SELECT {_ITEM_COLUMNS} FROM items WHERE sid = ? AND seq > ? "
+                "ORDER BY seq LIMIT ?", (sid, first, limit - len(rows) + 1)).fetchall()
+            times: dict[str, Any] = {}
+            for r in found:
+                if len(rows) == limit:
+                    tail = rows[-1]
+                    return rows, (tail["store"], tail["session_id"], tail["seq"])
+                moment = times.get(r[2])
+                if moment is None:
+                    moment = times[r[2]] = parse_time(r[2])
+                rows.append({"store": st, "session_id": sess, "seq": r[0], "item_id": r[1],
+                             "create_time": moment, "format": r[3], "data": decode(r[4]),
+                             "role": r[5], "type": r[6], "tool_name": r[7], "model": r[8],
+                             "in_tokens": r[9], "out_tokens": r[10]})
+        if len(sessions) < _SESSION_CHUNK:
+            return rows, None
+        # continue after the chunk's last session, with none of its items left to read
+        store, session_id = sessions[-1][1], sessions[-1][2] + "\x00"
+        last_seq = 0
+
+
+def _as_text(value: Any) -> str:
+    return value if isinstance(value, str) else bytes(value).decode()
+
+
+def _restore_items(conn: sqlite3.Connection, tenant: str, rows: Sequence[Row]) -> int:
+    sids = {key: _sid(conn, tenant, *key)
+            for key in {(r["store"], r["session_id"]) for r in rows}}
+    before = conn.total_changes
+    conn.executemany(
+        "INSERT INTO items (sid, seq, tenant, item_id, create_time, format, data, role, "
+        "type, tool_name, model, in_tokens, out_tokens) VALUES "
+        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        [(sids[(r["store"], r["session_id"])], r["seq"], tenant, r["item_id"],
+          format_time(r["create_time"]), r["format"], r["data"], r["role"], r["type"],
+          r["tool_name"], r["model"], r["in_tokens"], r["out_tokens"]) for r in rows])
+    stored = conn.total_changes - before
+    # the search index as an append writes it: items of stores that index theirs, each
+    # once (a row stored before keeps its entry)
+    indexed = {key for key in sids if conn.execute(
+        "SELECT index_items FROM session_stores WHERE tenant = ? AND name = ?",
+        (tenant, key[0])).fetchone()[0]}
+    conn.executemany(
+        "INSERT INTO item_search (rowid, terms) SELECT i.id, ? FROM items i "
+        "WHERE i.sid = ? AND i.seq = ? AND NOT EXISTS "
+        "(SELECT 1 FROM item_search x WHERE x.rowid = i.id)",
+        [(item_terms(tenant, item_text(json.loads(r["data"]))),
+          sids[(r["store"], r["session_id"])], r["seq"])
+         for r in rows if (r["store"], r["session_id"]) in indexed])
+    highest: dict[int, int] = {}
+    for r in rows:
+        sid = sids[(r["store"], r["session_id"])]
+        highest[sid] = max(highest.get(sid, 0), r["seq"])
+    conn.executemany("UPDATE sessions SET item_count = max(item_count, ?) WHERE sid = ?",
+                     [(seq, sid) for sid, seq in highest.items()])
+    return stored
+
+
+def _restore_facts(conn: sqlite3.Connection, tenant: str, rows: Sequence[Row]) -> int:
+    stored = 0
+    for store in {r["memory_store"] for r in rows}:
+        if conn.execute("SELECT 1 FROM memory_stores WHERE tenant = ? AND name = ?",
+                        (tenant, store)).fetchone() is None:
+            raise InvalidInput(f"a fact names the missing memory store {store!r}",
+                               field="facts")
+    for r in rows:
+        t = stored_row(DIALECT, "facts", r)
+        cur = conn.execute(
+            "INSERT INTO facts (tenant, memory_store, fact_id, subject, key, value, "
+            "confidence, source_type, source_store, source_session_id, source_item_id, "
+            "valid_from, valid_to, recorded_at, superseded_at, supersedes, closed_reason) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (tenant, t["memory_store"], t["fact_id"], t["subject"], t["key"], t["value"],
+             t["confidence"], t["source_type"], t["source_store"], t["source_session_id"],
+             t["source_item_id"], t["valid_from"], t["valid_to"], t["recorded_at"],
+             t["superseded_at"], t["supersedes"], t["closed_reason"]))
+        if cur.rowcount != 1:
+            continue
+        stored += 1
+        # every fact is indexed, closed ones too, as a remember writes it
+        conn.execute("INSERT INTO fact_search (rowid, terms) VALUES (?, ?)",
+                     (cur.lastrowid, fact_terms(tenant, t["memory_store"], t["key"],
+                                                _as_text(t["value"]))))
+    return stored
+
+
+def _checkpoint_page(conn: sqlite3.Connection, tenant: str, after: Cursor | None,
+                     limit: int) -> tuple[list[Row], Cursor | None]:
+    sql, params = export_query(DIALECT, "checkpoints", after, limit + 1)
+    found = conn.execute(sql, [tenant, *params]).fetchall()
+    page = found[:limit]
+    writes: dict[int, list[Row]] = {}
+    cids = [r[9] for r in page]
+    for start in range(0, len(cids), 500):
+        chunk = cids[start:start + 500]
+        marks = ", ".join("?" * len(chunk))
+        for w in conn.execute(
+                "SELECT cid, task_id, idx, channel, type_tag, payload, task_path FROM "
+                f"checkpoint_writes WHERE cid IN ({marks}) ORDER BY wid", chunk):
+            writes.setdefault(w[0], []).append(
+                {"task_id": w[1], "index": w[2], "channel": w[3], "type_tag": w[4],
+                 "payload": bytes(w[5]), "task_path": w[6]})
+    rows = []
+    for r in page:
+        row = make_row(DIALECT, "checkpoints", r[:8])
+        row["writes"] = writes.get(r[9], [])
+        rows.append(row)
+    return rows, (tuple(found[limit - 1][8:]) if len(found) > limit else None)
+
+
+def _restore_checkpoints(conn: sqlite3.Connection, tenant: str, rows: Sequence[Row]) -> int:
+    stored = 0
+    for r in rows:
+        run = conn.execute("SELECT rid FROM runs WHERE tenant = ? AND run_id = ?",
+                           (tenant, r["run_id"])).fetchone()
+        if run is None:
+            raise InvalidInput(f"a checkpoint names the missing run {r['run_id']!r}",
+                               field="checkpoints")
+        cur = conn.execute(
+            "INSERT INTO checkpoints (rid, tenant, namespace, checkpoint_id, "
+            "parent_checkpoint_id, type_tag, metadata, create_time, size, payload) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (run[0], tenant, r["namespace"], r["checkpoint_id"], r["parent_checkpoint_id"],
+             r["type_tag"], r["metadata"], format_time(r["create_time"]), len(r["payload"]),
+             r["payload"]))
+        if cur.rowcount != 1:
+            continue
+        stored += 1
+        conn.executemany(
+            "INSERT INTO checkpoint_writes (cid, tenant, task_id, idx, channel, type_tag, "
+            "task_path, size, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(cur.lastrowid, tenant, w["task_id"], w["index"], w["channel"], w["type_tag"],
+              w["task_path"], len(w["payload"]), w["payload"]) for w in r["writes"]])
+    return stored
