@@ -20,16 +20,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from ... import model
 from ...errors import CheckpointNotFound, RunNotFound, SessionNotFound
-from ...model import (
-    JSON,
-    CheckpointRecord,
-    CheckpointScope,
-    PendingWrite,
-    RetentionPolicy,
-    RetentionReport,
-    RunUsage,
-)
+from ...model import JSON, CheckpointRecord, CheckpointScope, PendingWrite, RunUsage
 from .._sql import (
     CHECKPOINT_COLUMNS,
     COPY_CHECKPOINTS,
@@ -350,14 +343,14 @@ class CheckpointsInPostgres(PostgresCore):
 
     # housekeeping ----------------------------------------------------------------------
 
-    async def apply_retention(self, tenant: str, policy: RetentionPolicy,
-                              now: datetime) -> RetentionReport:
+    async def apply_retention(self, tenant: str, policy: model.RetentionPolicy,
+                              now: datetime) -> model.RetentionReport:
         cutoff = (None if policy.max_age_seconds is None
                   else now - timedelta(seconds=policy.max_age_seconds))
         reasons, params = retention_reasons("%s", policy, cutoff)
         params.insert(0, tenant)
         if not reasons:
-            return RetentionReport(checkpoints_deleted=0, bytes_freed=0)
+            return model.RetentionReport(checkpoints_deleted=0, bytes_freed=0)
         params.append(tenant)
         # Every part of one statement reads the same snapshot: the writes are counted
         # before the delete removes them.
@@ -373,11 +366,11 @@ class CheckpointsInPostgres(PostgresCore):
             "(SELECT coalesce(sum(w.size), 0) FROM checkpoint_writes w "
             " WHERE w.cid IN (SELECT cid FROM doomed))")
 
-        async def run(cur: Cursor) -> RetentionReport:
+        async def run(cur: Cursor) -> model.RetentionReport:
             await cur.execute(query, params)
             row = await cur.fetchone()
             assert row is not None
-            return RetentionReport(checkpoints_deleted=int(row[0]), bytes_freed=int(row[1]))
+            return model.RetentionReport(checkpoints_deleted=int(row[0]), bytes_freed=int(row[1]))
 
         return await self._write(tenant, run)
 

@@ -22,17 +22,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from ... import model
 from ..._ids import format_time, parse_time
 from ...errors import CheckpointNotFound, RunNotFound, SessionNotFound
-from ...model import (
-    JSON,
-    CheckpointRecord,
-    CheckpointScope,
-    PendingWrite,
-    RetentionPolicy,
-    RetentionReport,
-    RunUsage,
-)
+from ...model import JSON, CheckpointRecord, CheckpointScope, PendingWrite, RunUsage
 from ..ports.checkpoints import Fence, NewCheckpoint, page_cut
 from ..ports.runs import RunState, run_refusal
 from ._core import CHECKPOINT_KINDS, Reply, lua, pack, text, unpack
@@ -559,8 +552,8 @@ class CheckpointsInRedis(RunsInRedis):
         usage.sort(key=lambda u: (-u.stored_bytes, u.run_id))
         return usage
 
-    async def apply_retention(self, tenant: str, policy: RetentionPolicy,
-                              now: datetime) -> RetentionReport:
+    async def apply_retention(self, tenant: str, policy: model.RetentionPolicy,
+                              now: datetime) -> model.RetentionReport:
         cutoff = ""
         if policy.max_age_seconds is not None:
             cutoff = str(micros(now - timedelta(seconds=policy.max_age_seconds)))
@@ -575,7 +568,7 @@ class CheckpointsInRedis(RunsInRedis):
                 continue
             deleted += int(reply[1])
             freed += int(reply[2])
-        return RetentionReport(checkpoints_deleted=deleted, bytes_freed=freed)
+        return model.RetentionReport(checkpoints_deleted=deleted, bytes_freed=freed)
 
     async def checkpoint_usage(self, tenant: str, run_id: str | None) -> list[RunUsage]:
         runs = [run_id] if run_id is not None else await self._tenant_runs(tenant)
