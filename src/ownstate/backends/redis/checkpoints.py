@@ -62,6 +62,14 @@ local function stored(m)
   return {{m, redis.call('HGET', cd, m), redis.call('HGET', cz, m),
           redis.call('HGET', cw, m) or ''}}
 end
+-- drops member m; its payload and its writes took pb and wb bytes, which it returns
+local function forget(m, pb, wb)
+  redis.call('ZREM', c, m)
+  redis.call('HDEL', cd, m)
+  redis.call('HDEL', cz, m)
+  redis.call('HDEL', cw, m)
+  return tonumber(pb) + tonumber(wb)
+end
 """
 
 # ARGV[5..6]: the fence; ARGV[7..12]: ttl ('' for none), member, packed checkpoint,
@@ -249,12 +257,8 @@ for _, m in ipairs(doomed) do
   local sizes = redis.call('HGET', cz, m)
   if sizes then
     local _, pb, wb = string.match(sizes, '^(%d+) (%d+) (%d+)')
-    redis.call('ZREM', c, m)
-    redis.call('HDEL', cd, m)
-    redis.call('HDEL', cz, m)
-    redis.call('HDEL', cw, m)
     deleted = deleted + 1
-    freed = freed + tonumber(pb) + tonumber(wb)
+    freed = freed + forget(m, pb, wb)
   end
 end
 if freed > 0 then redis.call('HINCRBY', cm, 'bytes', -freed) end
@@ -326,12 +330,8 @@ for _, m in ipairs(redis.call('ZREVRANGE', c, 0, -1)) do
   kept[ns] = (kept[ns] or 0) + 1
   local us, pb, wb = string.match(redis.call('HGET', cz, m), '^(%d+) (%d+) (%d+)')
   if ended or (keep and kept[ns] > keep) or (cutoff and tonumber(us) < cutoff) then
-    redis.call('ZREM', c, m)
-    redis.call('HDEL', cd, m)
-    redis.call('HDEL', cz, m)
-    redis.call('HDEL', cw, m)
     deleted = deleted + 1
-    freed = freed + tonumber(pb) + tonumber(wb)
+    freed = freed + forget(m, pb, wb)
   end
 end
 if freed > 0 then redis.call('HINCRBY', cm, 'bytes', -freed) end
