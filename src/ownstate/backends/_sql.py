@@ -16,7 +16,7 @@ from ..model import CLOSED_RUN_STATUSES, CheckpointScope, RetentionPolicy
 
 __all__ = ["ACTIVE", "CHECKPOINT_COLUMNS", "COPY_CHECKPOINTS", "COPY_WRITES", "RUN_COLUMNS",
            "RUN_ROWID", "RUN_STATE", "SCOPED_RUN", "WRITE_COLUMNS", "awaiting_filter",
-           "outstanding_filter",
+           "before_mark", "listing_conditions", "outstanding_filter",
            "retention_reasons", "runs_filter", "scope_params", "session_page"]
 
 #: a run's columns in the order both backends' ``_run`` read them
@@ -136,6 +136,29 @@ COPY_WRITES = (
 def scope_params(tenant: str, scope: CheckpointScope) -> tuple[str, ...]:
     """The parameters of :data:`SCOPED_RUN`."""
     return (tenant, scope.run_id, scope.store, scope.session_id, scope.actor_id)
+
+
+def listing_conditions(p: str, rid: int, tenant: str,
+                       namespace: str | None) -> tuple[list[str], list[Any]]:
+    """The conditions (over checkpoints ``c``) and parameters of a listing of run ``rid``,
+    in ``namespace`` when one is named; the backend adds its metadata conditions."""
+    conditions, values = [f"c.rid = {p}", f"c.tenant = {p}"], [rid, tenant]
+    if namespace is not None:
+        conditions.append(f"c.namespace = {p}")
+        values.append(namespace)
+    return conditions, values
+
+
+def before_mark(p: str, rid: int, before: str,
+                namespace: str | None) -> tuple[str, list[Any]]:
+    """The query of the place (``cid``, ``NULL`` when there is none) of checkpoint
+    ``before`` of run ``rid``, after which a listing goes on, and its parameters."""
+    sql = f"SELECT max(cid) FROM checkpoints WHERE rid = {p} AND checkpoint_id = {p}"
+    params: list[Any] = [rid, before]
+    if namespace is not None:
+        sql += f" AND namespace = {p}"
+        params.append(namespace)
+    return sql, params
 
 
 def retention_reasons(p: str, policy: RetentionPolicy,

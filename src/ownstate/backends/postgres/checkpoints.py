@@ -29,6 +29,8 @@ from .._sql import (
     COPY_WRITES,
     SCOPED_RUN,
     WRITE_COLUMNS,
+    before_mark,
+    listing_conditions,
     retention_reasons,
     scope_params,
 )
@@ -206,20 +208,12 @@ class CheckpointsInPostgres(PostgresCore):
                        before: str | None) -> tuple[list[str], list[Any]]:
         """The conditions (over checkpoints ``c``) and their parameters of a listing."""
         rid = await cls._rid(cur, tenant, scope)
-        conditions, values = ["c.rid = %s", "c.tenant = %s"], [rid, tenant]
-        if namespace is not None:
-            conditions.append("c.namespace = %s")
-            values.append(namespace)
+        conditions, values = listing_conditions("%s", rid, tenant, namespace)
         for key, value in metadata.items():
             conditions.append("(c.metadata -> %s)::text = %s")
             values.extend((key, _canonical(value)))
         if before is not None:
-            mark_sql = "SELECT max(cid) FROM checkpoints WHERE rid = %s AND checkpoint_id = %s"
-            marks: list[Any] = [rid, before]
-            if namespace is not None:
-                mark_sql += " AND namespace = %s"
-                marks.append(namespace)
-            await cur.execute(mark_sql, marks)
+            await cur.execute(*before_mark("%s", rid, before, namespace))
             found = await cur.fetchone()
             mark = found[0] if found else None
             if mark is None:

@@ -25,6 +25,8 @@ from .._sql import (
     COPY_WRITES,
     SCOPED_RUN,
     WRITE_COLUMNS,
+    before_mark,
+    listing_conditions,
     retention_reasons,
     scope_params,
 )
@@ -212,22 +214,14 @@ class CheckpointsInSqlite(SqliteCore):
                  before: str | None) -> tuple[list[str], list[Any]]:
         """The conditions (over checkpoints ``c``) and their parameters of a listing."""
         rid = cls._rid(conn, tenant, scope)
-        conditions, values = ["c.rid = ?", "c.tenant = ?"], [rid, tenant]
-        if namespace is not None:
-            conditions.append("c.namespace = ?")
-            values.append(namespace)
+        conditions, values = listing_conditions("?", rid, tenant, namespace)
         for key, value in metadata.items():
             condition, wanted = _metadata_condition(key, value)
             conditions.append(
                 f"EXISTS (SELECT 1 FROM json_each(c.metadata) e WHERE {condition})")
             values.extend(wanted)
         if before is not None:
-            mark_sql = "SELECT max(cid) FROM checkpoints WHERE rid = ? AND checkpoint_id = ?"
-            marks: list[Any] = [rid, before]
-            if namespace is not None:
-                mark_sql += " AND namespace = ?"
-                marks.append(namespace)
-            (mark,) = conn.execute(mark_sql, marks).fetchone()
+            (mark,) = conn.execute(*before_mark("?", rid, before, namespace)).fetchone()
             if mark is None:
                 raise CheckpointNotFound(
                     run_id=scope.run_id, checkpoint_id=before)
