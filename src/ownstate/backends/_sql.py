@@ -17,7 +17,7 @@ from ..model import CLOSED_RUN_STATUSES, CheckpointScope, RetentionPolicy
 __all__ = ["ACTIVE", "CHECKPOINT_COLUMNS", "COPY_CHECKPOINTS", "COPY_WRITES", "RUN_COLUMNS",
            "RUN_ROWID", "RUN_STATE", "SCOPED_RUN", "WRITE_COLUMNS", "awaiting_filter",
            "before_mark", "listing_conditions", "outstanding_filter",
-           "retention_reasons", "runs_filter", "scope_params", "session_page"]
+           "retention_reasons", "runs_filter", "scope_params", "session_page", "sessions_filter"]
 
 #: a run's columns in the order both backends' ``_run`` read them
 RUN_COLUMNS = (
@@ -182,6 +182,18 @@ def retention_reasons(p: str, policy: RetentionPolicy,
 
 
 # sessions -----------------------------------------------------------------------------
+
+
+def sessions_filter(p: str, tenant: str, store: str,
+                    actor_id: str | None) -> tuple[list[str], list[Any]]:
+    """The conditions of a session listing of ``store``, of ``actor_id`` when one is named,
+    and their parameters; the backend adds its metadata match and :func:`session_page`."""
+    where = [f"tenant = {p}", f"store = {p}"]
+    params: list[Any] = [tenant, store]
+    if actor_id is not None:
+        where.append(f"actor_id = {p}")
+        params.append(actor_id)
+    return where, params
 
 
 def session_page(p: str, order: str, descending: bool, after: Sequence[Any] | None,

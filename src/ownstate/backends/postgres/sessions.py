@@ -10,7 +10,7 @@ from typing import Any
 from ... import errors
 from ...model import Item, SessionRecord, SessionStoreRecord, build_item
 from .._replay import Meta, Replay
-from .._sql import session_page
+from .._sql import session_page, sessions_filter
 from ..ports.sessions import NewItem, SessionOrder, changed_labels
 from ._core import Cursor, PostgresCore
 from ._vector_rows import store_item_vectors
@@ -243,11 +243,7 @@ class SessionsInPostgres(PostgresCore):
         self, tenant: str, store: str, *, actor_id: str | None, metadata: Mapping[str, str],
         order: SessionOrder, descending: bool, limit: int, after: Sequence[Any] | None,
     ) -> tuple[list[SessionRecord], list[Any] | None]:
-        where = ["tenant = %s", "store = %s"]
-        params: list[Any] = [tenant, store]
-        if actor_id is not None:
-            where.append("actor_id = %s")
-            params.append(actor_id)
+        where, params = sessions_filter("%s", tenant, store, actor_id)
         for label, value in metadata.items():
             where.append("strpos(metadata::text, %s) > 0")
             params.append(_label_text(label, value))

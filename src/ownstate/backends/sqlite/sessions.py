@@ -11,7 +11,7 @@ from typing import Any
 from ... import errors
 from ..._ids import format_time, parse_time
 from ...model import Item, SessionRecord, SessionStoreRecord
-from .._sql import session_page
+from .._sql import session_page, sessions_filter
 from ..ports.sessions import NewItem, SessionOrder, changed_labels
 from ._core import (
     ITEM_COLUMNS,
@@ -124,11 +124,7 @@ class SessionsInSqlite(SqliteCore):
         self, tenant: str, store: str, *, actor_id: str | None, metadata: Mapping[str, str],
         order: SessionOrder, descending: bool, limit: int, after: Sequence[Any] | None,
     ) -> tuple[list[SessionRecord], list[Any] | None]:
-        where = ["tenant = ?", "store = ?"]
-        params: list[Any] = [tenant, store]
-        if actor_id is not None:
-            where.append("actor_id = ?")
-            params.append(actor_id)
+        where, params = sessions_filter("?", tenant, store, actor_id)
         for key, value in metadata.items():
             where.append("json_extract(metadata, ?) = ?")
             params.extend((f'$."{key}"', value))
