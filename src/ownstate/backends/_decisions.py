@@ -100,6 +100,17 @@ class Signalled:
             self._decision_signal = LocalSignal()
         return self._decision_signal
 
+    def announced_by(self, listen: Callable[[Callable[[], None], Callable[[], None]],
+                                            Awaitable[None]]) -> Listener:
+        """The :class:`Listener` that feeds :attr:`decision_signal` from ``listen``, made
+        on first use and kept as ``_decisions_listener`` (where closing the backend finds
+        it)."""
+        listener: Listener | None = self.__dict__.get("_decisions_listener")
+        if listener is None:
+            listener = Listener(self.decision_signal, listen)
+            self.__dict__["_decisions_listener"] = listener
+        return listener
+
 
 class Listener:
     """A task that holds the datastore's announcement channel open and fires a

@@ -16,8 +16,8 @@ from ..model import CLOSED_RUN_STATUSES, CheckpointScope, RetentionPolicy
 
 __all__ = ["ACTIVE", "CHECKPOINT_COLUMNS", "COPY_CHECKPOINTS", "COPY_WRITES", "RUN_COLUMNS",
            "RUN_ROWID", "RUN_STATE", "SCOPED_RUN", "WRITE_COLUMNS", "awaiting_filter",
-           "outstanding_filter",
-           "retention_reasons", "runs_filter", "scope_params", "session_page"]
+           "before_mark", "listing_conditions", "outstanding_filter",
+           "retention_reasons", "runs_filter", "scope_params", "session_page", "sessions_filter"]
 
 #: a run's columns in the order both backends' ``_run`` read them
 RUN_COLUMNS = (
@@ -138,6 +138,29 @@ def scope_params(tenant: str, scope: CheckpointScope) -> tuple[str, ...]:
     return (tenant, scope.run_id, scope.store, scope.session_id, scope.actor_id)
 
 
+def listing_conditions(p: str, rid: int, tenant: str,
+                       namespace: str | None) -> tuple[list[str], list[Any]]:
+    """The conditions (over checkpoints ``c``) and parameters of a listing of run ``rid``,
+    in ``namespace`` when one is named; the backend adds its metadata conditions."""
+    conditions, values = [f"c.rid = {p}", f"c.tenant = {p}"], [rid, tenant]
+    if namespace is not None:
+        conditions.append(f"c.namespace = {p}")
+        values.append(namespace)
+    return conditions, values
+
+
+def before_mark(p: str, rid: int, before: str,
+                namespace: str | None) -> tuple[str, list[Any]]:
+    """The query of the place (``cid``, ``NULL`` when there is none) of checkpoint
+    ``before`` of run ``rid``, after which a listing goes on, and its parameters."""
+    sql = f"SELECT max(cid) FROM checkpoints WHERE rid = {p} AND checkpoint_id = {p}"
+    params: list[Any] = [rid, before]
+    if namespace is not None:
+        sql += f" AND namespace = {p}"
+        params.append(namespace)
+    return sql, params
+
+
 def retention_reasons(p: str, policy: RetentionPolicy,
                       cutoff: object | None) -> tuple[list[str], list[Any]]:
     """Why a ranked checkpoint (columns ``status``, ``create_time`` and ``newer``, how many
@@ -159,6 +182,18 @@ def retention_reasons(p: str, policy: RetentionPolicy,
 
 
 # sessions -----------------------------------------------------------------------------
+
+
+def sessions_filter(p: str, tenant: str, store: str,
+                    actor_id: str | None) -> tuple[list[str], list[Any]]:
+    """The conditions of a session listing of ``store``, of ``actor_id`` when one is named,
+    and their parameters; the backend adds its metadata match and :func:`session_page`."""
+    where = [f"tenant = {p}", f"store = {p}"]
+    params: list[Any] = [tenant, store]
+    if actor_id is not None:
+        where.append(f"actor_id = {p}")
+        params.append(actor_id)
+    return where, params
 
 
 def session_page(p: str, order: str, descending: bool, after: Sequence[Any] | None,

@@ -15,14 +15,11 @@ import pytest
 import ownstate
 from ownstate import (
     AlreadyExists,
-    HasChildren,
-    IdempotencyKeyReused,
     InvalidInput,
     ItemNotFound,
     LimitExceeded,
     NotFound,
     SessionNotFound,
-    StoreNotEmpty,
     StoreNotFound,
 )
 
@@ -91,7 +88,7 @@ def test_store_delete_refuses_while_sessions_exist(client: Client,
                                                    session: ownstate.Session) -> None:
     session.append_items(_messages("kept"))
     before = snapshot(client)
-    with pytest.raises(StoreNotEmpty) as err:
+    with pytest.raises(ownstate.StoreNotEmpty) as err:
         client.session_stores.delete(session.store)
     assert err.value.sessions == 1
     assert snapshot(client) == before
@@ -514,7 +511,7 @@ def test_idempotent_retry_returns_first_result(client: Client, session: ownstate
     assert [(i.item_id, i.seq, i.data) for i in retried] == [
         (i.item_id, i.seq, i.data) for i in first]
     assert snapshot(client) == before
-    with pytest.raises(IdempotencyKeyReused) as err:
+    with pytest.raises(ownstate.IdempotencyKeyReused) as err:
         session.append_items(_messages("different"), idempotency_key="req-1")
     assert err.value.idempotency_key == "req-1"
     assert snapshot(client) == before
@@ -715,7 +712,7 @@ def test_delete_refuses_while_children_exist(client: Client, session: ownstate.S
     session.append_items(_messages("a"))
     child = session.fork(session_id="child")
     before = snapshot(client)
-    with pytest.raises(HasChildren) as err:
+    with pytest.raises(ownstate.HasChildren) as err:
         session.delete()
     assert err.value.children == ["child"]
     assert snapshot(client) == before

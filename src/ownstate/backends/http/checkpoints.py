@@ -7,18 +7,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from ... import _wire
+from ... import _wire, model
 from ..._tokens import decode_token, encode_token
 from ...limits import SESSION_ID_RE
-from ...model import (
-    JSON,
-    CheckpointRecord,
-    CheckpointScope,
-    PendingWrite,
-    RetentionPolicy,
-    RetentionReport,
-    RunUsage,
-)
+from ...model import JSON, CheckpointRecord, CheckpointScope, PendingWrite, RunUsage
 from ..ports.checkpoints import Fence, NewCheckpoint, listing_scope
 from ._base import API, HttpBase, json_object, segment, session_path
 from .runs import missing_run
@@ -160,12 +152,12 @@ class CheckpointsOverHttp(HttpBase):
                              "session_id": target.session_id, "run_id": target.run_id}})
         return int(body["copied"])
 
-    async def apply_retention(self, tenant: str, policy: RetentionPolicy,
-                              now: datetime) -> RetentionReport:
+    async def apply_retention(self, tenant: str, policy: model.RetentionPolicy,
+                              now: datetime) -> model.RetentionReport:
         body = await self._http.call("POST", f"{API}/checkpoints:apply_retention", json={
             "keep_last": policy.keep_last, "max_age_seconds": policy.max_age_seconds,
             "drop_when_run_ends": policy.drop_when_run_ends})
-        return _wire.load(RetentionReport, body)
+        return _wire.load(model.RetentionReport, body)
 
     async def checkpoint_usage(self, tenant: str, run_id: str | None) -> list[RunUsage]:
         body = await self._http.call("GET", f"{API}/checkpoints:usage",

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Protocol, cast
 
+from ... import model
 from ...errors import CheckpointNotFound, RunNotFound, SessionNotFound
 from ...model import (
     CLOSED_RUN_STATUSES,
@@ -15,8 +16,6 @@ from ...model import (
     CheckpointRecord,
     CheckpointScope,
     PendingWrite,
-    RetentionPolicy,
-    RetentionReport,
     Run,
     RunUsage,
 )
@@ -265,8 +264,8 @@ class CheckpointsInMemory(MemoryBase):
 
     # housekeeping ----------------------------------------------------------------------
 
-    async def apply_retention(self, tenant: str, policy: RetentionPolicy,
-                              now: datetime) -> RetentionReport:
+    async def apply_retention(self, tenant: str, policy: model.RetentionPolicy,
+                              now: datetime) -> model.RetentionReport:
         deleted = freed = 0
         with self._data.lock:
             cutoff = (now - timedelta(seconds=policy.max_age_seconds)
@@ -291,7 +290,7 @@ class CheckpointsInMemory(MemoryBase):
                 for key in doomed:
                     freed += held.entries.pop(key).stored_bytes()
                 deleted += len(doomed)
-        return RetentionReport(checkpoints_deleted=deleted, bytes_freed=freed)
+        return model.RetentionReport(checkpoints_deleted=deleted, bytes_freed=freed)
 
     async def checkpoint_usage(self, tenant: str, run_id: str | None) -> list[RunUsage]:
         with self._data.lock:

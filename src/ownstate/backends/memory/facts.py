@@ -23,7 +23,7 @@ from ...errors import (
     StoreNotFound,
 )
 from ...model import Fact, FactExplanation, FactHit, Item, MemoryStoreRecord
-from ..ports.facts import NewFact
+from ..ports.facts import NewFact, covers
 from ..ports.search import TextQuery, fact_text, rank, terms
 from ._data import MemoryBase
 
@@ -90,14 +90,6 @@ def _record_time(chain: list[_StoredFact], now: datetime) -> datetime:
         return now
     last = chain[-1].record
     return max(now, last.superseded_at or last.recorded_at)
-
-
-def _covers(fact: Fact, valid_at: datetime, known_at: datetime) -> bool:
-    if fact.recorded_at > known_at or fact.valid_from > valid_at:
-        return False
-    if fact.superseded_at is None or fact.superseded_at > known_at:
-        return True
-    return fact.valid_to is not None and fact.valid_to > valid_at
 
 
 class FactsInMemory(MemoryBase):
@@ -201,7 +193,7 @@ class FactsInMemory(MemoryBase):
             for (s, key), chain in sorted(stored.chains.items()):
                 if s != subject or (wanted is not None and key not in wanted):
                     continue
-                covering = [f for f in chain if _covers(f.record, valid_at, known_at)]
+                covering = [f for f in chain if covers(f.record, valid_at, known_at)]
                 if covering:
                     found.append(covering[-1].to_fact())
             return found
@@ -264,7 +256,7 @@ class FactsInMemory(MemoryBase):
             in_force: set[str] = set()
             for (s, _), chain in stored.chains.items():
                 if subject is None or s == subject:
-                    covering = [f for f in chain if _covers(f.record, valid_at, known_at)]
+                    covering = [f for f in chain if covers(f.record, valid_at, known_at)]
                     if covering:
                         in_force.add(covering[-1].record.fact_id)
             collection = sorted(((f, f.terms) for chain in stored.chains.values()

@@ -7,20 +7,11 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from ... import errors
 from ..._ids import format_time, new_id
-from ...errors import (
-    AlreadyExists,
-    HasChildren,
-    IdempotencyKeyReused,
-    ItemNotFound,
-    LimitExceeded,
-    SessionNotFound,
-    StoreNotEmpty,
-    StoreNotFound,
-)
 from ...model import Item, ItemHit, SessionRecord, SessionStoreRecord
 from ..ports.search import TextQuery, rank, terms
-from ..ports.sessions import NewItem, SessionOrder
+from ..ports.sessions import NewItem, SessionOrder, changed_labels
 from ._admit import admit_item_vectors
 from ._data import MemoryBase, _StoredItem, _StoredSession
 
@@ -33,13 +24,13 @@ class SessionsInMemory(MemoryBase):
     def _store(self, tenant: str, name: str) -> SessionStoreRecord:
         record = self._data.stores.get((tenant, name))
         if record is None:
-            raise StoreNotFound(store=name)
+            raise errors.StoreNotFound(store=name)
         return record
 
     def _session(self, tenant: str, store: str, session_id: str) -> _StoredSession:
         stored = self._data.sessions.get((tenant, store, session_id))
         if stored is None:
-            raise SessionNotFound(store=store, session_id=session_id)
+            raise errors.SessionNotFound(store=store, session_id=session_id)
         return stored
 
     def _touch(self, stored: _StoredSession, now: datetime) -> None:
@@ -52,7 +43,7 @@ class SessionsInMemory(MemoryBase):
                            ) -> SessionStoreRecord:
         with self._data.lock:
             if (tenant, name) in self._data.stores:
-                raise AlreadyExists(store=name)
+                raise errors.AlreadyExists(store=name)
             record = SessionStoreRecord(tenant=tenant, name=name, create_time=now)
             self._start_grants(tenant, "session_store", name, owner)
             self._data.stores[(tenant, name)] = record
@@ -81,7 +72,7 @@ class SessionsInMemory(MemoryBase):
             self._store(tenant, name)
             keys = [k for k in self._data.sessions if k[0] == tenant and k[1] == name]
             if keys and not force:
-                raise StoreNotEmpty(store=name, sessions=len(keys))
+                raise errors.StoreNotEmpty(store=name, sessions=len(keys))
             self._drop_grants(tenant, "session_store", name)
             for key in keys:
                 del self._data.sessions[key]
@@ -106,7 +97,7 @@ class SessionsInMemory(MemoryBase):
     ) -> _StoredSession:
         key = (tenant, store, session_id)
         if key in self._data.sessions:
-            raise AlreadyExists(store=store, session_id=session_id)
+            raise errors.AlreadyExists(store=store, session_id=session_id)
         record = SessionRecord(
             tenant=tenant, store=store, session_id=session_id, actor_id=actor_id,
             parent_session_id=parent, root_session_id=root, metadata=metadata,
@@ -153,15 +144,7 @@ class SessionsInMemory(MemoryBase):
     ) -> SessionRecord:
         with self._data.lock:
             stored = self._session(tenant, store, session_id)
-            labels = dict(stored.record.metadata)
-            for key, value in changes.items():
-                if value is None:
-                    labels.pop(key, None)
-                else:
-                    labels[key] = value
-            if len(labels) > max_labels:
-                raise LimitExceeded(f"at most {max_labels} metadata labels", field="metadata",
-                                    limit=max_labels, actual=len(labels))
+            labels = changed_labels(stored.record.metadata, changes, max_labels)
             stored.record = replace(stored.record, metadata=labels)
             return stored.record
 
@@ -174,7 +157,7 @@ class SessionsInMemory(MemoryBase):
             self._session(tenant, store, session_id)
             children = self._children(tenant, store, session_id)
             if children and not force:
-                raise HasChildren(store=store, session_id=session_id, children=children)
+                raise errors.HasChildren(store=store, session_id=session_id, children=children)
             doomed = [session_id]
             index = 0
             while index < len(doomed):
@@ -195,7 +178,7 @@ class SessionsInMemory(MemoryBase):
             if up_to_item_id is not None:
                 cut = next((i for i, it in enumerate(items) if it.item_id == up_to_item_id), None)
                 if cut is None:
-                    raise ItemNotFound(session_id=session_id, item_id=up_to_item_id)
+                    raise errors.ItemNotFound(session_id=session_id, item_id=up_to_item_id)
                 items = items[: cut + 1]
             child = self._insert_session(
                 tenant, store, new_session_id, parent.record.actor_id,
@@ -217,7 +200,7 @@ class SessionsInMemory(MemoryBase):
                 seen = stored.idempotency.get(key)
                 if seen is not None:
                     if seen[0] != request_hash:
-                        raise IdempotencyKeyReused(
+                        raise errors.IdempotencyKeyReused(
                             session_id=session_id, idempotency_key=key)
                     wanted = set(seen[1])
                     return [it.to_item(session_id) for it in stored.items
@@ -261,7 +244,7 @@ class SessionsInMemory(MemoryBase):
             for it in self._session(tenant, store, session_id).items:
                 if it.item_id == item_id:
                     return it.to_item(session_id)
-            raise ItemNotFound(session_id=session_id, item_id=item_id)
+            raise errors.ItemNotFound(session_id=session_id, item_id=item_id)
 
     async def pop_item(self, tenant: str, store: str, session_id: str,
                        now: datetime) -> Item | None:

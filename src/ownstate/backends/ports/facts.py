@@ -36,7 +36,16 @@ from ...embeddings import Embedding
 from ...model import Fact, FactExplanation, FactHit, MemoryStoreRecord
 from .search import TextQuery
 
-__all__ = ["FactPort", "NewFact"]
+__all__ = ["FactPort", "NewFact", "covers"]
+
+
+def covers(fact: Fact, valid_at: datetime, known_at: datetime) -> bool:
+    """Whether ``fact``, as believed at ``known_at``, held at ``valid_at`` (the rule above)."""
+    if fact.recorded_at > known_at or fact.valid_from > valid_at:
+        return False
+    if fact.superseded_at is None or fact.superseded_at > known_at:
+        return True
+    return fact.valid_to is not None and fact.valid_to > valid_at
 
 @dataclass(frozen=True, slots=True)
 class NewFact:

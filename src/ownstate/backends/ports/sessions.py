@@ -8,10 +8,11 @@ from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
 from ...embeddings import Embedding
+from ...errors import LimitExceeded
 from ...model import Item, ItemHit, SessionRecord, SessionStoreRecord
 from .search import TextQuery
 
-__all__ = ["NewItem", "SessionOrder", "SessionPort"]
+__all__ = ["NewItem", "SessionOrder", "SessionPort", "changed_labels"]
 
 SessionOrder = Literal["create_time", "last_activity_time"]
 
@@ -32,6 +33,22 @@ class NewItem(NamedTuple):
     text: str = ""
     #: its vector, when the client has an embedder: stored in the same transaction
     embedding: Embedding | None = None
+
+
+def changed_labels(labels: Mapping[str, str], changes: Mapping[str, str | None],
+                   max_labels: int) -> dict[str, str]:
+    """A session's metadata labels after ``changes`` (a value of ``None`` removes its key);
+    :class:`~ownstate.errors.LimitExceeded` when more than ``max_labels`` would remain."""
+    changed = dict(labels)
+    for key, value in changes.items():
+        if value is None:
+            changed.pop(key, None)
+        else:
+            changed[key] = value
+    if len(changed) > max_labels:
+        raise LimitExceeded(f"at most {max_labels} metadata labels", field="metadata",
+                            limit=max_labels, actual=len(changed))
+    return changed
 
 
 class SessionPort(ABC):

@@ -20,22 +20,17 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from ... import model
 from ...errors import CheckpointNotFound, RunNotFound, SessionNotFound
-from ...model import (
-    JSON,
-    CheckpointRecord,
-    CheckpointScope,
-    PendingWrite,
-    RetentionPolicy,
-    RetentionReport,
-    RunUsage,
-)
+from ...model import JSON, CheckpointRecord, CheckpointScope, PendingWrite, RunUsage
 from .._sql import (
     CHECKPOINT_COLUMNS,
     COPY_CHECKPOINTS,
     COPY_WRITES,
     SCOPED_RUN,
     WRITE_COLUMNS,
+    before_mark,
+    listing_conditions,
     retention_reasons,
     scope_params,
 )
@@ -213,20 +208,12 @@ class CheckpointsInPostgres(PostgresCore):
                        before: str | None) -> tuple[list[str], list[Any]]:
         """The conditions (over checkpoints ``c``) and their parameters of a listing."""
         rid = await cls._rid(cur, tenant, scope)
-        conditions, values = ["c.rid = %s", "c.tenant = %s"], [rid, tenant]
-        if namespace is not None:
-            conditions.append("c.namespace = %s")
-            values.append(namespace)
+        conditions, values = listing_conditions("%s", rid, tenant, namespace)
         for key, value in metadata.items():
             conditions.append("(c.metadata -> %s)::text = %s")
             values.extend((key, _canonical(value)))
         if before is not None:
-            mark_sql = "SELECT max(cid) FROM checkpoints WHERE rid = %s AND checkpoint_id = %s"
-            marks: list[Any] = [rid, before]
-            if namespace is not None:
-                mark_sql += " AND namespace = %s"
-                marks.append(namespace)
-            await cur.execute(mark_sql, marks)
+            await cur.execute(*before_mark("%s", rid, before, namespace))
             found = await cur.fetchone()
             mark = found[0] if found else None
             if mark is None:
@@ -350,14 +337,14 @@ class CheckpointsInPostgres(PostgresCore):
 
     # housekeeping ----------------------------------------------------------------------
 
-    async def apply_retention(self, tenant: str, policy: RetentionPolicy,
-                              now: datetime) -> RetentionReport:
+    async def apply_retention(self, tenant: str, policy: model.RetentionPolicy,
+                              now: datetime) -> model.RetentionReport:
         cutoff = (None if policy.max_age_seconds is None
                   else now - timedelta(seconds=policy.max_age_seconds))
         reasons, params = retention_reasons("%s", policy, cutoff)
         params.insert(0, tenant)
         if not reasons:
-            return RetentionReport(checkpoints_deleted=0, bytes_freed=0)
+            return model.RetentionReport(checkpoints_deleted=0, bytes_freed=0)
         params.append(tenant)
         # Every part of one statement reads the same snapshot: the writes are counted
         # before the delete removes them.
@@ -373,11 +360,11 @@ class CheckpointsInPostgres(PostgresCore):
             "(SELECT coalesce(sum(w.size), 0) FROM checkpoint_writes w "
             " WHERE w.cid IN (SELECT cid FROM doomed))")
 
-        async def run(cur: Cursor) -> RetentionReport:
+        async def run(cur: Cursor) -> model.RetentionReport:
             await cur.execute(query, params)
             row = await cur.fetchone()
             assert row is not None
-            return RetentionReport(checkpoints_deleted=int(row[0]), bytes_freed=int(row[1]))
+            return model.RetentionReport(checkpoints_deleted=int(row[0]), bytes_freed=int(row[1]))
 
         return await self._write(tenant, run)
 

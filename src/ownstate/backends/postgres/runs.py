@@ -309,11 +309,7 @@ class RunsInPostgres(PostgresCore, Signalled):
         return 5.0  # announced; the bound only covers a listener that lost its connection
 
     def _decision_listener(self) -> Listener:
-        listener: Listener | None = self.__dict__.get("_decisions_listener")
-        if listener is None:
-            listener = Listener(self.decision_signal, self._listen_for_decisions)
-            self.__dict__["_decisions_listener"] = listener
-        return listener
+        return self.announced_by(self._listen_for_decisions)
 
     async def _listen_for_decisions(self, ready: Callable[[], None],
                                     fire: Callable[[], None]) -> None:

@@ -7,20 +7,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from ...errors import (
-    AlreadyExists,
-    HasChildren,
-    IdempotencyKeyReused,
-    ItemNotFound,
-    LimitExceeded,
-    SessionNotFound,
-    StoreNotEmpty,
-    StoreNotFound,
-)
+from ... import errors
 from ...model import Item, SessionRecord, SessionStoreRecord, build_item
 from .._replay import Meta, Replay
-from .._sql import session_page
-from ..ports.sessions import NewItem, SessionOrder
+from .._sql import session_page, sessions_filter
+from ..ports.sessions import NewItem, SessionOrder, changed_labels
 from ._core import Cursor, PostgresCore
 from ._vector_rows import store_item_vectors
 from .access import drop_grants, start_grants
@@ -112,8 +103,8 @@ def _meta(row: Sequence[Any]) -> Meta:
     return (row[0], row[1], row[2], row[4], row[5], row[6], row[7], row[8], row[9], row[10])
 
 
-def _not_found(store: str, session_id: str) -> SessionNotFound:
-    return SessionNotFound(store=store, session_id=session_id)
+def _not_found(store: str, session_id: str) -> errors.SessionNotFound:
+    return errors.SessionNotFound(store=store, session_id=session_id)
 
 
 class SessionsInPostgres(PostgresCore):
@@ -154,7 +145,7 @@ class SessionsInPostgres(PostgresCore):
             (tenant, name))
         row = await cur.fetchone()
         if row is None:
-            raise StoreNotFound(store=name)
+            raise errors.StoreNotFound(store=name)
         return SessionStoreRecord(tenant=tenant, name=name, create_time=row[0])
 
     # session stores --------------------------------------------------------------------
@@ -168,7 +159,7 @@ class SessionsInPostgres(PostgresCore):
                 "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
                 (tenant, name, now, index_items))
             if cur.rowcount == 0:
-                raise AlreadyExists(store=name)
+                raise errors.AlreadyExists(store=name)
             await start_grants(cur, tenant, "session_store", name, owner)
             return SessionStoreRecord(tenant=tenant, name=name, create_time=now)
 
@@ -197,7 +188,7 @@ class SessionsInPostgres(PostgresCore):
             row = await cur.fetchone()
             count = int(row[0]) if row else 0
             if count and not force:
-                raise StoreNotEmpty(store=name, sessions=count)
+                raise errors.StoreNotEmpty(store=name, sessions=count)
             await cur.execute("DELETE FROM sessions WHERE tenant = %s AND store = %s",
                               (tenant, name))
             await cur.execute("DELETE FROM session_stores WHERE tenant = %s AND name = %s",
@@ -223,7 +214,7 @@ class SessionsInPostgres(PostgresCore):
              now))
         row = await cur.fetchone()
         if row is None:
-            raise AlreadyExists(store=store, session_id=session_id)
+            raise errors.AlreadyExists(store=store, session_id=session_id)
         return int(row[0])
 
     async def create_session(
@@ -252,11 +243,7 @@ class SessionsInPostgres(PostgresCore):
         self, tenant: str, store: str, *, actor_id: str | None, metadata: Mapping[str, str],
         order: SessionOrder, descending: bool, limit: int, after: Sequence[Any] | None,
     ) -> tuple[list[SessionRecord], list[Any] | None]:
-        where = ["tenant = %s", "store = %s"]
-        params: list[Any] = [tenant, store]
-        if actor_id is not None:
-            where.append("actor_id = %s")
-            params.append(actor_id)
+        where, params = sessions_filter("%s", tenant, store, actor_id)
         for label, value in metadata.items():
             where.append("strpos(metadata::text, %s) > 0")
             params.append(_label_text(label, value))
@@ -287,15 +274,7 @@ class SessionsInPostgres(PostgresCore):
     ) -> SessionRecord:
         async def run(cur: Cursor) -> SessionRecord:
             row = list(await self._session_row(cur, tenant, store, session_id, lock=True))
-            labels: dict[str, str] = dict(row[4])
-            for key, value in changes.items():
-                if value is None:
-                    labels.pop(key, None)
-                else:
-                    labels[key] = value
-            if len(labels) > max_labels:
-                raise LimitExceeded(f"at most {max_labels} metadata labels",
-                                    field="metadata", limit=max_labels, actual=len(labels))
+            labels = changed_labels(row[4], changes, max_labels)
             row[4] = labels
             await cur.execute("UPDATE sessions SET metadata = %s::json WHERE sid = %s",
                               (_labels_json(labels), row[7]))
@@ -311,7 +290,7 @@ class SessionsInPostgres(PostgresCore):
                 "AND parent_session_id = %s ORDER BY sid", (tenant, store, session_id))
             children = [r[0] for r in await cur.fetchall()]
             if children and not force:
-                raise HasChildren(store=store, session_id=session_id, children=children)
+                raise errors.HasChildren(store=store, session_id=session_id, children=children)
             await cur.execute(
                 "WITH RECURSIVE tree (session_id) AS ("
                 " SELECT %s::text UNION"
@@ -340,7 +319,7 @@ class SessionsInPostgres(PostgresCore):
                     (tenant, up_to_item_id, parent_sid))
                 row = await cur.fetchone()
                 if row is None:
-                    raise ItemNotFound(session_id=session_id, item_id=up_to_item_id)
+                    raise errors.ItemNotFound(session_id=session_id, item_id=up_to_item_id)
                 last_seq = int(row[0])
             child_sid = await self._insert_session(
                 cur, tenant, store, new_session_id, parent.actor_id, parent.metadata,
@@ -441,7 +420,7 @@ class SessionsInPostgres(PostgresCore):
         """The items a key's first use appended, or IdempotencyKeyReused."""
         key, request_hash = idempotency
         if seen[0] != request_hash:
-            raise IdempotencyKeyReused(
+            raise errors.IdempotencyKeyReused(
                 session_id=session_id, idempotency_key=key)
         await cur.execute(
             f"SELECT {_ITEM_COLUMNS} FROM items WHERE sid = %s AND item_id = ANY(%s) "
@@ -530,7 +509,7 @@ class SessionsInPostgres(PostgresCore):
             found = _items(await cur.fetchall(), session_id)
             if not found:
                 await self._sid(cur, tenant, store, session_id)
-                raise ItemNotFound(session_id=session_id, item_id=item_id)
+                raise errors.ItemNotFound(session_id=session_id, item_id=item_id)
             return found[0]
 
         return await self._read(tenant, run)

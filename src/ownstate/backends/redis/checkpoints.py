@@ -22,17 +22,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from ... import model
 from ..._ids import format_time, parse_time
 from ...errors import CheckpointNotFound, RunNotFound, SessionNotFound
-from ...model import (
-    JSON,
-    CheckpointRecord,
-    CheckpointScope,
-    PendingWrite,
-    RetentionPolicy,
-    RetentionReport,
-    RunUsage,
-)
+from ...model import JSON, CheckpointRecord, CheckpointScope, PendingWrite, RunUsage
 from ..ports.checkpoints import Fence, NewCheckpoint, page_cut
 from ..ports.runs import RunState, run_refusal
 from ._core import CHECKPOINT_KINDS, Reply, lua, pack, text, unpack
@@ -68,6 +61,14 @@ end
 local function stored(m)
   return {{m, redis.call('HGET', cd, m), redis.call('HGET', cz, m),
           redis.call('HGET', cw, m) or ''}}
+end
+-- drops member m; its payload and its writes took pb and wb bytes, which it returns
+local function forget(m, pb, wb)
+  redis.call('ZREM', c, m)
+  redis.call('HDEL', cd, m)
+  redis.call('HDEL', cz, m)
+  redis.call('HDEL', cw, m)
+  return tonumber(pb) + tonumber(wb)
 end
 """
 
@@ -256,12 +257,8 @@ for _, m in ipairs(doomed) do
   local sizes = redis.call('HGET', cz, m)
   if sizes then
     local _, pb, wb = string.match(sizes, '^(%d+) (%d+) (%d+)')
-    redis.call('ZREM', c, m)
-    redis.call('HDEL', cd, m)
-    redis.call('HDEL', cz, m)
-    redis.call('HDEL', cw, m)
     deleted = deleted + 1
-    freed = freed + tonumber(pb) + tonumber(wb)
+    freed = freed + forget(m, pb, wb)
   end
 end
 if freed > 0 then redis.call('HINCRBY', cm, 'bytes', -freed) end
@@ -333,12 +330,8 @@ for _, m in ipairs(redis.call('ZREVRANGE', c, 0, -1)) do
   kept[ns] = (kept[ns] or 0) + 1
   local us, pb, wb = string.match(redis.call('HGET', cz, m), '^(%d+) (%d+) (%d+)')
   if ended or (keep and kept[ns] > keep) or (cutoff and tonumber(us) < cutoff) then
-    redis.call('ZREM', c, m)
-    redis.call('HDEL', cd, m)
-    redis.call('HDEL', cz, m)
-    redis.call('HDEL', cw, m)
     deleted = deleted + 1
-    freed = freed + tonumber(pb) + tonumber(wb)
+    freed = freed + forget(m, pb, wb)
   end
 end
 if freed > 0 then redis.call('HINCRBY', cm, 'bytes', -freed) end
@@ -559,8 +552,8 @@ class CheckpointsInRedis(RunsInRedis):
         usage.sort(key=lambda u: (-u.stored_bytes, u.run_id))
         return usage
 
-    async def apply_retention(self, tenant: str, policy: RetentionPolicy,
-                              now: datetime) -> RetentionReport:
+    async def apply_retention(self, tenant: str, policy: model.RetentionPolicy,
+                              now: datetime) -> model.RetentionReport:
         cutoff = ""
         if policy.max_age_seconds is not None:
             cutoff = str(micros(now - timedelta(seconds=policy.max_age_seconds)))
@@ -575,7 +568,7 @@ class CheckpointsInRedis(RunsInRedis):
                 continue
             deleted += int(reply[1])
             freed += int(reply[2])
-        return RetentionReport(checkpoints_deleted=deleted, bytes_freed=freed)
+        return model.RetentionReport(checkpoints_deleted=deleted, bytes_freed=freed)
 
     async def checkpoint_usage(self, tenant: str, run_id: str | None) -> list[RunUsage]:
         runs = [run_id] if run_id is not None else await self._tenant_runs(tenant)

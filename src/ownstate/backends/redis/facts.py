@@ -38,7 +38,7 @@ from ...errors import (
     StoreNotFound,
 )
 from ...model import Fact, FactExplanation, FactHit, Item, MemoryStoreRecord
-from ..ports.facts import NewFact
+from ..ports.facts import NewFact, covers
 from ..ports.search import TextQuery, bm25, fact_text, terms, useful_terms
 from ._core import Reply, lua, text
 from ._grants import claim_scripts, create_with_grants, drop_store_grants
@@ -425,7 +425,7 @@ class FactsInRedis(SessionsInRedis):
         valid_at, known_at = _ids.now_unless(valid_at, known_at)
         found: list[Fact] = []
         for _, chain in sorted((await self._subject(tenant, store, subject, keys)).items()):
-            covering = [f for f in chain if _covers(f, valid_at, known_at)]
+            covering = [f for f in chain if covers(f, valid_at, known_at)]
             if covering:
                 found.append(covering[-1])
         return found
@@ -533,11 +533,3 @@ class FactsInRedis(SessionsInRedis):
                         sessions += await self._drop_tree(tenant, store, session_id,
                                                           actor=subject)
         return {"facts": facts, "sessions": sessions}
-
-
-def _covers(fact: Fact, valid_at: datetime, known_at: datetime) -> bool:
-    if fact.recorded_at > known_at or fact.valid_from > valid_at:
-        return False
-    if fact.superseded_at is None or fact.superseded_at > known_at:
-        return True
-    return fact.valid_to is not None and fact.valid_to > valid_at

@@ -521,11 +521,7 @@ class RunsInRedis(RedisCore, Signalled):
     def _decision_listener(self) -> Listener | None:
         if self.cluster:
             return None
-        listener: Listener | None = self.__dict__.get("_decisions_listener")
-        if listener is None:
-            listener = Listener(self.decision_signal, self._listen_for_decisions)
-            self.__dict__["_decisions_listener"] = listener
-        return listener
+        return self.announced_by(self._listen_for_decisions)
 
     async def _listen_for_decisions(self, ready: Callable[[], None],
                                     fire: Callable[[], None]) -> None:

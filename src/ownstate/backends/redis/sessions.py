@@ -23,20 +23,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
+from ... import errors
 from ..._ids import format_time, parse_time
-from ...errors import (
-    AlreadyExists,
-    BackendUnavailable,
-    HasChildren,
-    IdempotencyKeyReused,
-    ItemNotFound,
-    LimitExceeded,
-    SessionNotFound,
-    StoreNotEmpty,
-    StoreNotFound,
-)
 from ...model import Item, SessionRecord, SessionStoreRecord
-from ..ports.sessions import NewItem, SessionOrder
+from ..ports.sessions import NewItem, SessionOrder, changed_labels
 from ._core import (
     CLAIM_GRACE_MS,
     DROP,
@@ -340,7 +330,7 @@ class SessionsInRedis(RedisCore):
     async def get_store(self, tenant: str, name: str) -> SessionStoreRecord:
         (state,) = await self._store_states(tenant, [name])
         if state[0] != b"live":
-            raise StoreNotFound(store=name)
+            raise errors.StoreNotFound(store=name)
         return SessionStoreRecord(tenant=tenant, name=name, create_time=parse_time(text(state[1])))
 
     async def list_stores(
@@ -384,17 +374,17 @@ class SessionsInRedis(RedisCore):
             reply = await self._eval("store_close", [self.store_key(tenant, name)],
                                      ["1" if force else "0", *dangling])
             if reply[0] == b"@nostore":
-                raise StoreNotFound(store=name)
+                raise errors.StoreNotFound(store=name)
             if reply[0] == b"ok":
                 nonce, members = text(reply[1]), [text(m) for m in reply[2:]]
                 break
             members = [text(m) for m in reply[1:]]
             live = await self._live_members(tenant, name, members)
             if live:
-                raise StoreNotEmpty(store=name, sessions=len(live))
+                raise errors.StoreNotEmpty(store=name, sessions=len(live))
             dangling = members  # entries of creations that never finished
         else:
-            raise BackendUnavailable(f"session store {name!r} kept changing; retry")
+            raise errors.BackendUnavailable(f"session store {name!r} kept changing; retry")
         # closed, the store is gone for readers: its grants go next (see _grants.py)
         await drop_store_grants(self, tenant, "session_store", name, nonce)
         deleted = 0
@@ -432,7 +422,7 @@ class SessionsInRedis(RedisCore):
         reply = await self._eval("store_reserve", [self.store_key(tenant, store)],
                                  [session_id, root])
         if reply[0] != b"ok":
-            raise StoreNotFound(store=store)
+            raise errors.StoreNotFound(store=store)
         return self.index_member(int(reply[1]), session_id, root)
 
     async def _unreserve(self, tenant: str, store: str, member: str) -> None:
@@ -472,7 +462,7 @@ class SessionsInRedis(RedisCore):
                 continue
             break
         await self._unreserve(tenant, store, member)
-        raise AlreadyExists(store=store, session_id=session_id)
+        raise errors.AlreadyExists(store=store, session_id=session_id)
 
     async def get_session(self, tenant: str, store: str, session_id: str) -> SessionRecord:
         _, reply = await self._tree(tenant, store, session_id, "session_get", [], write=False)
@@ -545,27 +535,19 @@ class SessionsInRedis(RedisCore):
             _, reply = await self._tree(tenant, store, session_id, "session_get", [],
                                         write=False)
             raw = reply[4]
-            labels: dict[str, str] = json.loads(raw)
-            for key, value in changes.items():
-                if value is None:
-                    labels.pop(key, None)
-                else:
-                    labels[key] = value
-            if len(labels) > max_labels:
-                raise LimitExceeded(f"at most {max_labels} metadata labels", field="metadata",
-                                    limit=max_labels, actual=len(labels))
+            labels = changed_labels(json.loads(raw), changes, max_labels)
             _, reply = await self._tree(tenant, store, session_id, "session_set_meta",
                                         [raw, json.dumps(labels, ensure_ascii=False)])
             if reply[0] == b"ok":
                 return _record_from_reply(tenant, store, session_id, reply)
-        raise BackendUnavailable(f"session {session_id!r} metadata kept changing; retry")
+        raise errors.BackendUnavailable(f"session {session_id!r} metadata kept changing; retry")
 
     async def delete_session(self, tenant: str, store: str, session_id: str, force: bool) -> int:
         root, reply = await self._tree(tenant, store, session_id, "session_delete",
                                        ["1" if force else "0"])
         if reply[0] == b"@children":
-            raise HasChildren(store=store, session_id=session_id,
-                              children=[text(c) for c in reply[1:]])
+            raise errors.HasChildren(store=store, session_id=session_id,
+                                     children=[text(c) for c in reply[1:]])
         return await self._after_sessions_dropped(tenant, store, root, reply[1:4])
 
     async def fork_session(
@@ -595,7 +577,7 @@ class SessionsInRedis(RedisCore):
             break
         if claim is None:
             await self._unreserve(tenant, store, member)
-            raise AlreadyExists(
+            raise errors.AlreadyExists(
                 store=store, session_id=new_session_id)
         stamp = format_time(now)
         done = await self._eval(
@@ -607,11 +589,11 @@ class SessionsInRedis(RedisCore):
             await self._eval("release_fork_claim", [home], [claim])
             await self._unreserve(tenant, store, member)
             if done[0] == b"@noitem":
-                raise ItemNotFound(session_id=session_id, item_id=up_to_item_id)
+                raise errors.ItemNotFound(session_id=session_id, item_id=up_to_item_id)
             if done[0] == b"@exists":
-                raise AlreadyExists(
+                raise errors.AlreadyExists(
                     store=store, session_id=new_session_id)
-            raise SessionNotFound(store=store, session_id=session_id)
+            raise errors.SessionNotFound(store=store, session_id=session_id)
         self._remember_root(tenant, store, new_session_id, root)
         return SessionRecord(
             tenant=tenant, store=store, session_id=new_session_id, actor_id=parent.actor_id,
@@ -638,13 +620,13 @@ class SessionsInRedis(RedisCore):
              *encoded])
         status = reply[0]
         if status == b"@reused":
-            raise IdempotencyKeyReused(
+            raise errors.IdempotencyKeyReused(
                 session_id=session_id, idempotency_key=key)
         if status == b"@replay":
             return [decode_items(reply[i + 1], int(reply[i]), session_id)[0]
                     for i in range(1, len(reply), 2)]
         if status == b"@full":
-            raise LimitExceeded(
+            raise errors.LimitExceeded(
                 f"session {session_id!r} holds {int(reply[1])} bytes of items; on Redis one "
                 f"session's items are at most {MAX_LOG_BYTES} bytes", field="items",
                 limit=MAX_LOG_BYTES, actual=int(reply[1]))
@@ -673,7 +655,7 @@ class SessionsInRedis(RedisCore):
         _, reply = await self._tree(tenant, store, session_id, "items_get",
                                     [item_key(item_id)], write=False)
         if reply[0] != b"ok":
-            raise ItemNotFound(session_id=session_id, item_id=item_id)
+            raise errors.ItemNotFound(session_id=session_id, item_id=item_id)
         return decode_items(reply[2], int(reply[1]), session_id)[0]
 
     async def pop_item(self, tenant: str, store: str, session_id: str,

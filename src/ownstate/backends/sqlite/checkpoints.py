@@ -15,23 +15,18 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from ... import model
 from ..._ids import format_time, parse_time
 from ...errors import CheckpointNotFound, RunNotFound, SessionNotFound
-from ...model import (
-    JSON,
-    CheckpointRecord,
-    CheckpointScope,
-    PendingWrite,
-    RetentionPolicy,
-    RetentionReport,
-    RunUsage,
-)
+from ...model import JSON, CheckpointRecord, CheckpointScope, PendingWrite, RunUsage
 from .._sql import (
     CHECKPOINT_COLUMNS,
     COPY_CHECKPOINTS,
     COPY_WRITES,
     SCOPED_RUN,
     WRITE_COLUMNS,
+    before_mark,
+    listing_conditions,
     retention_reasons,
     scope_params,
 )
@@ -219,22 +214,14 @@ class CheckpointsInSqlite(SqliteCore):
                  before: str | None) -> tuple[list[str], list[Any]]:
         """The conditions (over checkpoints ``c``) and their parameters of a listing."""
         rid = cls._rid(conn, tenant, scope)
-        conditions, values = ["c.rid = ?", "c.tenant = ?"], [rid, tenant]
-        if namespace is not None:
-            conditions.append("c.namespace = ?")
-            values.append(namespace)
+        conditions, values = listing_conditions("?", rid, tenant, namespace)
         for key, value in metadata.items():
             condition, wanted = _metadata_condition(key, value)
             conditions.append(
                 f"EXISTS (SELECT 1 FROM json_each(c.metadata) e WHERE {condition})")
             values.extend(wanted)
         if before is not None:
-            mark_sql = "SELECT max(cid) FROM checkpoints WHERE rid = ? AND checkpoint_id = ?"
-            marks: list[Any] = [rid, before]
-            if namespace is not None:
-                mark_sql += " AND namespace = ?"
-                marks.append(namespace)
-            (mark,) = conn.execute(mark_sql, marks).fetchone()
+            (mark,) = conn.execute(*before_mark("?", rid, before, namespace)).fetchone()
             if mark is None:
                 raise CheckpointNotFound(
                     run_id=scope.run_id, checkpoint_id=before)
@@ -359,25 +346,25 @@ class CheckpointsInSqlite(SqliteCore):
 
     # housekeeping ----------------------------------------------------------------------
 
-    async def apply_retention(self, tenant: str, policy: RetentionPolicy,
-                              now: datetime) -> RetentionReport:
+    async def apply_retention(self, tenant: str, policy: model.RetentionPolicy,
+                              now: datetime) -> model.RetentionReport:
         cutoff = (None if policy.max_age_seconds is None
                   else format_time(now - timedelta(seconds=policy.max_age_seconds)))
         reasons, params = retention_reasons("?", policy, cutoff)
         params.insert(0, tenant)
         if not reasons:
-            return RetentionReport(checkpoints_deleted=0, bytes_freed=0)
+            return model.RetentionReport(checkpoints_deleted=0, bytes_freed=0)
         doomed_sql = (
             "SELECT cid, size FROM (SELECT c.cid, c.size, c.create_time, r.status, "
             "row_number() OVER (PARTITION BY c.rid, c.namespace ORDER BY c.cid DESC) - 1 "
             "AS newer FROM runs r JOIN checkpoints c ON c.rid = r.rid WHERE r.tenant = ?) "
             f"WHERE {' OR '.join(reasons)}")
 
-        def run(conn: sqlite3.Connection) -> RetentionReport:
+        def run(conn: sqlite3.Connection) -> model.RetentionReport:
             with write(conn):
                 doomed = conn.execute(doomed_sql, params).fetchall()
                 if not doomed:
-                    return RetentionReport(checkpoints_deleted=0, bytes_freed=0)
+                    return model.RetentionReport(checkpoints_deleted=0, bytes_freed=0)
                 cids = json.dumps([d[0] for d in doomed])
                 (writes,) = conn.execute(
                     "SELECT coalesce(sum(size), 0) FROM checkpoint_writes "
@@ -385,7 +372,7 @@ class CheckpointsInSqlite(SqliteCore):
                 deleted = conn.execute(
                     "DELETE FROM checkpoints WHERE tenant = ? "
                     "AND cid IN (SELECT value FROM json_each(?))", (tenant, cids)).rowcount
-                return RetentionReport(checkpoints_deleted=int(deleted),
+                return model.RetentionReport(checkpoints_deleted=int(deleted),
                                        bytes_freed=sum(d[1] for d in doomed) + int(writes))
 
         return await self._run(run)

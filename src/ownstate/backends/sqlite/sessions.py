@@ -8,19 +8,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from ... import errors
 from ..._ids import format_time, parse_time
-from ...errors import (
-    AlreadyExists,
-    HasChildren,
-    IdempotencyKeyReused,
-    ItemNotFound,
-    LimitExceeded,
-    SessionNotFound,
-    StoreNotEmpty,
-)
 from ...model import Item, SessionRecord, SessionStoreRecord
-from .._sql import session_page
-from ..ports.sessions import NewItem, SessionOrder
+from .._sql import session_page, sessions_filter
+from ..ports.sessions import NewItem, SessionOrder, changed_labels
 from ._core import (
     ITEM_COLUMNS,
     SESSION_COLUMNS,
@@ -50,7 +42,7 @@ class SessionsInSqlite(SqliteCore):
                     "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
                     (tenant, name, format_time(now), int(index_items)))
                 if inserted.rowcount == 0:
-                    raise AlreadyExists(store=name)
+                    raise errors.AlreadyExists(store=name)
                 start_grants(conn, tenant, "session_store", name, owner)
             return SessionStoreRecord(tenant=tenant, name=name, create_time=now)
 
@@ -79,7 +71,7 @@ class SessionsInSqlite(SqliteCore):
                     "SELECT count(*) FROM sessions WHERE tenant = ? AND store = ?",
                     (tenant, name)).fetchone()
                 if count and not force:
-                    raise StoreNotEmpty(store=name, sessions=count)
+                    raise errors.StoreNotEmpty(store=name, sessions=count)
                 conn.execute("DELETE FROM sessions WHERE tenant = ? AND store = ?", (tenant, name))
                 conn.execute("DELETE FROM session_stores WHERE tenant = ? AND name = ?",
                              (tenant, name))
@@ -104,7 +96,7 @@ class SessionsInSqlite(SqliteCore):
              json.dumps(dict(metadata), ensure_ascii=False), stamp, stamp),
         )
         if cursor.rowcount == 0:
-            raise AlreadyExists(store=store, session_id=session_id)
+            raise errors.AlreadyExists(store=store, session_id=session_id)
         return int(cursor.lastrowid or 0)
 
     async def create_session(
@@ -132,11 +124,7 @@ class SessionsInSqlite(SqliteCore):
         self, tenant: str, store: str, *, actor_id: str | None, metadata: Mapping[str, str],
         order: SessionOrder, descending: bool, limit: int, after: Sequence[Any] | None,
     ) -> tuple[list[SessionRecord], list[Any] | None]:
-        where = ["tenant = ?", "store = ?"]
-        params: list[Any] = [tenant, store]
-        if actor_id is not None:
-            where.append("actor_id = ?")
-            params.append(actor_id)
+        where, params = sessions_filter("?", tenant, store, actor_id)
         for key, value in metadata.items():
             where.append("json_extract(metadata, ?) = ?")
             params.extend((f'$."{key}"', value))
@@ -166,15 +154,7 @@ class SessionsInSqlite(SqliteCore):
         def run(conn: sqlite3.Connection) -> SessionRecord:
             with write(conn):
                 row = list(self._session_row(conn, tenant, store, session_id))
-                labels: dict[str, str] = json.loads(row[4])
-                for key, value in changes.items():
-                    if value is None:
-                        labels.pop(key, None)
-                    else:
-                        labels[key] = value
-                if len(labels) > max_labels:
-                    raise LimitExceeded(f"at most {max_labels} metadata labels",
-                                        field="metadata", limit=max_labels, actual=len(labels))
+                labels = changed_labels(json.loads(row[4]), changes, max_labels)
                 row[4] = json.dumps(labels, ensure_ascii=False)
                 conn.execute("UPDATE sessions SET metadata = ? WHERE sid = ?", (row[4], row[7]))
             return session_record(row)
@@ -189,7 +169,7 @@ class SessionsInSqlite(SqliteCore):
                     "SELECT session_id FROM sessions WHERE tenant = ? AND store = ? "
                     "AND parent_session_id = ? ORDER BY sid", (tenant, store, session_id))]
                 if children and not force:
-                    raise HasChildren(
+                    raise errors.HasChildren(
                         store=store, session_id=session_id, children=children)
                 conn.execute(
                     "WITH RECURSIVE tree (session_id) AS ("
@@ -219,7 +199,7 @@ class SessionsInSqlite(SqliteCore):
                         "SELECT seq FROM items WHERE tenant = ? AND item_id = ? AND sid = ?",
                         (tenant, up_to_item_id, parent_sid)).fetchone()
                     if row is None:
-                        raise ItemNotFound(
+                        raise errors.ItemNotFound(
                             session_id=session_id, item_id=up_to_item_id)
                     last_seq = int(row[0])
                 child_sid = self._insert_session(
@@ -269,7 +249,7 @@ class SessionsInSqlite(SqliteCore):
                     "WHERE s.tenant = ? AND s.store = ? AND s.session_id = ?",
                     (tenant, store, session_id)).fetchone()
                 if row is None:
-                    raise SessionNotFound(store=store, session_id=session_id)
+                    raise errors.SessionNotFound(store=store, session_id=session_id)
                 sid, count, indexed = row
                 if idempotency is not None:
                     earlier = self._replayed(conn, tenant, sid, session_id, idempotency)
@@ -318,7 +298,7 @@ class SessionsInSqlite(SqliteCore):
         if seen is None:
             return None
         if seen[0] != request_hash:
-            raise IdempotencyKeyReused(
+            raise errors.IdempotencyKeyReused(
                 session_id=session_id, idempotency_key=key)
         rows = conn.execute(
             f"SELECT {ITEM_COLUMNS} FROM items WHERE sid = ? AND item_id IN "
@@ -351,7 +331,7 @@ class SessionsInSqlite(SqliteCore):
                 f"SELECT {ITEM_COLUMNS} FROM items WHERE tenant = ? AND item_id = ? AND sid = ?",
                 (tenant, item_id, sid)), session_id)
             if not found:
-                raise ItemNotFound(session_id=session_id, item_id=item_id)
+                raise errors.ItemNotFound(session_id=session_id, item_id=item_id)
             return found[0]
 
         return await self._run(run)
