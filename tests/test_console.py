@@ -363,7 +363,13 @@ def test_a_long_transcript_loads_in_slices_as_it_is_scrolled(
 def test_a_fact_links_to_the_exact_item_it_came_from(
         page: Any, served: Served, conversation: dict[str, Any]) -> None:
     sign_in(page, served, served.admin)
-    page.goto(f"{served.base}/console/memory/support-memory?subject=user:42")
+    # the store's page lists its subjects, each a link to its facts
+    page.goto(f"{served.base}/console/memory/support-memory")
+    assert page.locator("form.filters input[name=subject]").count() == 1
+    listed = page.locator("li.subject a")
+    assert "user:42" in listed.all_inner_texts()
+    listed.filter(has_text="user:42").click()
+    page.wait_for_url(re.compile(r"subject=user%3A42$"))
     row = page.locator("tr.fact[data-key=email]")
     assert "0.90" in row.inner_text()
     assert page.locator("tr.fact[data-key=tier]").locator("text=gold").count() == 1
@@ -420,6 +426,8 @@ def test_forgetting_with_a_reason_and_erasing_a_subject_once_confirmed(
         memory = direct.memory_stores.get("support-memory")
         assert memory.recall("user:gone") == []
         assert memory.history("user:gone", "city") == []
+    page.goto(f"{served.base}/console/memory/support-memory")
+    assert "user:gone" not in page.locator("li.subject a").all_inner_texts()
 
 
 def test_content_with_script_or_javascript_links_renders_inert(

@@ -169,6 +169,7 @@ OPERATIONS: dict[tuple[str, str], Callable[[dict[str, str]], Request]] = {
         "json": {"subject": i["subject"]}},
     ("GET", A + "/memory-stores/{memory}/facts:history"): lambda i: {
         "params": {"subject": i["subject"], "key": "secret"}},
+    ("GET", A + "/memory-stores/{memory}/subjects"): lambda i: {"params": {"page_size": 5}},
     ("POST", A + "/memory-stores/{memory}/facts:search"): lambda i: {
         "json": {"query": "VICTIM"}},
     ("POST", A + "/items:search"): lambda i: {

@@ -249,6 +249,8 @@ def _operations(t: Tenant) -> list[tuple[str, str, str, Any]]:
         ("READ", "POST", f"{MEM}/facts:recall", {"subject": "user:1"}),
         ("READ", "GET", f"{MEM}/facts:history?subject=user:1&key=channel", None),
         ("READ", "POST", f"{MEM}/facts:search", {"query": "email"}),
+        ("READ", "GET", f"{MEM}/subjects?page_size=5", None),
+        ("READ", "GET", f"{MEM}/subjects?after=user:0&limit=5", None),
         ("READ", "GET", f"{MEM}/facts/{t.fact_id}", None),
         ("READ", "GET", f"{MEM}/facts/{t.fact_id}/explanation", None),
         ("WRITE", "POST", f"{MEM}/facts", {"subject": "user:2", "key": "k", "value": 1}),
@@ -292,6 +294,7 @@ def test_a_reader_uses_the_library_over_http(tenant: Tenant) -> None:
         assert (fact.fact_id, fact.value) == (tenant.fact_id, "email")
         assert [h.fact for h in memory.search("email")] == [fact]
         assert memory.history("user:1", "channel") == [fact]
+        assert "user:1" in memory.subjects().items
         assert [m.name for m in client.memory_stores.list()] == ["mem"]
         before = tenant.state()
         with pytest.raises(PermissionDenied):
@@ -518,3 +521,19 @@ def test_subject_operations_need_an_admin_key(tenant: Tenant) -> None:
     assert tenant.direct.memory_stores.get("mem").recall("user:1") == []
     with pytest.raises(InvalidInput):
         tenant.direct.memory_stores.erase_subject("")
+
+
+def test_subjects_are_listed_a_page_at_a_time(tenant: Tenant) -> None:
+    tenant.direct.memory_stores.get("mem").remember("user:0", "tz", "UTC")
+    http = tenant.key("lister", memory="READ")
+    first = http.get(f"{MEM}/subjects", params={"page_size": 1}).json()
+    assert first["subjects"] == ["user:0"]
+    rest = http.get(f"{MEM}/subjects", params={"page_token": first["next_page_token"]}).json()
+    assert rest == {"subjects": ["user:1"], "next_page_token": None}
+    assert http.get(f"{MEM}/subjects", params={"after": "user:0"}).json()["subjects"] == [
+        "user:1"]
+    problem = _problem(http.get(f"{MEM}/subjects", params={"page_token": "junk"}), 400,
+                       "invalid_input")
+    assert problem["details"]["field"] == "page_token"
+    _problem(http.get(f"{MEM}/subjects", params={"page_size": 1, "limit": 1}), 400,
+             "invalid_input")

@@ -39,7 +39,7 @@ from ..model import (
 from . import _semantic
 from . import access as _access
 from . import distill as _distill
-from ._paging import AsyncPager, keyset_limit, name_cursor, page_by_name
+from ._paging import AsyncPager, keyset_limit, keyset_page, name_cursor, page_by_name
 from ._scope import Scope
 from ._semantic import Mode
 from .runs import AsyncRuns
@@ -311,6 +311,41 @@ class AsyncMemoryStore:
         s = self._scope
         return await s.backend.history(s.tenant, self.name, _name(subject, "subject"),
                                        _name(key, "key"))
+
+    async def subjects(self, *, page_size: int | None = None,
+                       page_token: str | None = None) -> Page[str]:
+        """One page of the subjects that have facts in this store, in subject order. A
+        subject stays listed once its facts are forgotten (they are closed, not deleted);
+        erasing it removes it.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (a bad page token),
+        :class:`~ownstate.errors.LimitExceeded`, :class:`~ownstate.errors.StoreNotFound`.
+        """
+        s = self._scope
+
+        async def fetch(size: int, after: str | None) -> tuple[list[str], str | None]:
+            found = await s.backend.list_subjects(s.tenant, self.name, size + 1, after)
+            more = len(found) > size
+            del found[size:]
+            return found, found[-1] if more else None
+
+        subjects, token = await keyset_page(
+            s.limits, f"memory_subjects\x00{s.tenant}\x00{self.name}", page_size,
+            page_token, fetch, cursor=str)
+        return Page(subjects, token)
+
+    async def subjects_after(self, *, after: str | None = None,
+                             limit: int | None = None) -> list[str]:
+        """Up to ``limit`` subjects (``Limits.default_page_size`` by default) after
+        ``after``, in subject order: the keyset listing behind :meth:`subjects`.
+
+        Raises :class:`~ownstate.errors.InvalidInput`, :class:`~ownstate.errors.StoreNotFound`.
+        """
+        s = self._scope
+        if after is not None and not isinstance(after, str):
+            raise InvalidInput("after must be a subject", field="after")
+        return await s.backend.list_subjects(s.tenant, self.name,
+                                             keyset_limit(limit, s.limits), after)
 
     async def get(self, fact_id: str) -> Fact:
         """One fact by id, current or closed.

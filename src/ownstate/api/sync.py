@@ -539,6 +539,24 @@ class MemoryStore:
         """
         return self._portal.call(self._impl.history(subject, key))
 
+    def subjects(self, *, page_size: int | None = None, page_token: str | None = None) -> Page[str]:
+        """One page of the subjects that have facts in this store, in subject order. A
+        subject stays listed once its facts are forgotten (they are closed, not deleted);
+        erasing it removes it.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (a bad page token),
+        :class:`~ownstate.errors.LimitExceeded`, :class:`~ownstate.errors.StoreNotFound`.
+        """
+        return self._portal.call(self._impl.subjects(page_size=page_size, page_token=page_token))
+
+    def subjects_after(self, *, after: str | None = None, limit: int | None = None) -> list[str]:
+        """Up to ``limit`` subjects (``Limits.default_page_size`` by default) after
+        ``after``, in subject order: the keyset listing behind :meth:`subjects`.
+
+        Raises :class:`~ownstate.errors.InvalidInput`, :class:`~ownstate.errors.StoreNotFound`.
+        """
+        return self._portal.call(self._impl.subjects_after(after=after, limit=limit))
+
     def get(self, fact_id: str) -> Fact:
         """One fact by id, current or closed.
 

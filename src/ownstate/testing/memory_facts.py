@@ -196,6 +196,50 @@ def test_deleting_a_memory_store_deletes_its_facts(client: Client, memory: Memor
     assert other.recall("user:1") == [kept]
 
 
+def test_subjects_are_listed_in_order_a_page_at_a_time(
+        client: Client, other_tenant: Client, memory: MemoryStore) -> None:
+    """A store lists the subjects that have facts in it, each once, in subject order; a
+    forgotten subject stays listed (its facts are closed, not deleted), an erased one
+    does not. Other stores and other tenants list their own."""
+    assert memory.subjects().items == []
+    subjects = [f"user:{n}" for n in (5, 1, 4, 2, 3)]
+    for subject in subjects:
+        memory.remember(subject, "plan", "pro")
+        memory.remember(subject, "plan", "team")
+    memory.remember("user:1", "tz", "UTC")
+    other = client.memory_stores.create("other-memory")
+    other.remember("user:9", "plan", "free")
+    other.remember("user:8", "plan", "free")
+    other_tenant.memory_stores.create(memory.name).remember("user:0", "plan", "free")
+
+    first = memory.subjects(page_size=2)
+    assert first.items == ["user:1", "user:2"]
+    second = memory.subjects(page_size=2, page_token=first.next_page_token)
+    third = memory.subjects(page_size=2, page_token=second.next_page_token)
+    assert second.items + third.items == ["user:3", "user:4", "user:5"]
+    assert third.next_page_token is None
+    assert memory.subjects_after(after="user:3", limit=1) == ["user:4"]
+    assert other.subjects().items == ["user:8", "user:9"]
+    assert other_tenant.memory_stores.get(memory.name).subjects().items == ["user:0"]
+
+    memory.forget("user:2", "plan")
+    memory.erase_subject("user:3")
+    assert memory.subjects().items == ["user:1", "user:2", "user:4", "user:5"]
+
+    with pytest.raises(InvalidInput) as err:
+        memory.subjects(page_token="not-a-token")
+    assert err.value.field == "page_token"
+    with pytest.raises(InvalidInput):  # a token of another store's listing
+        memory.subjects(page_token=other.subjects(page_size=1).next_page_token)
+    with pytest.raises(LimitExceeded):
+        memory.subjects(page_size=0)
+    client.memory_stores.delete("other-memory")
+    with pytest.raises(StoreNotFound):
+        other.subjects()
+    with pytest.raises(StoreNotFound):
+        other.subjects_after()
+
+
 # remember, recall, history -------------------------------------------------------------
 
 

@@ -79,6 +79,12 @@ class FactsOverHttp(HttpBase):
         body = await self._http.call("GET", STORES, params={"limit": limit, "after": after})
         return [_wire.load(MemoryStoreRecord, r, tenant=tenant) for r in body["memory_stores"]]
 
+    async def list_subjects(self, tenant: str, store: str, limit: int,
+                            after: str | None) -> list[str]:
+        body = await self._http.call("GET", f"{STORES}/{store}/subjects",
+                                     params={"limit": limit, "after": after})
+        return [str(s) for s in body["subjects"]]
+
     async def delete_memory_store(self, tenant: str, name: str) -> int:
         body = await self._http.call("DELETE", f"{STORES}/{name}")
         return int(body["facts_deleted"])

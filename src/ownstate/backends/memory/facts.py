@@ -128,6 +128,12 @@ class FactsInMemory(MemoryBase):
                       if after is None or s.record.name > after]
             return chosen[:limit]
 
+    async def list_subjects(self, tenant: str, store: str, limit: int,
+                            after: str | None) -> list[str]:
+        with self._data.lock:
+            subjects = {s for s, _ in self._memory_store(tenant, store).chains}
+        return sorted(s for s in subjects if after is None or s > after)[:limit]
+
     async def delete_memory_store(self, tenant: str, name: str) -> int:
         with self._data.lock:
             facts = self._memory_store(tenant, name)

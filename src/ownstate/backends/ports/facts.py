@@ -96,6 +96,13 @@ class FactPort(ABC):
         """
 
     @abstractmethod
+    async def list_subjects(self, tenant: str, store: str, limit: int,
+                            after: str | None) -> list[str]:
+        """The subjects that have at least one fact in the store, current or closed (a
+        forgotten subject stays listed; an erased one is gone), ordered by subject, strictly
+        after ``after``; at most ``limit``. Raises StoreNotFound."""
+
+    @abstractmethod
     async def remember(self, tenant: str, store: str, facts: Sequence[NewFact],
                        now: datetime) -> list[Fact]:
         """Record each fact, in order, as the current one for its (subject, key), superseding

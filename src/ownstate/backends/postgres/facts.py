@@ -116,6 +116,18 @@ class FactsInPostgres(PostgresCore):
 
         return await self._read(tenant, run)
 
+    async def list_subjects(self, tenant: str, store: str, limit: int,
+                            after: str | None) -> list[str]:
+        async def run(cur: Cursor) -> list[str]:
+            await self._require_memory_store(cur, tenant, store)
+            await cur.execute(
+                "SELECT DISTINCT subject FROM facts WHERE tenant = %s AND memory_store = %s "
+                "AND subject > %s ORDER BY subject LIMIT %s",
+                (tenant, store, after or "", limit))
+            return [r[0] for r in await cur.fetchall()]
+
+        return await self._read(tenant, run)
+
     async def delete_memory_store(self, tenant: str, name: str) -> int:
         async def run(cur: Cursor) -> int:
             await self._require_memory_store(cur, tenant, name, "FOR UPDATE")

@@ -512,6 +512,9 @@ MIGRATIONS: tuple[Migration, ...] = (
         "current_setting('ownstate.tenant', true)) WITH CHECK (tenant = "
         "current_setting('ownstate.tenant', true))",
     )),
+    Migration(8, "a memory store's subjects in order", (
+        "CREATE INDEX facts_by_store_subject ON facts (tenant, memory_store, subject)",
+    )),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -164,6 +164,10 @@ end
 return out
 """)
 
+lua("facts_subjects", _LIVE + """
+return {'ok', redis.call('SMEMBERS', base .. 'subjects')}
+""")
+
 lua("facts_get", _LIVE + """
 return {'ok', redis.call('HGET', base .. 'f', ARGV[1])}
 """)
@@ -429,6 +433,12 @@ class FactsInRedis(SessionsInRedis):
             if covering:
                 found.append(covering[-1])
         return found
+
+    async def list_subjects(self, tenant: str, store: str, limit: int,
+                            after: str | None) -> list[str]:
+        reply = await self._memory(tenant, store, "facts_subjects", [], write=False)
+        subjects = sorted(text(s) for s in reply[1])
+        return [s for s in subjects if after is None or s > after][:limit]
 
     async def history(self, tenant: str, store: str, subject: str, key: str) -> list[Fact]:
         return (await self._subject(tenant, store, subject, [key])).get(key, [])

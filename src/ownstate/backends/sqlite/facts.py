@@ -89,6 +89,17 @@ class FactsInSqlite(SqliteCore):
 
         return await self._run(run)
 
+    async def list_subjects(self, tenant: str, store: str, limit: int,
+                            after: str | None) -> list[str]:
+        def run(conn: sqlite3.Connection) -> list[str]:
+            self._require_memory_store(conn, tenant, store)
+            rows = conn.execute(
+                "SELECT DISTINCT subject FROM facts WHERE tenant = ? AND memory_store = ? "
+                "AND subject > ? ORDER BY subject LIMIT ?", (tenant, store, after or "", limit))
+            return [r[0] for r in rows]
+
+        return await self._run(run)
+
     async def delete_memory_store(self, tenant: str, name: str) -> int:
         def run(conn: sqlite3.Connection) -> int:
             with write(conn):

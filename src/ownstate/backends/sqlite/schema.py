@@ -366,6 +366,9 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         "CREATE INDEX item_vectors_by_store ON item_vectors (tenant, store, model)",
     )),
+    Migration(7, "a memory store's subjects in order", (
+        "CREATE INDEX facts_by_store_subject ON facts (tenant, memory_store, subject)",
+    )),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

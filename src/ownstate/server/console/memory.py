@@ -1,4 +1,5 @@
-"""Memory: the memory stores the caller may read, a subject's facts (now, or as of a past
+"""Memory: the memory stores the caller may read, the subjects of each (a page at a time),
+a subject's facts (now, or as of a past
 moment) with their confidence and provenance, each fact's versions, forgetting a fact, and
 erasing a subject.
 
@@ -34,6 +35,9 @@ __all__ = ["router"]
 
 router = console_router()
 
+#: subjects shown on a memory store's page at a time
+_SUBJECTS_PAGE = 50
+
 
 @router.get("/memory")
 async def memory_stores(request: Request, signed: ConsoleCaller) -> Response:
@@ -48,9 +52,10 @@ async def subject_facts(
     subject: Annotated[str | None, Query(max_length=256)] = None,
     as_of: Annotated[str | None, Query(max_length=40)] = None,
     q: Annotated[str | None, Query(max_length=512)] = None,
+    subjects_page: Annotated[str | None, Query(max_length=2048)] = None,
 ) -> Response:
     """A subject's facts in force (now, or at ``as_of``), or the current facts a search
-    finds, each with its source."""
+    finds, each with its source; with neither, the store's subjects, a page at a time."""
     caller = signed.caller
     await require(caller, MEMORY_STORE, store, "READ")
     memory = await caller.client.memory_stores.get(store)
@@ -62,8 +67,11 @@ async def subject_facts(
                                                           as_of=when)]
     elif subject is not None:
         facts = await memory.recall(subject, as_of=when)
+    subjects = None
+    if subject is None and not (q and q.strip()):
+        subjects = await memory.subjects(page_size=_SUBJECTS_PAGE, page_token=subjects_page)
     return render(request, "memory.html", signed, store=store, subject=subject or "",
-                  as_of=as_of or "", q=q or "", facts=facts,
+                  as_of=as_of or "", q=q or "", facts=facts, subjects=subjects,
                   may_forget=when is None and may(await memory_levels(caller), store,
                                                     "WRITE"))
 

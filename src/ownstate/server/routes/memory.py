@@ -29,7 +29,7 @@ from ..auth import Caller
 from ..permissions import MEMORY_STORE, SESSION_STORE, require, visible_stores
 from ..routing import CallerDep
 from ..schemas import ItemOut, StrictModel
-from ._common import api_router, item_json, require_admin
+from ._common import api_router, item_json, keyset_mode, require_admin
 from ._stores import StoreKind, add_store_routes
 
 __all__ = ["router"]
@@ -344,6 +344,31 @@ async def fact_history(store: str, caller: CallerDep, subject: NameQuery,
     (READ)."""
     memory = await _memory(caller, store, "READ")
     return _facts_response(await memory.history(subject, key))
+
+
+class SubjectsOut(BaseModel):
+    subjects: list[str]
+    next_page_token: str | None = None
+
+
+@router.get("/memory-stores/{store}/subjects", response_model=SubjectsOut)
+async def list_subjects(
+    store: str, caller: CallerDep,
+    page_size: Annotated[int | None, Query(ge=1, le=1000)] = None,
+    page_token: Annotated[str | None, Query(max_length=2048)] = None,
+    after: Annotated[str | None, Query(max_length=MAX_NAME_CHARS, description=(
+        "Keyset paging: subjects after this one (instead of page_token)."))] = None,
+    limit: Annotated[int | None, Query(ge=1, le=1001, description=(
+        "Keyset paging: at most this many subjects, with no next_page_token."))] = None,
+) -> SubjectsOut:
+    """The subjects that have facts in the store, forgotten ones included, in subject
+    order (READ)."""
+    memory = await _memory(caller, store, "READ")
+    if after is not None or limit is not None:
+        keyset_mode(page_size, page_token)
+        return SubjectsOut(subjects=await memory.subjects_after(after=after, limit=limit))
+    page = await memory.subjects(page_size=page_size, page_token=page_token)
+    return SubjectsOut(subjects=page.items, next_page_token=page.next_page_token)
 
 
 class FactHitOut(BaseModel):
