@@ -28,7 +28,7 @@ import pytest
 import ownstate
 from ownstate.backends import Capability
 
-from .fixtures import client, make_client
+from .fixtures import client, make_client, racing
 from .targets import Target
 
 __all__ = [
@@ -213,10 +213,8 @@ def test_concurrent_appends_from_processes(target: Target, client: ownstate.Clie
                         args=(target.url, session.store, session.session_id, w, start, results))
         for w in range(PROCESSES)
     ]
-    for process in processes:
-        process.start()
     returned: dict[int, list[list[ownstate.Item]]] = {}
-    try:
+    with racing(processes=processes, results=results, timeout=30):
         # drain before joining: a child cannot exit while its queued result is unread
         deadline = time.monotonic() + PROCESS_TIMEOUT
         while len(returned) < PROCESSES:
@@ -227,14 +225,6 @@ def test_concurrent_appends_from_processes(target: Target, client: ownstate.Clie
                 failed = [p.name for p in processes if p.exitcode not in (None, 0)]
                 assert not failed, f"{failed} failed (their traceback is on stderr)"
                 assert time.monotonic() < deadline, "the writer processes did not finish"
-    finally:
-        for process in processes:
-            process.join(30)
-            if process.is_alive():
-                process.kill()
-                process.join()
-        results.close()
-        results.join_thread()
     assert [p.exitcode for p in processes] == [0] * PROCESSES
     plans = {w: _plan(w, PROCESS_BATCHES) for w in range(PROCESSES)}
     _check_history(_history(session), plans, returned)

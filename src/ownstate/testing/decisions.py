@@ -32,7 +32,7 @@ from ownstate.errors import (
 from ownstate.model import Run
 
 from .fixtures import *
-from .fixtures import snapshot
+from .fixtures import racing, snapshot
 
 Client = ownstate.Client
 
@@ -342,26 +342,9 @@ def test_concurrent_deciders_across_processes_one_wins(
         for p in range(remote)]
     threads = [threading.Thread(target=_decide_race, args=(
         target.connect, run_ids, f"local-{n}", barrier, results.put)) for n in range(local)]
-    for process in processes:
-        process.start()
-    for thread in threads:
-        thread.start()
-    outcomes: list[tuple[str, str, str]] = []
-    try:
-        outcomes = [results.get(timeout=120) for _ in range(len(run_ids) * contenders)]
-    except BaseException:
-        barrier.abort()
-        raise
-    finally:
-        for thread in threads:
-            thread.join(timeout=120)
-        for process in processes:
-            process.join(timeout=120)
-            if process.is_alive():
-                process.kill()
-                process.join()
-        results.close()
-        results.join_thread()
+    with racing(threads, processes, barrier=barrier, results=results):
+        outcomes: list[tuple[str, str, str]] = [
+            results.get(timeout=120) for _ in range(len(run_ids) * contenders)]
     assert [p.exitcode for p in processes] == [0] * remote
     assert {name for _, name, _ in outcomes if name.startswith("proc-")} == {
         f"proc-{p}-{n}" for p in range(remote) for n in range(per_process)}

@@ -7,9 +7,10 @@ its fixtures too. They build on one fixture the user provides: ``target``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Iterator
+import contextlib
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import pytest
 
@@ -80,6 +81,41 @@ def snapshot(client: ownstate.Client) -> dict[str, Any]:
             )
         state[st.name] = sessions
     return state
+
+
+class _Worker(Protocol):
+    def start(self) -> None: ...
+    def join(self, timeout: float | None = None) -> None: ...
+
+
+@contextlib.contextmanager
+def racing(threads: Sequence[_Worker] = (), processes: Sequence[Any] = (), *,
+           barrier: Any = None, results: Any = None, timeout: float = 120) -> Iterator[None]:
+    """Start ``processes`` then ``threads``; on leaving, join them all.
+
+    A failure inside aborts ``barrier`` first, so no contender waits on it forever; a
+    process still alive ``timeout`` seconds after the block is killed; ``results``, a
+    multiprocessing queue, is closed and its feeder thread joined.
+    """
+    for worker in (*processes, *threads):
+        worker.start()
+    try:
+        yield
+    except BaseException:
+        if barrier is not None:
+            barrier.abort()
+        raise
+    finally:
+        for thread in threads:
+            thread.join(timeout=timeout)
+        for process in processes:
+            process.join(timeout=timeout)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        if results is not None:
+            results.close()
+            results.join_thread()
 
 
 class FrozenTime:

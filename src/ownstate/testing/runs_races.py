@@ -27,6 +27,7 @@ from ownstate.errors import (
 )
 
 from .fixtures import *
+from .fixtures import racing
 from .runs_lifecycle import (
     Clock,
 )
@@ -157,16 +158,8 @@ def test_resume_race_threads(client: Client, target: Any, session: ownstate.Sess
     threads = [threading.Thread(target=_contend, args=(target.connect, run.run_id, f"thread-{n}",
                                                        rounds, barrier, results.put))
                for n in range(contenders)]
-    for thread in threads:
-        thread.start()
-    try:
+    with racing(threads, barrier=barrier):
         _coordinate(clock, rounds, barrier)
-    except BaseException:
-        barrier.abort()
-        raise
-    finally:
-        for thread in threads:
-            thread.join(timeout=120)
     outcomes = []
     while not results.empty():
         outcomes.append(results.get())
@@ -197,27 +190,9 @@ def test_resume_race_across_processes(client: Client, target: Any,
     threads = [threading.Thread(target=_contend, args=(target.connect, run.run_id, f"local-{n}",
                                                        rounds, barrier, results.put))
                for n in range(local)]
-    for process in processes:
-        process.start()
-    for thread in threads:
-        thread.start()
-    outcomes: list[_Outcome] = []
-    try:
+    with racing(threads, processes, barrier=barrier, results=results):
         _coordinate(clock, rounds, barrier)
-        outcomes = [results.get(timeout=120) for _ in range(rounds * contenders)]
-    except BaseException:
-        barrier.abort()
-        raise
-    finally:
-        for thread in threads:
-            thread.join(timeout=120)
-        for process in processes:
-            process.join(timeout=120)
-            if process.is_alive():
-                process.kill()
-                process.join()
-        results.close()
-        results.join_thread()
+        outcomes: list[_Outcome] = [results.get(timeout=120) for _ in range(rounds * contenders)]
     assert [p.exitcode for p in processes] == [0] * remote
     assert {o.owner for o in outcomes if o.owner.startswith("proc-")} == {
         f"proc-{p}-{n}" for p in range(remote) for n in range(per_process)}
