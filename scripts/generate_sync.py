@@ -201,7 +201,11 @@ def _class(async_cls: type, sync_name: str) -> list[str]:
         "        self._portal = portal",
         "        self._impl = impl",
     ]
-    for name, member in vars(async_cls).items():
+    members: dict[str, object] = {}
+    for klass in async_cls.__mro__[:-1]:  # its own members first, then what it inherits
+        for name, member in vars(klass).items():
+            members.setdefault(name, member)
+    for name, member in members.items():
         if isinstance(member, property):
             out += ["", *_property(name, member)]
         elif callable(member) and (not name.startswith("_") or name in DUNDERS):

@@ -51,7 +51,9 @@ def test_sync_twins_mirror_every_async_method() -> None:
     pairs = [(type_, twin) for type_, twin in vars(sync)["_TWINS"].items()]
     assert len(pairs) >= 9
     for async_cls, sync_cls in pairs:
-        for name, member in vars(async_cls).items():
+        members = {name: member for klass in reversed(async_cls.__mro__[:-1])
+                   for name, member in vars(klass).items()}  # inherited ones too
+        for name, member in members.items():
             if name.startswith("_"):
                 continue
             assert hasattr(sync_cls, name), f"{sync_cls.__name__} lacks {name}"

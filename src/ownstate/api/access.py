@@ -15,15 +15,17 @@ import hashlib
 import hmac
 import re
 import secrets
+from datetime import datetime
+from typing import ClassVar
 
 from .._ids import now
 from ..errors import InvalidInput, Unauthenticated
 from ..limits import KEY_ID_RE, PRINCIPAL_RE, SECRET_DIGEST_RE
-from ..model import PERMISSION_LEVELS, ApiKey, Grant
+from ..model import PERMISSION_LEVELS, ApiKey, Grant, MemoryStoreRecord, SessionStoreRecord
 from ._scope import Scope
 
-__all__ = ["STORE_KINDS", "TOKEN_PREFIX", "AsyncApiKeys", "grant_permission", "new_key",
-           "parse_token", "permission_level", "permissions", "principal_name",
+__all__ = ["STORE_KINDS", "TOKEN_PREFIX", "AsyncApiKeys", "StoreHandle", "grant_permission",
+           "new_key", "parse_token", "permission_level", "permissions", "principal_name",
            "revoke_permission"]
 
 #: Every API key starts with this, so a leaked one is easy to find in logs and scanners.
@@ -181,3 +183,43 @@ async def revoke_permission(scope: Scope, kind: str, store: str, principal: str)
 
 async def permissions(scope: Scope, kind: str, store: str) -> list[Grant]:
     return await scope.backend.list_grants(scope.tenant, kind, store)
+
+
+class StoreHandle:
+    """What a session store's handle and a memory store's share: the store's name, when it
+    was made, and the grants on it. A subclass names its grant kind in ``_kind``."""
+
+    _kind: ClassVar[str]
+
+    def __init__(self, scope: Scope, record: SessionStoreRecord | MemoryStoreRecord) -> None:
+        self._scope = scope
+        self._record = record
+
+    @property
+    def name(self) -> str:
+        """The store's name."""
+        return self._record.name
+
+    @property
+    def create_time(self) -> datetime:
+        """When the store was created."""
+        return self._record.create_time
+
+    async def grant_permission(self, principal: str, permission: str) -> Grant:
+        """Give ``principal`` ``permission`` (READ, WRITE or MANAGE) on this store, replacing
+        what it had. The HTTP server enforces grants; the library records them.
+
+        Raises :class:`~ownstate.errors.InvalidInput`.
+        """
+        return await grant_permission(self._scope, self._kind, self.name, principal, permission)
+
+    async def revoke_permission(self, principal: str) -> None:
+        """Take away ``principal``'s grant on this store (its ownership stays).
+
+        Raises :class:`~ownstate.errors.InvalidInput`.
+        """
+        await revoke_permission(self._scope, self._kind, self.name, principal)
+
+    async def permissions(self) -> list[Grant]:
+        """Every grant on this store, the owner's included, by principal."""
+        return await permissions(self._scope, self._kind, self.name)

@@ -28,7 +28,7 @@ from ..backends.ports.search import TextQuery, text_query
 from ..embeddings import Embedder
 from ..errors import InvalidInput, LimitExceeded, PermissionDenied
 from ..limits import TENANT_RE, Limits
-from ..model import Grant, ItemHit, Page, SessionStoreRecord
+from ..model import ItemHit, Page
 from . import _semantic
 from . import access as _access
 from ._paging import (
@@ -63,43 +63,13 @@ _SESSION_ORDERS: dict[str, tuple[SessionOrder, bool]] = {
 }
 
 
-class AsyncSessionStore:
+class AsyncSessionStore(_access.StoreHandle):
     """A named container of sessions."""
 
-    def __init__(self, scope: _Scope, record: SessionStoreRecord) -> None:
-        self._scope = scope
-        self._record = record
+    _kind = "session_store"
 
     def __repr__(self) -> str:
-        return f"<SessionStore {self._record.name}>"
-
-    @property
-    def name(self) -> str:
-        return self._record.name
-
-    @property
-    def create_time(self) -> datetime:
-        return self._record.create_time
-
-    async def grant_permission(self, principal: str, permission: str) -> Grant:
-        """Give ``principal`` ``permission`` (READ, WRITE or MANAGE) on this store, replacing
-        what it had. The HTTP server enforces grants; the library records them.
-
-        Raises :class:`~ownstate.errors.InvalidInput`.
-        """
-        return await _access.grant_permission(self._scope, "session_store", self.name, principal,
-                                              permission)
-
-    async def revoke_permission(self, principal: str) -> None:
-        """Take away ``principal``'s grant on this store (its ownership stays).
-
-        Raises :class:`~ownstate.errors.InvalidInput`.
-        """
-        await _access.revoke_permission(self._scope, "session_store", self.name, principal)
-
-    async def permissions(self) -> list[Grant]:
-        """Every grant on this store, the owner's included, by principal."""
-        return await _access.permissions(self._scope, "session_store", self.name)
+        return f"<SessionStore {self.name}>"
 
     async def add(
         self,

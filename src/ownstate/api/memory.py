@@ -30,9 +30,7 @@ from ..model import (
     Fact,
     FactExplanation,
     FactHit,
-    Grant,
     Item,
-    MemoryStoreRecord,
     Page,
     SessionRecord,
 )
@@ -123,48 +121,16 @@ def _record_json(record: Fact | SessionRecord | Item) -> dict[str, JSON]:
     return {k: _jsonable(v) for k, v in asdict(record).items()}
 
 
-class AsyncMemoryStore:
+class AsyncMemoryStore(_access.StoreHandle):
     """A named container of facts about subjects: ``client.memory_stores.get(name)``.
 
     Every method acts on what is stored now; the handle holds only the store's name.
     """
 
-    def __init__(self, scope: Scope, record: MemoryStoreRecord) -> None:
-        self._scope = scope
-        self._record = record
+    _kind = "memory_store"
 
     def __repr__(self) -> str:
-        return f"<AsyncMemoryStore {self._record.name}>"
-
-    @property
-    def name(self) -> str:
-        """The memory store's name."""
-        return self._record.name
-
-    @property
-    def create_time(self) -> datetime:
-        """When the memory store was created."""
-        return self._record.create_time
-
-    async def grant_permission(self, principal: str, permission: str) -> Grant:
-        """Give ``principal`` ``permission`` (READ, WRITE or MANAGE) on this store, replacing
-        what it had. The HTTP server enforces grants; the library records them.
-
-        Raises :class:`~ownstate.errors.InvalidInput`.
-        """
-        return await _access.grant_permission(self._scope, "memory_store", self.name, principal,
-                                              permission)
-
-    async def revoke_permission(self, principal: str) -> None:
-        """Take away ``principal``'s grant on this store (its ownership stays).
-
-        Raises :class:`~ownstate.errors.InvalidInput`.
-        """
-        await _access.revoke_permission(self._scope, "memory_store", self.name, principal)
-
-    async def permissions(self) -> list[Grant]:
-        """Every grant on this store, the owner's included, by principal."""
-        return await _access.permissions(self._scope, "memory_store", self.name)
+        return f"<AsyncMemoryStore {self.name}>"
 
     def _new_fact(self, subject: object, key: object, value: object, confidence: object,
                   source: object, source_type: object, valid_from: object) -> NewFact:

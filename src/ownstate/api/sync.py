@@ -285,33 +285,6 @@ class SessionStore:
     def __repr__(self) -> str:
         return repr(self._impl).replace('<Async', '<', 1)
 
-    @property
-    def name(self) -> str:
-        return self._impl.name
-
-    @property
-    def create_time(self) -> datetime:
-        return self._impl.create_time
-
-    def grant_permission(self, principal: str, permission: str) -> Grant:
-        """Give ``principal`` ``permission`` (READ, WRITE or MANAGE) on this store, replacing
-        what it had. The HTTP server enforces grants; the library records them.
-
-        Raises :class:`~ownstate.errors.InvalidInput`.
-        """
-        return self._portal.call(self._impl.grant_permission(principal, permission))
-
-    def revoke_permission(self, principal: str) -> None:
-        """Take away ``principal``'s grant on this store (its ownership stays).
-
-        Raises :class:`~ownstate.errors.InvalidInput`.
-        """
-        return self._portal.call(self._impl.revoke_permission(principal))
-
-    def permissions(self) -> list[Grant]:
-        """Every grant on this store, the owner's included, by principal."""
-        return self._portal.call(self._impl.permissions())
-
     def add(self, *, actor_id: str, session_id: str | None = None, metadata: Mapping[str, str] | None = None) -> Session:
         """Create a session for ``actor_id`` (required; it groups sessions and grants
         nothing). ``session_id`` is generated unless given.
@@ -354,6 +327,35 @@ class SessionStore:
         Raises as :meth:`list_sessions_page`, when iteration starts.
         """
         return self._portal.iterate(self._impl.list_sessions(actor_id=actor_id, metadata=metadata, order_by=order_by, page_size=page_size, page_token=page_token), lambda e: _twin(self._portal, e))
+
+    @property
+    def name(self) -> str:
+        """The store's name."""
+        return self._impl.name
+
+    @property
+    def create_time(self) -> datetime:
+        """When the store was created."""
+        return self._impl.create_time
+
+    def grant_permission(self, principal: str, permission: str) -> Grant:
+        """Give ``principal`` ``permission`` (READ, WRITE or MANAGE) on this store, replacing
+        what it had. The HTTP server enforces grants; the library records them.
+
+        Raises :class:`~ownstate.errors.InvalidInput`.
+        """
+        return self._portal.call(self._impl.grant_permission(principal, permission))
+
+    def revoke_permission(self, principal: str) -> None:
+        """Take away ``principal``'s grant on this store (its ownership stays).
+
+        Raises :class:`~ownstate.errors.InvalidInput`.
+        """
+        return self._portal.call(self._impl.revoke_permission(principal))
+
+    def permissions(self) -> list[Grant]:
+        """Every grant on this store, the owner's included, by principal."""
+        return self._portal.call(self._impl.permissions())
 
 
 class SessionStores:
@@ -452,35 +454,6 @@ class MemoryStore:
 
     def __repr__(self) -> str:
         return repr(self._impl).replace('<Async', '<', 1)
-
-    @property
-    def name(self) -> str:
-        """The memory store's name."""
-        return self._impl.name
-
-    @property
-    def create_time(self) -> datetime:
-        """When the memory store was created."""
-        return self._impl.create_time
-
-    def grant_permission(self, principal: str, permission: str) -> Grant:
-        """Give ``principal`` ``permission`` (READ, WRITE or MANAGE) on this store, replacing
-        what it had. The HTTP server enforces grants; the library records them.
-
-        Raises :class:`~ownstate.errors.InvalidInput`.
-        """
-        return self._portal.call(self._impl.grant_permission(principal, permission))
-
-    def revoke_permission(self, principal: str) -> None:
-        """Take away ``principal``'s grant on this store (its ownership stays).
-
-        Raises :class:`~ownstate.errors.InvalidInput`.
-        """
-        return self._portal.call(self._impl.revoke_permission(principal))
-
-    def permissions(self) -> list[Grant]:
-        """Every grant on this store, the owner's included, by principal."""
-        return self._portal.call(self._impl.permissions())
 
     def remember(self, subject: str, key: str, value: JSON, *, confidence: float | None = None, source: Item | tuple[str, str, str] | None = None, source_type: str = 'agent', valid_from: datetime | None = None) -> Fact:
         """Record that ``key`` of ``subject`` is ``value`` and return the new fact.
@@ -667,6 +640,35 @@ class MemoryStore:
         Raises :class:`~ownstate.errors.InvalidInput`.
         """
         return self._portal.call(self._impl.erase_subject(subject, include_sessions=include_sessions))
+
+    @property
+    def name(self) -> str:
+        """The store's name."""
+        return self._impl.name
+
+    @property
+    def create_time(self) -> datetime:
+        """When the store was created."""
+        return self._impl.create_time
+
+    def grant_permission(self, principal: str, permission: str) -> Grant:
+        """Give ``principal`` ``permission`` (READ, WRITE or MANAGE) on this store, replacing
+        what it had. The HTTP server enforces grants; the library records them.
+
+        Raises :class:`~ownstate.errors.InvalidInput`.
+        """
+        return self._portal.call(self._impl.grant_permission(principal, permission))
+
+    def revoke_permission(self, principal: str) -> None:
+        """Take away ``principal``'s grant on this store (its ownership stays).
+
+        Raises :class:`~ownstate.errors.InvalidInput`.
+        """
+        return self._portal.call(self._impl.revoke_permission(principal))
+
+    def permissions(self) -> list[Grant]:
+        """Every grant on this store, the owner's included, by principal."""
+        return self._portal.call(self._impl.permissions())
 
 
 class MemoryStores:
