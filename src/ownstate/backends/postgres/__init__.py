@@ -12,6 +12,7 @@ from typing import ClassVar
 
 from ..._extras import requires
 from ...errors import BackendUnavailable, SchemaVersion
+from .._migrations import needs_migration
 from ..base import Backend, Capability
 from ._core import Cursor
 from .access import AccessInPostgres
@@ -63,17 +64,9 @@ class PostgresBackend(SearchInPostgres, SessionsInPostgres, FactsInPostgres,
 
     async def setup(self, *, migrate: bool) -> None:
         found = await self._read(None, self._found_version)
-        if found > SCHEMA_VERSION:
-            raise SchemaVersion(
-                f"the database schema is version {found}, newer than this ownstate "
-                f"({SCHEMA_VERSION}); upgrade ownstate", found=found, expected=SCHEMA_VERSION)
-        if found == SCHEMA_VERSION:
+        if not needs_migration(found, SCHEMA_VERSION, migrate=migrate,
+                               schema=f"the database schema {self.schema!r}"):
             return
-        if not migrate:
-            raise SchemaVersion(
-                f"the database schema {self.schema!r} is version {found}, expected "
-                f"{SCHEMA_VERSION}; run `ownstate migrate`", found=found,
-                expected=SCHEMA_VERSION)
         schema = sql.Identifier(self.schema)
 
         async def run(cur: Cursor) -> None:

@@ -22,16 +22,9 @@ is looking up, before the tenant is known (migration 3).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from .._migrations import Migration
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration"]
-
-
-@dataclass(frozen=True, slots=True)
-class Migration:
-    version: int
-    description: str
-    statements: tuple[str, ...]
 
 
 MIGRATIONS: tuple[Migration, ...] = (

@@ -15,6 +15,7 @@ import sqlite3
 from typing import ClassVar
 
 from ...errors import SchemaVersion
+from .._migrations import needs_migration
 from ..base import Backend, Capability
 from ._core import write
 from .access import AccessInSqlite
@@ -76,17 +77,9 @@ class SqliteBackend(SearchInSqlite, SessionsInSqlite, FactsInSqlite, VectorsInSq
                 found=0, expected=SCHEMA_VERSION)
 
         def run(conn: sqlite3.Connection) -> None:
-            found = self._found_version(conn)
-            if found > SCHEMA_VERSION:
-                raise SchemaVersion(
-                    f"the database schema is version {found}, newer than this ownstate "
-                    f"({SCHEMA_VERSION}); upgrade ownstate", found=found, expected=SCHEMA_VERSION)
-            if found == SCHEMA_VERSION:
+            if not needs_migration(self._found_version(conn), SCHEMA_VERSION,
+                                   migrate=migrate):
                 return
-            if not migrate:
-                raise SchemaVersion(
-                    f"the database schema is version {found}, expected {SCHEMA_VERSION}; "
-                    "run `ownstate migrate`", found=found, expected=SCHEMA_VERSION)
             register_functions(conn)
             for migration in MIGRATIONS:
                 with write(conn):

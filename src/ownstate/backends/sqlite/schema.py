@@ -10,16 +10,9 @@ tables, so that changing those modules cannot change what a migration does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from .._migrations import Migration
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration"]
-
-
-@dataclass(frozen=True, slots=True)
-class Migration:
-    version: int
-    description: str
-    statements: tuple[str, ...]
 
 
 MIGRATIONS: tuple[Migration, ...] = (
