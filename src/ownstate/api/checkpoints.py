@@ -8,7 +8,6 @@ from collections.abc import Mapping, Sequence
 
 from .. import _ids
 from .. import limits as _validate
-from .._tokens import decode_token, encode_token
 from ..backends.ports.checkpoints import Fence, NewCheckpoint, listing_scope
 from ..errors import InvalidInput, LimitExceeded
 from ..limits import CONTROL_RE, MAX_NAME_CHARS, TYPE_TAG_RE, Limits, encode_json
@@ -22,6 +21,7 @@ from ..model import (
     RetentionReport,
     RunUsage,
 )
+from ._paging import keyset_page
 from ._scope import Scope
 from .runs import check_fencing_token as _token
 
@@ -447,7 +447,7 @@ class AsyncCheckpoints:
         """
         s = self._scope
         run, ns, wanted, mark = _listing(scope, s.limits, namespace, metadata, before)
-        size = s.limits.page_size(page_size)
+        s.limits.page_size(page_size)  # refused before page_bytes is looked at
         most = s.limits.max_page_bytes
         if page_bytes is None:
             page_bytes = most
@@ -456,14 +456,12 @@ class AsyncCheckpoints:
         elif page_bytes > most:
             raise LimitExceeded(f"page_bytes must be at most {most}", field="page_bytes",
                                 limit=most, actual=page_bytes)
-        listing = listing_scope(run, ns, wanted, mark)
-        after = None
-        if page_token is not None:
-            position = decode_token(page_token, listing)
-            if (len(position) != 1 or isinstance(position[0], bool)
-                    or not isinstance(position[0], int)):
-                raise InvalidInput("page_token is malformed", field="page_token")
-            after = position[0]
-        records, cursor = await s.backend.page_checkpoints(
-            s.tenant, run, ns, wanted, mark, after, size, page_bytes)
-        return Page(records, encode_token(listing, [cursor]) if cursor is not None else None)
+
+        async def fetch(limit: int, after: int | None) -> tuple[list[CheckpointRecord],
+                                                               int | None]:
+            return await s.backend.page_checkpoints(s.tenant, run, ns, wanted, mark, after,
+                                                    limit, page_bytes)
+
+        records, token = await keyset_page(s.limits, listing_scope(run, ns, wanted, mark),
+                                           page_size, page_token, fetch, cursor=int)
+        return Page(records, token)
