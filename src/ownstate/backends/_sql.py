@@ -34,47 +34,58 @@ RUN_STATE = ("SELECT status, fencing_token, lease_owner, lease_expires_at FROM r
              "WHERE tenant = {p} AND run_id = {p}")
 
 
+class _Where:
+    """Conditions joined by ``AND`` and their parameters in the same order, for the
+    driver's placeholder ``p``; ``column=value`` pairs given by name are ``column = p``
+    conditions, left out where the value is ``None``."""
+
+    def __init__(self, p: str, **equal: object) -> None:
+        self.p = p
+        self.conditions: list[str] = []
+        self.params: list[Any] = []
+        self.equal(**equal)
+
+    def add(self, condition: str, *params: object) -> None:
+        self.conditions.append(condition)
+        self.params.extend(params)
+
+    def equal(self, **columns: object) -> None:
+        for column, value in columns.items():
+            if value is not None:
+                self.add(f"{column} = {self.p}", value)
+
+    def sql(self) -> tuple[str, list[Any]]:
+        return " AND ".join(self.conditions), self.params
+
+
 def runs_filter(p: str, tenant: str, store: str | None, session_id: str | None,
                 status: str | None, framework: str | None,
                 after: Sequence[Any] | None) -> tuple[str, list[Any]]:
     """The ``WHERE`` clause of a run listing (newest first by ``rid``, after a cursor)."""
-    where = [f"tenant = {p}"]
-    params: list[Any] = [tenant]
+    where = _Where(p, tenant=tenant)
     if store is not None and session_id is not None:
-        where.append(f"sid = (SELECT sid FROM sessions "
-                     f"WHERE tenant = {p} AND store = {p} AND session_id = {p})")
-        params.extend((tenant, store, session_id))
-    elif store is not None:
-        where.append(f"store = {p}")
-        params.append(store)
-    elif session_id is not None:
-        where.append(f"session_id = {p}")
-        params.append(session_id)
-    for column, value in (("status", status), ("framework", framework)):
-        if value is not None:
-            where.append(f"{column} = {p}")
-            params.append(value)
+        where.add(f"sid = (SELECT sid FROM sessions "
+                  f"WHERE tenant = {p} AND store = {p} AND session_id = {p})",
+                  tenant, store, session_id)
+    else:
+        where.equal(store=store, session_id=session_id)
+    where.equal(status=status, framework=framework)
     if after is not None:
-        where.append(f"rid < {p}")
-        params.append(int(after[0]))
-    return " AND ".join(where), params
+        where.add(f"rid < {p}", int(after[0]))
+    return where.sql()
 
 
 def outstanding_filter(p: str, tenant: str, status: str, framework: str | None,
                        entered_before: object | None) -> tuple[str, list[Any]]:
     """The ``WHERE`` clause of ``outstanding``; ``entered_before`` as the driver stores
     times."""
-    where = [f"tenant = {p}", f"status = {p}"]
-    params: list[Any] = [tenant, status]
+    where = _Where(p, tenant=tenant, status=status)
     if status == "awaiting_human":
-        where.append("decision IS NULL")  # a decided run waits on a worker, not a human
-    if framework is not None:
-        where.append(f"framework = {p}")
-        params.append(framework)
+        where.add("decision IS NULL")  # a decided run waits on a worker, not a human
+    where.equal(framework=framework)
     if entered_before is not None:
-        where.append(f"status_since < {p}")
-        params.append(entered_before)
-    return " AND ".join(where), params
+        where.add(f"status_since < {p}", entered_before)
+    return where.sql()
 
 
 def awaiting_filter(p: str, tenant: str, decided: bool, framework: str | None,
@@ -84,21 +95,17 @@ def awaiting_filter(p: str, tenant: str, decided: bool, framework: str | None,
     strictly after a cursor ``[entered, rid]``); ``time_p`` is the placeholder for the
     cursor's time (``p`` unless the dialect needs a cast). The literal conditions on
     status and decision are those of the partial indexes that serve the listing."""
-    where = [f"tenant = {p}", "status = 'awaiting_human'",
-             "decision IS NOT NULL" if decided else "decision IS NULL"]
-    params: list[Any] = [tenant]
-    if framework is not None:
-        where.append(f"framework = {p}")
-        params.append(framework)
+    where = _Where(p, tenant=tenant)
+    where.add("status = 'awaiting_human'")
+    where.add("decision IS NOT NULL" if decided else "decision IS NULL")
+    where.equal(framework=framework)
     if stores is not None and not stores:
-        where.append("1 = 0")
+        where.add("1 = 0")
     elif stores is not None:
-        where.append(f"store IN ({', '.join([p] * len(stores))})")
-        params.extend(sorted(stores))
+        where.add(f"store IN ({', '.join([p] * len(stores))})", *sorted(stores))
     if after is not None:
-        where.append(f"(status_since, rid) > ({time_p or p}, {p})")
-        params.extend((after[0], int(after[1])))
-    return " AND ".join(where), params
+        where.add(f"(status_since, rid) > ({time_p or p}, {p})", after[0], int(after[1]))
+    return where.sql()
 
 
 # checkpoints --------------------------------------------------------------------------
@@ -188,12 +195,9 @@ def sessions_filter(p: str, tenant: str, store: str,
                     actor_id: str | None) -> tuple[list[str], list[Any]]:
     """The conditions of a session listing of ``store``, of ``actor_id`` when one is named,
     and their parameters; the backend adds its metadata match and :func:`session_page`."""
-    where = [f"tenant = {p}", f"store = {p}"]
-    params: list[Any] = [tenant, store]
-    if actor_id is not None:
-        where.append(f"actor_id = {p}")
-        params.append(actor_id)
-    return where, params
+    where = _Where(p, tenant=tenant, store=store)
+    where.equal(actor_id=actor_id)
+    return where.conditions, where.params
 
 
 def session_page(p: str, order: str, descending: bool, after: Sequence[Any] | None,
