@@ -24,7 +24,7 @@ from ownstate import (
 )
 
 from .fixtures import *
-from .fixtures import run_async, snapshot
+from .fixtures import check_store_kind, run_async, snapshot
 
 Client = ownstate.Client
 
@@ -64,24 +64,8 @@ def test_store_name_bounds_are_accepted(client: Client, name: str) -> None:
     assert client.session_stores.create(name).name == name
 
 
-def test_store_duplicate_is_refused(client: Client) -> None:
-    client.session_stores.create("dup-store")
-    with pytest.raises(AlreadyExists) as err:
-        client.session_stores.create("dup-store")
-    assert err.value.store == "dup-store"
-
-
-def test_store_listing_pages_by_name(client: Client) -> None:
-    names = [f"store-{n:02d}" for n in range(7)]
-    for name in reversed(names):
-        client.session_stores.create(name)
-    first = client.session_stores.list_page(page_size=3)
-    assert [s.name for s in first.items] == names[:3]
-    second = client.session_stores.list_page(page_size=3, page_token=first.next_page_token)
-    third = client.session_stores.list_page(page_size=3, page_token=second.next_page_token)
-    assert [s.name for s in second.items + third.items] == names[3:]
-    assert third.next_page_token is None
-    assert [s.name for s in client.session_stores.list(page_size=2)] == names
+def test_store_names_are_unique_and_list_in_order(client: Client) -> None:
+    check_store_kind(client.session_stores, "store")
 
 
 def test_store_delete_refuses_while_sessions_exist(client: Client,

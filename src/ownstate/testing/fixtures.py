@@ -83,6 +83,25 @@ def snapshot(client: ownstate.Client) -> dict[str, Any]:
     return state
 
 
+def check_store_kind(stores: Any, prefix: str) -> None:
+    """What session stores and memory stores share, on ``stores`` (``client.session_stores``
+    or ``client.memory_stores``): seven stores made in reverse order page back by name, and
+    a taken name is refused with the store named."""
+    names = [f"{prefix}-{n:02d}" for n in range(7)]
+    for name in reversed(names):
+        stores.create(name)
+    first = stores.list_page(page_size=3)
+    assert [s.name for s in first.items] == names[:3]
+    second = stores.list_page(page_size=3, page_token=first.next_page_token)
+    third = stores.list_page(page_size=3, page_token=second.next_page_token)
+    assert [s.name for s in second.items + third.items] == names[3:]
+    assert third.next_page_token is None
+    assert [s.name for s in stores.list(page_size=2)] == names
+    with pytest.raises(ownstate.AlreadyExists) as err:
+        stores.create(names[0])
+    assert err.value.store == names[0]
+
+
 class _Worker(Protocol):
     def start(self) -> None: ...
     def join(self, timeout: float | None = None) -> None: ...

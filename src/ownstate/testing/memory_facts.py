@@ -22,7 +22,6 @@ from ownstate import _ids
 from ownstate.api.sync import MemoryStore
 from ownstate.backends.base import Capability
 from ownstate.errors import (
-    AlreadyExists,
     FactNotFound,
     InvalidInput,
     ItemNotFound,
@@ -33,7 +32,7 @@ from ownstate.errors import (
 from ownstate.model import Fact
 
 from .fixtures import *
-from .fixtures import snapshot
+from .fixtures import check_store_kind, snapshot
 from .targets import Target
 
 Client = ownstate.Client
@@ -126,24 +125,8 @@ def test_memory_store_bad_names_are_refused(client: Client, name: Any) -> None:
     assert list(client.memory_stores.list()) == []
 
 
-def test_memory_store_duplicate_is_refused(client: Client) -> None:
-    client.memory_stores.create("dup-memory")
-    with pytest.raises(AlreadyExists) as err:
-        client.memory_stores.create("dup-memory")
-    assert err.value.store == "dup-memory"
-
-
-def test_memory_store_listing_pages_by_name(client: Client) -> None:
-    names = [f"mem-{n:02d}" for n in range(7)]
-    for name in reversed(names):
-        client.memory_stores.create(name)
-    first = client.memory_stores.list_page(page_size=3)
-    assert [m.name for m in first.items] == names[:3]
-    second = client.memory_stores.list_page(page_size=3, page_token=first.next_page_token)
-    third = client.memory_stores.list_page(page_size=3, page_token=second.next_page_token)
-    assert [m.name for m in second.items + third.items] == names[3:]
-    assert third.next_page_token is None
-    assert [m.name for m in client.memory_stores.list(page_size=2)] == names
+def test_memory_store_names_are_unique_and_list_in_order(client: Client) -> None:
+    check_store_kind(client.memory_stores, "mem")
     with pytest.raises(InvalidInput):
         client.memory_stores.list_page(page_token="not-a-token")
     client.session_stores.create("aaa-sessions")

@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -38,18 +38,14 @@ from ownstate import _ids
 from ownstate.errors import InvalidInput
 from ownstate.model import Fact
 
+from .stateful import SETTINGS as SESSION_SETTINGS
 from .stateful import fresh_url, open_fresh
 from .targets import Target
 
 __all__ = ["FactsMachine", "test_facts_state_machine"]
 
-SETTINGS = settings(
-    max_examples=30,
-    stateful_step_count=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                           HealthCheck.filter_too_much],
-)
+#: the session machine's settings, with fewer and shorter runs
+SETTINGS = settings(SESSION_SETTINGS, max_examples=30, stateful_step_count=25)
 
 START = datetime(2030, 1, 1, tzinfo=UTC)
 TICK = timedelta(milliseconds=1)
