@@ -171,7 +171,10 @@ def fill_sqlite(path: Path, spec: Spec, pool: list[Payload]) -> None:
     for name, _ in indexes:
         conn.execute(f"DROP INDEX {name}")
 
-    def insert(table: str, template_row: dict[str, Any], made: Iterator[dict[str, Any]]) -> None:
+    def insert(table: str, template_row: dict[str, Any], made: Iterator[dict[str, Any]],
+               search: list[tuple[int, str]] | None = None) -> None:
+        """Insert rows, each the template row with changes; with ``search``, also the
+        FTS rows the changes append to it."""
         names = list(template_row)
         sql = f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
         batch: list[tuple[Any, ...]] = []
@@ -181,26 +184,32 @@ def fill_sqlite(path: Path, spec: Spec, pool: list[Payload]) -> None:
             if len(batch) == 100_000:
                 conn.executemany(sql, batch)
                 batch.clear()
+                if search:
+                    conn.executemany(f"INSERT INTO {table[:-1]}_search (rowid, terms) "
+                                     "VALUES (?, ?)", search)
+                    search.clear()
         conn.executemany(sql, batch)
+        if search:
+            conn.executemany(f"INSERT INTO {table[:-1]}_search (rowid, terms) VALUES (?, ?)",
+                             search)
         conn.execute("COMMIT")
 
     insert("sessions", session_t, rows.sessions(spec, ids))
     log(f"sqlite: {spec.sessions} sessions")
 
+    fact_search: list[tuple[int, str]] = []
+
     def fact_changes() -> Iterator[dict[str, Any]]:
         for f in rows.facts(spec, ids):
             base = closed_t if f.superseded_at else current_t
+            fact_search.append((f.fid, f.sqlite_terms))
             yield {**base, "fid": f.fid, "fact_id": f.fact_id, "subject": f.subject,
                    "key": f.key, "value": f.value_json, "confidence": f.confidence,
                    "valid_from": f.valid_from, "recorded_at": f.recorded_at,
                    "superseded_at": f.superseded_at, "valid_to": f.superseded_at,
                    "supersedes": f.supersedes}
 
-    insert("facts", current_t, fact_changes())
-    conn.execute("BEGIN")
-    conn.executemany("INSERT INTO fact_search (rowid, terms) VALUES (?, ?)",
-                     ((f.fid, f.sqlite_terms) for f in rows.facts(spec, ids)))
-    conn.execute("COMMIT")
+    insert("facts", current_t, fact_changes(), fact_search)
     log(f"sqlite: {spec.facts} facts")
 
     def run_changes() -> Iterator[dict[str, Any]]:
