@@ -140,7 +140,7 @@ def test_facts_and_runs_are_shared_by_every_replica(clients: list[ownstate.Clien
     (fact,) = c.memory_stores.get(memory.name).recall("user:9")
     assert fact.value == "sms"
     assert [f.value for f in a.memory_stores.get(memory.name).history("user:9", "channel")] \
-        == ["sms", "email"]
+        == ["email", "sms"]
 
     store = a.session_stores.create(f"replica-runs-{uuid.uuid4().hex[:8]}")
     session = store.add(actor_id="user:9")
