@@ -48,17 +48,17 @@ import sqlite3
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parent))  # _workload, _scale_rows (at the end)
 
-import _scale_rows as rows  # noqa: E402
-from _scale_rows import FRAMEWORK, KEY_NAMES, MEMORY, STORE, TENANT, Payload, Spec  # noqa: E402
-from _workload import print_table, rotate  # noqa: E402
+import _scale_rows as rows
+from _scale_rows import FRAMEWORK, KEY_NAMES, MEMORY, STORE, TENANT, Payload, Spec
+from _workload import print_table, rotate
 
-import ownstate  # noqa: E402
+import ownstate
 
 perf = time.perf_counter
 PG_URL = os.environ.get("OWNSTATE_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")

@@ -123,7 +123,8 @@ def test_a_session_written_through_each_replica_reads_the_same_through_every_oth
     # what leaves the end of the session through one replica is gone through the others,
     # whose replay caches (server and client) hold the longer history
     popped = b.session_stores.get(store.name).get("s1").pop_item()
-    assert popped is not None and popped.data["content"] == written.pop()
+    assert popped is not None
+    assert popped.data["content"] == written.pop()
     assert _replay(a, store.name, "s1") == written == _replay(c, store.name, "s1")
     c.session_stores.get(store.name).get("s1").append_items(
         [{"role": "user", "content": "after the pop"}])
@@ -162,7 +163,8 @@ def test_a_decision_through_one_replica_wakes_a_waiter_on_another(
         waiting = pool.submit(a.runs.wait_for_decision, run.run_id, timeout=60)
         b.runs.decide(run.run_id, "approve", decided_by="user:ops")
         woken = waiting.result(timeout=90)
-    assert woken is not None and woken.decision is not None
+    assert woken is not None
+    assert woken.decision is not None
     assert woken.decision.outcome == "approve"
 
 
