@@ -161,7 +161,7 @@ def test_a_decision_through_one_replica_wakes_a_waiter_on_another(
     a.runs.mark_awaiting(run.run_id, {"kind": "approval"})
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         waiting = pool.submit(a.runs.wait_for_decision, run.run_id, timeout=60)
-        b.runs.decide(run.run_id, "approve", decided_by="user:ops")
+        b.runs.decide(run.run_id, "approve", comment="through another replica")
         woken = waiting.result(timeout=90)
     assert woken is not None
     assert woken.decision is not None
