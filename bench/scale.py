@@ -536,13 +536,16 @@ def report(backend: str, spec: Spec, small: Spec, samples: dict[str, dict[str, l
             figures[f"{op} {name}"] = {"big_ms": fb, "small_ms": fs, "ratio": fb / fs}
     print_table(["operation", "big (ms)", "almost empty (ms)", "ratio", "within 1.25x"],
                 table)
-    print_table(["table or index", "bytes", "per item"],
-                [[name, f"{size:,}", f"{size / spec.items:.1f}"]
-                 for name, size in sorted(sizes.items(), key=lambda kv: -kv[1]) if size])
+    if sizes:
+        print_table(["table or index", "bytes", "per item"],
+                    [[name, f"{size:,}", f"{size / spec.items:.1f}"]
+                     for name, size in sorted(sizes.items(), key=lambda kv: -kv[1])
+                     if size >= 65536])
     per_item = sum(v for k, v in sizes.items() if _is_item_storage(k)) / spec.items
-    print(f"items: {per_item:.0f} bytes stored per item (table, TOAST, indexes and search "
-          f"terms) for {raw_json / spec.items:.0f} bytes of JSON "
-          f"({per_item / (raw_json / spec.items):.2f}x)\n")
+    if sizes:
+        print(f"items: {per_item:.0f} bytes stored per item (table, TOAST, indexes and "
+              f"search terms) for {raw_json / spec.items:.0f} bytes of JSON "
+              f"({per_item / (raw_json / spec.items):.2f}x)\n")
     out[backend] = {"spec": spec.__dict__, "small": small.__dict__, "figures": figures,
                     "sizes": sizes, "raw_json_bytes": raw_json, "bytes_per_item": per_item,
                     "load_average": loads}
@@ -584,8 +587,11 @@ def run(backend: str, spec: Spec, args: argparse.Namespace, pool: list[Payload],
     big_t.client.close()
     small_t.client.close()
     loads = (before, load_average())
-    sizes = (sqlite_sizes(sqlite_path(cache, spec)) if backend == "sqlite"
-             else postgres_sizes(spec))
+    sizes: dict[str, int] = {}
+    if args.sizes:
+        log(f"{backend}: sizing tables and indexes")
+        sizes = (sqlite_sizes(sqlite_path(cache, spec)) if backend == "sqlite"
+                 else postgres_sizes(spec))
     report(backend, spec, small, samples, sizes, raw_json_bytes(spec, pool), loads, out)
 
 
@@ -602,6 +608,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=2000)
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--fill-only", action="store_true")
+    parser.add_argument("--no-sizes", dest="sizes", action="store_false",
+                        help="skip sizing tables (SQLite reads every page for it)")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
     spec = Spec(args.items, args.sessions, args.facts, args.awaiting)

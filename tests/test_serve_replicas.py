@@ -20,8 +20,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from conftest import POSTGRES_URL, REQUIRED
-from test_server_security import _free_port
+from test_server_security import _database, _free_port
 
 import ownstate
 
@@ -49,23 +48,9 @@ def _wait_ready(process: subprocess.Popen[bytes], base: str, token: str) -> None
 
 
 @pytest.fixture(scope="module")
-def database() -> Iterator[str]:
-    try:
-        import psycopg
-
-        with psycopg.connect(POSTGRES_URL, connect_timeout=3) as conn:
-            conn.execute("SELECT 1")
-    except Exception as exc:
-        if "postgres" in REQUIRED:
-            pytest.fail(f"postgres is unreachable ({exc}), and OWNSTATE_REQUIRE_BACKENDS "
-                        "requires it")
-        pytest.skip(f"postgres is unreachable ({exc})")
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    try:
-        yield f"{POSTGRES_URL}?schema={schema}"
-    finally:
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+def database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A schema of its own on the test server, dropped afterwards."""
+    yield from _database("postgres", tmp_path_factory.mktemp("replicas"))
 
 
 @pytest.fixture(scope="module")
