@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from ...errors import StoreNotFound
+from ...errors import AlreadyExists, StoreNotFound
 from ..ports.bulk import NewSessionBundle
 from ._core import Cursor, PostgresCore
 from .search import ADD_STATS, item_vector
@@ -41,7 +41,8 @@ _RUNS = (
     "%s::text[], %s::text[], %s::text[], %s::timestamptz[], %s::text[], %s::bigint[], "
     "%s::timestamptz[], %s::timestamptz[], %s::bigint[]) WITH ORDINALITY AS u (sid, run_id, "
     "session_id, actor_id, framework, thread_key, status, status_since, awaiting, "
-    "step_count, started_at, ended_at, token, ord) ORDER BY u.ord RETURNING run_id, rid")
+    "step_count, started_at, ended_at, token, ord) ORDER BY u.ord ON CONFLICT DO NOTHING "
+    "RETURNING run_id, rid")
 _CHECKPOINTS = (
     "INSERT INTO checkpoints (rid, tenant, namespace, checkpoint_id, parent_checkpoint_id, "
     "type_tag, metadata, create_time, size, payload) "
@@ -120,6 +121,9 @@ async def _runs(cur: Cursor, tenant: str, store: str, made: Sequence[NewSessionB
         [r.step_count for r in runs], [r.started_at for r in runs],
         [r.ended_at for r in runs], [r.fencing_token for r in runs]))
     rids = {r[0]: int(r[1]) for r in await cur.fetchall()}
+    for r in runs:
+        if r.run_id not in rids:  # as open_run refuses a taken run id
+            raise AlreadyExists(f"run {r.run_id!r} already exists", run_id=r.run_id)
     pairs = [(rids[b.run.run_id], c) for b in with_run if b.run is not None
              for c in b.checkpoints]
     if not pairs:
