@@ -97,7 +97,8 @@ def test_one_bad_bundle_leaves_the_others_written(make_url: Callable[[str], str]
             batch = [bundle("a"), bundle("clash", run_id="run-first"), bundle("b"),
                      bundle("invalid", items=[{"role": "user", "content": 1.5e400}])]
             outcome = await add_sessions(store, batch)
-            assert outcome[0] is True and outcome[2] is True
+            assert outcome[0] is True
+            assert outcome[2] is True
             assert isinstance(outcome[1], AlreadyExists)
             assert isinstance(outcome[3], InvalidInput)
             for name in ("clash", "invalid"):

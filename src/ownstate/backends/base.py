@@ -2,8 +2,9 @@
 
 A backend is the sum of its ports (sessions, facts, runs, checkpoints, assets, access,
 vectors, transfer, bulk) plus its lifecycle. It stores records and enforces invariants in
-its datastore; it does not validate caller input (the public API does that first, identically for every
-backend) and it does not encode page tokens (it returns and accepts plain cursors).
+its datastore; it does not validate caller input (the public API does that first,
+identically for every backend) and it does not encode page tokens (it returns and
+accepts plain cursors).
 
 Every method takes the tenant and applies it in its query: nothing is looked up by a bare
 id across tenants. Every method either completes or leaves stored state unchanged, and
