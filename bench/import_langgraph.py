@@ -47,8 +47,8 @@ from ownstate.importers.progress import for_stream
 
 POSTGRES_URL = os.environ.get("OWNSTATE_BENCH_POSTGRES_URL",
                               "postgresql://postgres@127.0.0.1:5432/test")
-SOURCE_DB = "bench_lg_import"
-TARGET_DB = "bench_lg_ownstate"
+SOURCE_DB = os.environ.get("OWNSTATE_BENCH_LG_SOURCE_DB", "bench_lg_import")
+TARGET_DB = os.environ.get("OWNSTATE_BENCH_LG_TARGET_DB", "bench_lg_ownstate")
 TEXT = ("Could you check the status of my order and tell me when it ships? I ordered it "
         "last week and the tracking page has not changed since. ")
 

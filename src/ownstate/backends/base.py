@@ -1,9 +1,10 @@
 """The one interface every backend implements, async because async is the source of truth.
 
-A backend is the sum of seven ports (sessions, facts, runs, checkpoints, assets, access,
-vectors, transfer) plus its lifecycle. It stores records and enforces invariants in its datastore;
-it does not validate caller input (the public API does that first, identically for every
-backend) and it does not encode page tokens (it returns and accepts plain cursors).
+A backend is the sum of its ports (sessions, facts, runs, checkpoints, assets, access,
+vectors, transfer, bulk) plus its lifecycle. It stores records and enforces invariants in
+its datastore; it does not validate caller input (the public API does that first,
+identically for every backend) and it does not encode page tokens (it returns and
+accepts plain cursors).
 
 Every method takes the tenant and applies it in its query: nothing is looked up by a bare
 id across tenants. Every method either completes or leaves stored state unchanged, and
@@ -19,6 +20,7 @@ from typing import ClassVar
 from ..errors import InvalidInput
 from .ports.access import AccessPort
 from .ports.assets import AssetPort
+from .ports.bulk import BulkPort
 from .ports.checkpoints import CheckpointPort, NewCheckpoint
 from .ports.facts import FactPort, NewFact
 from .ports.runs import RunPort
@@ -68,10 +70,13 @@ class Capability(StrEnum):
     #: (:class:`~ownstate.backends.ports.transfer.TransferPort`): export, import of an
     #: archive, and copy between backends
     TRANSFER = "transfer"
+    #: many new sessions, each with its items, run and checkpoints, are stored in one
+    #: transaction (:class:`~ownstate.backends.ports.bulk.BulkPort`)
+    BULK_SESSIONS = "bulk_sessions"
 
 
 class Backend(SessionPort, FactPort, RunPort, CheckpointPort, AssetPort, AccessPort,
-              VectorPort, TransferPort):
+              VectorPort, TransferPort, BulkPort):
     """Storage for every kind of ownstate state."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset()

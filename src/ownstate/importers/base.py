@@ -230,6 +230,58 @@ class Importer(ABC, Generic[D]):
                      ) -> tuple[tuple[str, Counter[str]], tuple[str, Counter[str]]]:
         """``(source digest, source counts), (stored digest, stored counts)``."""
 
+    # batches ------------------------------------------------------------------------------
+    #
+    # An importer that reads and writes many units at once (one query for many units'
+    # rows, one transaction for many units' writes) says how many with batch_size and
+    # overrides the *_many steps; each returns one outcome per unit, in order, an error
+    # standing for a unit that failed that step (the others go on).
+
+    #: batches imported at once, when batch_size is over 1
+    batches_in_flight: ClassVar[int] = 3
+
+    def batch_size(self, client: AsyncClient, *, dry_run: bool) -> int:
+        """Units per batch for an import into ``client``; 1 imports them one at a time."""
+        return 1
+
+    async def decode_many(self, units: list[Unit]) -> list[D | DecodeError]:
+        """:meth:`decode` of each unit."""
+        out: list[D | DecodeError] = []
+        for unit in units:
+            try:
+                out.append(await self.decode(unit))
+            except DecodeError as exc:
+                out.append(exc)
+        return out
+
+    async def write_many(self, client: AsyncClient, units: list[Unit], decoded: list[D], *,
+                         dry_run: bool) -> list[Written | OwnstateError]:
+        """:meth:`write` of each unit."""
+        out: list[Written | OwnstateError] = []
+        for unit, one in zip(units, decoded, strict=True):
+            try:
+                out.append(await self.write(client, unit, one, dry_run=dry_run))
+            except BackendUnavailable:
+                raise
+            except OwnstateError as exc:
+                out.append(exc)
+        return out
+
+    async def digest_many(self, client: AsyncClient, units: list[Unit], decoded: list[D]
+                          ) -> list[tuple[tuple[str, Counter[str]], tuple[str, Counter[str]]]
+                                    | OwnstateError]:
+        """:meth:`digest` of each unit."""
+        out: list[tuple[tuple[str, Counter[str]], tuple[str, Counter[str]]]
+                  | OwnstateError] = []
+        for unit, one in zip(units, decoded, strict=True):
+            try:
+                out.append(await self.digest(client, unit, one))
+            except BackendUnavailable:
+                raise
+            except OwnstateError as exc:
+                out.append(exc)
+        return out
+
 
 def canonical_digest(values: Iterable[Any]) -> str:
     """A digest of JSON values that ignores key order (as databases store objects)."""
@@ -276,22 +328,37 @@ async def arun_import(importer: Importer[Any], client: AsyncClient, *, dry_run: 
                                   f"{importer.source!r}: {exc}") from exc
             progress.start(None if total is None else -(-total // count) if count > 1
                            else total)
-        queue: asyncio.Queue[Unit | None] = asyncio.Queue(maxsize=width * 2)
+        size = importer.batch_size(client, dry_run=dry_run)
+        if size > 1:  # the units go in batches; --concurrency bounds a batch
+            size = min(size, concurrency or size)
+            width = importer.batches_in_flight
+        queue: asyncio.Queue[list[Unit] | None] = asyncio.Queue(maxsize=width * 2)
 
         async def worker() -> None:
-            while (unit := await queue.get()) is not None:
-                failed = await _one(importer, client, unit, report, dry_run=dry_run,
-                                    verify=verify)
+            while (units := await queue.get()) is not None:
+                if size > 1:
+                    outcomes = await _many(importer, client, units, report, dry_run=dry_run,
+                                           verify=verify)
+                else:
+                    outcomes = [await _one(importer, client, units[0], report,
+                                           dry_run=dry_run, verify=verify)]
                 if progress is not None:
-                    progress.advance(failed=failed)
+                    for failed in outcomes:
+                        progress.advance(failed=failed)
 
         async def feed() -> None:
+            batch: list[Unit] = []
             try:
                 async for unit in _listed(importer):
                     if count > 1 and zlib.crc32(unit.key.encode()) % count != index:
                         continue
                     report.units += 1
-                    await queue.put(unit)
+                    batch.append(unit)
+                    if len(batch) >= size:
+                        await queue.put(batch)
+                        batch = []
+                if batch:
+                    await queue.put(batch)
             finally:
                 for _ in range(width):
                     await queue.put(None)
@@ -317,6 +384,60 @@ async def _listed(importer: Importer[Any]) -> AsyncIterator[Unit]:
     except Exception as exc:
         raise SourceError(f"cannot list the units of {importer.name} source "
                           f"{importer.source!r}: {exc}") from exc
+
+
+async def _many(importer: Importer[Any], client: AsyncClient, units: list[Unit],
+                report: ImportReport, *, dry_run: bool, verify: bool) -> list[bool]:
+    """Import (and verify) a batch of units; returns whether each failed."""
+    failed = [False] * len(units)
+
+    def fail(n: int, stage: str, exc: Exception) -> None:
+        failed[n] = True
+        unit = units[n]
+        if isinstance(exc, DecodeError):
+            report.failures.append(UnitFailure(unit.key, stage, exc.reason,
+                                               {**unit.ids, **exc.ids}))
+        else:
+            message = exc.message if isinstance(exc, OwnstateError) else str(exc)
+            report.failures.append(UnitFailure(unit.key, stage, " ".join(message.split()),
+                                               unit.ids))
+        report.failed += 1
+
+    decoded = await importer.decode_many(units)
+    ok = [n for n, d in enumerate(decoded) if not isinstance(d, DecodeError)]
+    for n, d in enumerate(decoded):
+        if isinstance(d, DecodeError):
+            fail(n, "decode", d)
+    written = await importer.write_many(client, [units[n] for n in ok],
+                                        [decoded[n] for n in ok], dry_run=dry_run)
+    done = []
+    for n, w in zip(ok, written, strict=True):
+        if isinstance(w, OwnstateError):
+            fail(n, "write", w)
+            continue
+        report.written.update(w.counts)
+        if w.already:
+            report.already += 1
+        else:
+            report.imported += 1
+        done.append(n)
+    if verify and done:
+        digests = await importer.digest_many(client, [units[n] for n in done],
+                                             [decoded[n] for n in done])
+        for n, outcome in zip(done, digests, strict=True):
+            if isinstance(outcome, OwnstateError):
+                fail(n, "verify", outcome)
+                continue
+            (source_digest, source_counts), (stored_digest, stored_counts) = outcome
+            report.verified += 1
+            report.source_counts.update(source_counts)
+            report.stored_counts.update(stored_counts)
+            if source_digest != stored_digest or source_counts != stored_counts:
+                failed[n] = True
+                report.failures.append(UnitFailure(
+                    units[n].key, "verify", "what is stored differs from the source "
+                    f"(counts {dict(source_counts)} vs {dict(stored_counts)})", units[n].ids))
+    return failed
 
 
 async def _one(importer: Importer[Any], client: AsyncClient, unit: Unit,

@@ -41,6 +41,20 @@ from ._threads import (
 )
 
 
+def awaiting_interrupt(thread_id: str, writes: Sequence[tuple[str, Any]],
+                       checkpoint_id: str | None) -> dict[str, Any]:
+    """What a run paused by ``interrupt()`` awaits: the interrupts among a task's writes."""
+    interrupts = []
+    for channel, value in writes:
+        if channel != INTERRUPT:
+            continue
+        for one in value if isinstance(value, (list, tuple)) else [value]:
+            interrupts.append({"id": getattr(one, "id", None),
+                               "value": _json_value(getattr(one, "value", one))})
+    return {"kind": "interrupt", "interrupts": interrupts, "thread_id": thread_id,
+            "checkpoint_id": checkpoint_id}
+
+
 class ThreadRuns:
     """Opens, claims, leases and closes the ownstate runs of the threads of one saver.
 
@@ -287,22 +301,14 @@ class ThreadRuns:
                             config: RunnableConfig) -> None:
         channels = {channel for channel, _ in writes}
         if INTERRUPT in channels:
-            interrupts = []
-            for channel, value in writes:
-                if channel != INTERRUPT:
-                    continue
-                for one in value if isinstance(value, (list, tuple)) else [value]:
-                    interrupts.append({"id": getattr(one, "id", None),
-                                       "value": _json_value(getattr(one, "value", one))})
             if thread.active is None:
                 run = await self._active(thread)
                 if run is None:
                     return
                 await self._claim(thread, run.run_id)
             configurable = config.get("configurable") or {}
-            awaiting = {"kind": "interrupt", "interrupts": interrupts,
-                        "thread_id": thread.thread_id,
-                        "checkpoint_id": configurable.get("checkpoint_id")}
+            awaiting = awaiting_interrupt(thread.thread_id, writes,
+                                          configurable.get("checkpoint_id"))
             run_id, token = self._release(thread)  # paused: nobody drives it now
             assert run_id is not None
             await self.client.runs.mark_awaiting(run_id, awaiting, requested_by=FRAMEWORK,

@@ -278,6 +278,20 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
         body = {k: v for k, v in checkpoint.items() if k != "channel_values"}
         return _pack(self.serde.dumps_typed({"checkpoint": body, "values": values})[1])
 
+    def _pending(self, writes: Sequence[tuple[str, Any]], task_id: str,
+                 task_path: str = "") -> list[PendingWrite]:
+        """A task's writes as stored: serialized, compressed when that makes them smaller."""
+        pending = []
+        for index, (channel, value) in enumerate(writes):
+            type_tag, data = self.serde.dumps_typed(value)
+            if len(data) >= _PACK_BYTES:
+                packed = zlib.compress(data, 1)
+                if len(packed) < len(data):
+                    type_tag, data = type_tag + _ZLIB, packed
+            pending.append(PendingWrite(task_id, WRITES_IDX_MAP.get(channel, index), channel,
+                                        type_tag, data, task_path))
+        return pending
+
     async def _aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                            task_id: str, task_path: str = "") -> None:
         thread_id = _thread_id(config)
@@ -291,15 +305,7 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
             raise CheckpointNotFound(
                 f"no checkpoint {checkpoint_id!r} in thread {thread_id!r}",
                 checkpoint_id=checkpoint_id)
-        pending = []
-        for index, (channel, value) in enumerate(writes):
-            type_tag, data = self.serde.dumps_typed(value)
-            if len(data) >= _PACK_BYTES:
-                packed = zlib.compress(data, 1)
-                if len(packed) < len(data):
-                    type_tag, data = type_tag + _ZLIB, packed
-            pending.append(PendingWrite(task_id, WRITES_IDX_MAP.get(channel, index), channel,
-                                        type_tag, data, task_path))
+        pending = self._pending(writes, task_id, task_path)
         await self._runs.fenced(thread, lambda **fence: self.client.checkpoints.put_writes(
             thread.scope, checkpoint_id, pending, namespace=namespace, **fence))
         if namespace == "":

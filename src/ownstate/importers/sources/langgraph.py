@@ -28,15 +28,24 @@ on in ownstate since (checkpoints the source does not have), it is left as it is
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
+import hashlib
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...api import AsyncClient
-from ...errors import AlreadyExists, Conflict, OwnstateError, RunNotFound, SessionNotFound
+from ...errors import (
+    AlreadyExists,
+    BackendUnavailable,
+    Conflict,
+    OwnstateError,
+    RunNotFound,
+    SessionNotFound,
+)
 from ...limits import LABEL_KEY_RE, Limits
 from ..base import DecodeError, Importer, ImportOption, Unit, Written, canonical_digest
 from ._sql import ReadOnlyDatabase
@@ -84,6 +93,10 @@ def _id(t: CheckpointTuple) -> str:
     return str(t.config["configurable"]["checkpoint_id"])
 
 
+def _hex(typed: tuple[str, bytes]) -> str:
+    return typed[0] + ":" + hashlib.sha256(typed[1]).hexdigest()
+
+
 def _labels(metadata: dict[str, Any], room: int, max_chars: int) -> dict[str, str]:
     labels: dict[str, str] = {}
     for key, value in sorted(metadata.items()):
@@ -97,12 +110,17 @@ def _labels(metadata: dict[str, Any], room: int, max_chars: int) -> dict[str, st
     return labels
 
 
+class _OldFormat(Exception):
+    """A checkpoint of LangGraph's format before version 4: read by ``aget_tuple``."""
+
+
 class LangGraphImporter(Importer[_Thread]):
     """LangGraph threads (PostgresSaver or SqliteSaver tables) into OwnstateSaver's store."""
 
     name = "langgraph"
     default_store = "langgraph"
     concurrency = 16  # waits on two databases per thread: more in flight hides them
+    batch = 100  # threads per batch, into a backend that stores sessions in bulk
     options = (ImportOption("checkpoints", "Which checkpoints of each thread to import.",
                             "latest", ("latest", "all", "none")),)
 
@@ -163,6 +181,10 @@ class LangGraphImporter(Importer[_Thread]):
                                   checkpoint_ns=namespace) from exc
             if latest is not None:
                 tuples.append(latest)
+        return self._thread(thread_id, tuples)
+
+    def _thread(self, thread_id: str, tuples: list[CheckpointTuple]) -> _Thread:
+        mode = self.settings["checkpoints"]
         if mode == "all":
             tuples.sort(key=_id)
         else:  # the root first: its first checkpoint opens the thread's run
@@ -181,6 +203,78 @@ class LangGraphImporter(Importer[_Thread]):
             thread.actor = str(actor) if actor not in (None, "") else None
         thread.tuples = [] if mode == "none" else tuples
         return thread
+
+    async def decode_many(self, units: list[Unit]) -> list[_Thread | DecodeError]:
+        """Each thread's newest checkpoint of every namespace, read for the whole batch
+        with one query (LangGraph's own, over many threads) and decoded by LangGraph's
+        saver, row by row: a row it cannot decode fails its thread only."""
+        query = self._latest_query()
+        if query is None:
+            return await super().decode_many(units)
+        keys = [(u.ids["thread_id"], ns) for u in units for ns in u.ids["namespaces"]]
+        async with self._db.pool.connection() as conn:
+            cur = await conn.execute(query, ([k[0] for k in keys], [k[1] for k in keys]),
+                                     binary=True)
+            rows = await cur.fetchall()
+        found: dict[str, list[Any]] = {}
+        for row in rows:
+            found.setdefault(row["thread_id"], []).append(row)
+        out: list[_Thread | DecodeError] = []
+        for unit in units:
+            thread_id = unit.ids["thread_id"]
+            tuples: list[CheckpointTuple] = []
+            try:
+                for row in found.get(thread_id, []):
+                    if row["checkpoint"].get("v", 0) < 4 and row["parent_checkpoint_id"]:
+                        raise _OldFormat  # its pending sends need LangGraph's migration
+                    try:
+                        tuples.append(self._tuple_of(row))
+                    except Exception as exc:  # the framework's decoder refused the row
+                        raise DecodeError(f"LangGraph cannot decode its newest checkpoint: "
+                                          f"{exc!r}", checkpoint_ns=row["checkpoint_ns"]
+                                          ) from exc
+                out.append(self._thread(thread_id, tuples))
+            except _OldFormat:
+                try:
+                    out.append(await self.decode(unit))
+                except DecodeError as exc:
+                    out.append(exc)
+            except DecodeError as exc:
+                out.append(exc)
+        return out
+
+    def _latest_query(self) -> str | None:
+        """LangGraph's query of a checkpoint with its blobs and writes, for the newest
+        checkpoint of each (thread, namespace) given as two arrays; ``None`` unless the
+        source is PostgreSQL (and LangGraph's query has the shape this expects)."""
+        if self._db.pool is None or self.settings["checkpoints"] != "latest":
+            return None
+        select = str(getattr(self._reader, "SELECT_SQL", "")).rstrip()
+        if not select.endswith("from checkpoints"):
+            return None
+        return (select.removesuffix("checkpoints")
+                + "unnest(%s::text[], %s::text[]) AS k (wanted_thread, wanted_ns) "
+                "CROSS JOIN LATERAL (SELECT * FROM checkpoints c WHERE c.thread_id = "
+                "k.wanted_thread AND c.checkpoint_ns = k.wanted_ns "
+                "ORDER BY c.checkpoint_id DESC LIMIT 1) AS checkpoints")
+
+    def _tuple_of(self, row: dict[str, Any]) -> CheckpointTuple:
+        """A row of LangGraph's query decoded as its ``aget_tuple`` decodes it."""
+        from langgraph.checkpoint.base import CheckpointTuple
+
+        reader: Any = self._reader
+        thread_id, namespace = row["thread_id"], row["checkpoint_ns"]
+        parent = row["parent_checkpoint_id"]
+        return CheckpointTuple(
+            {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace,
+                              "checkpoint_id": row["checkpoint_id"]}},
+            {**row["checkpoint"], "channel_values": {
+                **(row["checkpoint"].get("channel_values") or {}),
+                **reader._load_blobs(row["channel_values"])}},
+            row["metadata"],
+            {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace,
+                              "checkpoint_id": parent}} if parent else None,
+            reader._load_writes(row["pending_writes"]))
 
     async def _read_all(self, thread_id: str, namespace: str) -> list[CheckpointTuple]:
         config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace}}
@@ -203,9 +297,7 @@ class LangGraphImporter(Importer[_Thread]):
         from ...adapters.langgraph._threads import _THREAD_LABEL, _session_id
 
         written = Written()
-        counts = Counter(sessions=1, items=len(decoded.messages),
-                         checkpoints=len(decoded.tuples),
-                         writes=sum(len(t.pending_writes or ()) for t in decoded.tuples))
+        counts = self._counts(decoded)
         labels = {**decoded.labels, _THREAD_LABEL: decoded.thread_id[:256]}
         session_id = _session_id(decoded.thread_id)
         actor = decoded.actor or "langgraph"
@@ -246,6 +338,63 @@ class LangGraphImporter(Importer[_Thread]):
                     continue
             await session.append_items(items, format=FORMAT)
         return written
+
+    def batch_size(self, client: AsyncClient, *, dry_run: bool) -> int:
+        from ...api.bulk import supports_bulk
+
+        if dry_run or self.settings["checkpoints"] != "latest" or not supports_bulk(client):
+            return 1
+        return self.batch
+
+    async def write_many(self, client: AsyncClient, units: list[Unit],
+                         decoded: list[_Thread], *, dry_run: bool
+                         ) -> list[Written | OwnstateError]:
+        """New threads of the usual shape (see :mod:`ownstate.adapters.langgraph._bulk`)
+        in one transaction; any other thread, and one already stored, through the saver
+        as :meth:`write` does."""
+        from ...adapters.langgraph._bulk import prepare
+        from ...adapters.langgraph._threads import _session_id
+        from ...api.bulk import add_sessions
+
+        saver = self._saver(client)
+        store = await saver._session_store()
+        assert store is not None
+        out: list[Written | OwnstateError | None] = [None] * len(units)
+        bundles = []
+        placed = []
+        for n, thread in enumerate(decoded):
+            if len(thread.tuples) != 1:
+                continue
+            try:
+                bundle = await prepare(saver, store.name, thread.thread_id,
+                                       _session_id(thread.thread_id), thread.actor,
+                                       thread.labels, thread.tuples[0])
+            except OwnstateError as exc:
+                out[n] = exc
+                continue
+            if bundle is not None:
+                bundles.append(bundle)
+                placed.append(n)
+        stored = await add_sessions(store, bundles) if bundles else []
+        for n, made in zip(placed, stored, strict=True):
+            if made is True:
+                out[n] = Written(self._counts(decoded[n]))
+            elif made is not False:
+                out[n] = made
+        for n, thread in enumerate(decoded):
+            if out[n] is None:  # not of the usual shape, or stored already: one at a time
+                try:
+                    out[n] = await self.write(client, units[n], thread, dry_run=dry_run)
+                except BackendUnavailable:
+                    raise
+                except OwnstateError as exc:
+                    out[n] = exc
+        return [o for o in out if o is not None]
+
+    @staticmethod
+    def _counts(thread: _Thread) -> Counter[str]:
+        return Counter(sessions=1, items=len(thread.messages), checkpoints=len(thread.tuples),
+                       writes=sum(len(t.pending_writes or ()) for t in thread.tuples))
 
     async def _replay(self, client: AsyncClient, thread: _Thread) -> None:
         saver = self._saver(client)
@@ -355,8 +504,45 @@ class LangGraphImporter(Importer[_Thread]):
                 {c: self._plain(v) for c, v in sorted(values.items())},
                 sorted([w[0], w[1], self._plain(w[2])] for w in t.pending_writes or ())]
 
+    def _quick_view(self, t: CheckpointTuple | None) -> Any:
+        """:meth:`_view` with every value as LangGraph's serializer writes it: the same
+        values give the same bytes, so equal views need no conversion to compare."""
+        if t is None:
+            return None
+        dumps = self._serde.dumps_typed
+        values = t.checkpoint["channel_values"]
+        return [_ns(t), _id(t), dict(t.metadata or {}),
+                {c: _hex(dumps(v)) for c, v in sorted(values.items())},
+                sorted([w[0], w[1], _hex(dumps(w[2]))] for w in t.pending_writes or ())]
+
+    async def digest_many(self, client: AsyncClient, units: list[Unit], decoded: list[_Thread]
+                          ) -> list[tuple[tuple[str, Counter[str]], tuple[str, Counter[str]]]
+                                    | OwnstateError]:
+        """Each thread read back through the saver and compared as LangGraph serializes
+        both sides; a thread whose bytes differ is compared again by :meth:`digest`
+        (message by message, as items), which decides."""
+        async def one(unit: Unit, thread: _Thread
+                      ) -> tuple[tuple[str, Counter[str]], tuple[str, Counter[str]]] \
+                | OwnstateError:
+            try:
+                found = await self._read_back(client, thread, quick=True)
+                if found[0][0] == found[1][0] and found[0][1] == found[1][1]:
+                    return found
+                return await self.digest(client, unit, thread)
+            except BackendUnavailable:
+                raise
+            except OwnstateError as exc:
+                return exc
+
+        return list(await asyncio.gather(*(one(u, d) for u, d in
+                                           zip(units, decoded, strict=True))))
+
     async def digest(self, client: AsyncClient, unit: Unit, decoded: _Thread
                      ) -> tuple[tuple[str, Counter[str]], tuple[str, Counter[str]]]:
+        return await self._read_back(client, decoded, quick=False)
+
+    async def _read_back(self, client: AsyncClient, decoded: _Thread, *, quick: bool
+                         ) -> tuple[tuple[str, Counter[str]], tuple[str, Counter[str]]]:
         from ...adapters.langgraph._threads import _session_id
 
         saver = self._saver(client)
@@ -365,8 +551,9 @@ class LangGraphImporter(Importer[_Thread]):
                                 awaiting=int(decoded.paused))
         stored_counts: Counter[str] = Counter()
         only_messages = not decoded.tuples  # (--checkpoints none) the messages are all there is
+        view = self._quick_view if quick else self._view
         source_view = (self._items(decoded.messages) if only_messages
-                       else [self._view(t) for t in decoded.tuples])
+                       else [view(t) for t in decoded.tuples])
         stored_view: list[Any] = []
         store = await saver._session_store(create=False)
         if store is not None:
@@ -385,7 +572,7 @@ class LangGraphImporter(Importer[_Thread]):
                     except OwnstateError as exc:
                         stored_view.append(f"unreadable: {exc.code}")
                         continue
-                    stored_view.append(self._view(got))
+                    stored_view.append(view(got))
                     if got is not None:
                         stored_counts["checkpoints"] += 1
                         stored_counts["writes"] += len(got.pending_writes or ())

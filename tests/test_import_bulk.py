@@ -1,0 +1,236 @@
+"""Sessions stored in bulk (``ownstate.api.bulk``), and the LangGraph import through them:
+what a batch stores reads back as what the calls it stands for store, one bad bundle of
+a batch leaves the others written and itself absent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.postgres import PostgresSaver
+from langgraph.types import Command
+from test_import_langgraph import GRAPHS, cfg, fill, state_of
+
+import ownstate
+from ownstate.adapters.langgraph import OwnstateSaver
+from ownstate.api.bulk import BulkCheckpoint, BulkRun, BulkSession, add_sessions, supports_bulk
+from ownstate.errors import AlreadyExists, InvalidInput
+from ownstate.importers import arun
+from ownstate.importers.sources.langgraph import LangGraphImporter
+from ownstate.model import PendingWrite
+
+ITEMS = [{"type": "message", "role": "user", "content": "where is my order?"},
+         {"type": "message", "role": "assistant", "content": "it ships today"}]
+
+
+def bundle(name: str, *, run_id: str | None = None, status: str = "done",
+           items: Any = None) -> BulkSession:
+    checkpoint = BulkCheckpoint("cp-1", "msgpack", b"\x01\x02", metadata={"step": 1},
+                                writes=[PendingWrite("task-1", 0, "messages", "json", b"[]")])
+    return BulkSession(name, f"user-{name}", {"channel": "web"},
+                       ITEMS if items is None else items, None,
+                       BulkRun(run_id or f"run-{name}", "langgraph", name, status,
+                               step_count=1 if status == "done" else None,
+                               awaiting={"kind": "interrupt"} if status != "done" else None,
+                               checkpoints=[checkpoint]))
+
+
+async def postgres(url: str) -> ownstate.AsyncClient:
+    client = await ownstate.connect_async(url)
+    if not supports_bulk(client):  # pragma: no cover - the PostgreSQL backend does
+        await client.close()
+        pytest.skip("the backend stores no sessions in bulk")
+    return client
+
+
+def test_a_batch_stores_what_the_calls_would(make_url: Callable[[str], str]) -> None:
+    async def main() -> None:
+        client = await postgres(make_url("postgres"))
+        try:
+            store = await client.session_stores.create("bulk-store")
+            done = await add_sessions(store, [bundle("a"), bundle("b", status="awaiting_human")])
+            assert done == [True, True]
+            a = await store.get("a")
+            assert (a.actor_id, a.metadata) == ("user-a", {"channel": "web"})
+            items = [i async for i in a.list_items(order_by="create_time asc")]
+            assert [(i.seq, i.data, i.role) for i in items] == [
+                (1, ITEMS[0], "user"), (2, ITEMS[1], "assistant")]
+            run = await client.runs.get("run-a")
+            assert (run.status, run.step_count, run.fencing_token, run.lease_owner,
+                    run.ended_at is not None) == ("done", 1, 1, None, True)
+            record = await client.checkpoints.get(run.checkpoint_scope())
+            assert record is not None
+            assert (record.checkpoint_id, record.payload, record.metadata) == (
+                "cp-1", b"\x01\x02", {"step": 1})
+            assert [w.task_id for w in record.pending_writes] == ["task-1"]
+            [waiting] = await client.runs.outstanding()
+            assert waiting.run_id == "run-b"
+            assert waiting.awaiting is not None
+            assert waiting.awaiting["kind"] == "interrupt"
+            assert waiting.awaiting["requested_at"]
+            # stored already: left as it is, nothing of the bundle written again
+            again = await add_sessions(store, [bundle("a", items=[ITEMS[0]]), bundle("c")])
+            assert again == [False, True]
+            assert (await store.get("a")).record == a.record
+            assert len([i async for i in a.list_items()]) == 2
+            # the usual calls go on from what a batch stored
+            more = await (await store.get("c")).append_items([ITEMS[0]])
+            assert more[0].seq == 3
+        finally:
+            await client.close()
+
+    asyncio.run(main())
+
+
+def test_one_bad_bundle_leaves_the_others_written(make_url: Callable[[str], str]) -> None:
+    async def main() -> None:
+        client = await postgres(make_url("postgres"))
+        try:
+            store = await client.session_stores.create("bulk-store")
+            await add_sessions(store, [bundle("first")])
+            # refused by the datastore (the run id is another session's) and by validation
+            batch = [bundle("a"), bundle("clash", run_id="run-first"), bundle("b"),
+                     bundle("invalid", items=[{"role": "user", "content": 1.5e400}])]
+            outcome = await add_sessions(store, batch)
+            assert outcome[0] is True
+            assert outcome[2] is True
+            assert isinstance(outcome[1], AlreadyExists)
+            assert isinstance(outcome[3], InvalidInput)
+            for name in ("clash", "invalid"):
+                with pytest.raises(ownstate.SessionNotFound):
+                    await store.get(name)
+            assert {s.session_id async for s in store.list_sessions()} == {"first", "a", "b"}
+            page = await client.runs.list_page(session=await store.get("first"))
+            assert [r.run_id for r in page.items] == ["run-first"]
+        finally:
+            await client.close()
+
+    asyncio.run(main())
+
+
+def test_a_backend_without_bulk_refuses(make_url: Callable[[str], str]) -> None:
+    async def main() -> None:
+        client = await ownstate.connect_async(make_url("memory"))
+        try:
+            assert not supports_bulk(client)
+            store = await client.session_stores.create("bulk-store")
+            with pytest.raises(InvalidInput):
+                await add_sessions(store, [bundle("a")])
+        finally:
+            await client.close()
+
+    asyncio.run(main())
+
+
+# -- the LangGraph import in batches ----------------------------------------------------
+
+
+@pytest.fixture
+def lg_source(new_database: Callable[[str], str]) -> tuple[str, dict[str, str]]:
+    url = new_database("lgb")
+    with PostgresSaver.from_conn_string(url) as saver:
+        saver.setup()
+        made = fill(saver, 3)
+        app = GRAPHS["tools"](saver)
+        app.invoke({"messages": [HumanMessage("order 44", id="h-long")]}, cfg("tools-0"))
+    return url, made
+
+
+async def rows(client: ownstate.AsyncClient) -> Any:
+    """Every row of the tenant that the import writes, without what each write stamps
+    itself (times, item ids)."""
+    backend = client._scope.backend
+    tenant = client._scope.tenant
+    stamped = {"create_time", "last_activity_time", "status_since", "started_at", "ended_at",
+               "item_id"}
+
+    def plain(key: str, value: Any) -> Any:
+        if key == "awaiting" and value is not None:
+            return {k: v for k, v in json.loads(value).items() if k != "requested_at"}
+        return value
+
+    async def part(name: str) -> list[Any]:
+        got, _ = await backend.export_rows(tenant, name, None, 10_000)
+        return sorted((sorted((k, repr(plain(k, v))) for k, v in r.items()
+                              if k not in stamped) for r in got), key=repr)
+
+    return await asyncio.gather(*(part(p) for p in ("sessions", "items", "runs", "checkpoints")))
+
+
+def test_the_import_in_batches_stores_what_the_saver_does(
+        lg_source: tuple[str, dict[str, str]], make_url: Callable[[str], str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    url, made = lg_source
+
+    async def imported(one_at_a_time: bool) -> Any:
+        client = await postgres(make_url("postgres"))
+        try:
+            with monkeypatch.context() as patch:
+                if one_at_a_time:
+                    patch.setattr(LangGraphImporter, "batch_size",
+                                  lambda self, client, dry_run: 1)
+                report = await arun("langgraph", client, url, verify=True)
+            assert report.ok, report.summary()
+            assert report.units == report.verified == len(made)
+            return report, await rows(client)
+        finally:
+            await client.close()
+
+    bulk = []
+
+    async def spy(store: Any, sessions: Any) -> Any:
+        bulk.extend(s.session_id for s in sessions)
+        return await add_sessions(store, sessions)
+
+    monkeypatch.setattr("ownstate.api.bulk.add_sessions", spy)
+    batched, stored = asyncio.run(imported(False))
+    # the threads of the usual shapes went in bulk, the nested ones through the saver
+    assert sorted(bulk) == sorted(t for t in made if not t.startswith("nested"))
+    single, expected = asyncio.run(imported(True))
+    assert stored == expected
+    assert batched.written == single.written
+    assert batched.source_counts == single.source_counts
+
+
+def test_an_undecodable_thread_of_a_batch(lg_source: tuple[str, dict[str, str]],
+                                          make_url: Callable[[str], str]) -> None:
+    url, made = lg_source
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE checkpoint_blobs SET blob = '\\xc1c1c1' WHERE thread_id = "
+                     "'tools-1' AND channel = 'messages'")
+    target = make_url("postgres")
+
+    async def main() -> Any:
+        client = await postgres(target)
+        try:
+            return await arun("langgraph", client, url, verify=True)
+        finally:
+            await client.close()
+
+    report = asyncio.run(main())
+    assert (report.imported, report.failed) == (len(made) - 1, 1)
+    [failure] = report.failures
+    assert (failure.stage, failure.ids["thread_id"], failure.ids["checkpoint_ns"]) == (
+        "decode", "tools-1", "")
+    with ownstate.connect(target) as client:
+        store = client.session_stores.get("langgraph")
+        with pytest.raises(ownstate.SessionNotFound):
+            store.get("tools-1")
+        # the paused threads of the batch resume on OwnstateSaver
+        ours = OwnstateSaver(client)
+        with PostgresSaver.from_conn_string(url) as theirs:
+            for thread in ("approval-2", "nested-2"):
+                graph = GRAPHS[made[thread]]
+                assert state_of(graph(ours), thread) == state_of(graph(theirs), thread)
+                mine = graph(ours).invoke(Command(resume="yes"), cfg(thread))
+                assert "approved: yes" in str(mine) or "inner yes" in str(mine)
+        assert client.runs.outstanding() == [r for r in client.runs.outstanding()
+                                             if r.thread_key not in ("approval-2", "nested-2")]
+    # run again: the thread stays failed, the others are there already
+    again = asyncio.run(main())
+    assert (again.already, again.failed, again.imported) == (len(made) - 1, 1, 0)
