@@ -189,7 +189,7 @@ async def items_with_vectors(scope: Scope, items: list[NewItem]) -> list[NewItem
     if not texts:
         return items
     vectors = iter(await embed(scope, texts))
-    return [it._replace(embedding=next(vectors)) if it.text.strip() else it for it in items]
+    return [it.with_embedding(next(vectors)) if it.text.strip() else it for it in items]
 
 
 async def nearest_items(scope: Scope, query: str, *, stores: Sequence[str] | None,

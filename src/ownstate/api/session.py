@@ -16,7 +16,6 @@ from .. import _ids
 from .. import limits as _validate
 from .._tokens import decode_token, encode_token
 from ..backends import NewItem
-from ..backends.ports.search import item_text
 from ..errors import InvalidInput
 from ..formats.derive import derive_columns, infer_format
 from ..formats.neutral import check_format, convert
@@ -167,7 +166,7 @@ class AsyncSession:
         for data, text in zip(items, encoded, strict=True):
             columns = derive_columns(data)
             rows.append(NewItem(_ids.new_id("itm"), text, fixed_format or infer_format(data),
-                                *columns, item_text(data)))
+                                *columns))
         idempotency = None
         if key is not None:
             digest = hashlib.sha256()

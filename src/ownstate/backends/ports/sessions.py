@@ -5,34 +5,75 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from ...embeddings import Embedding
 from ...errors import LimitExceeded
 from ...model import Item, ItemHit, SessionRecord, SessionStoreRecord
-from .search import TextQuery
+from .._stored_json import decode_stored
+from .search import TextQuery, item_text
 
 __all__ = ["NewItem", "SessionOrder", "SessionPort", "changed_labels"]
 
 SessionOrder = Literal["create_time", "last_activity_time"]
 
 
-class NewItem(NamedTuple):
-    """An item ready to store: validated, encoded and with its columns derived."""
+class NewItem:
+    """An item ready to store: validated, encoded and with its columns derived.
 
-    item_id: str
-    data_json: str
-    format: str
-    role: str | None
-    type: str | None
-    tool_name: str | None
-    model: str | None
-    in_tokens: int | None
-    out_tokens: int | None
-    #: what the item is found by (:func:`~ownstate.backends.ports.search.item_text`)
-    text: str = ""
-    #: its vector, when the client has an embedder: stored in the same transaction
-    embedding: Embedding | None = None
+    ``text``, what the item is found by (:func:`~ownstate.backends.ports.search.item_text`),
+    is worked out from ``data_json`` the first time it is read, so a store that does not
+    index its items (and a remote server, which indexes them itself) never pays for it.
+    ``data`` is ``data_json`` decoded, once: a backend returns it as the appended
+    :class:`~ownstate.model.Item`'s data, a value nobody else holds.
+    """
+
+    __slots__ = ("_data", "_text", "data_json", "embedding", "format", "in_tokens", "item_id",
+                 "model", "out_tokens", "role", "tool_name", "type")
+
+    def __init__(self, item_id: str, data_json: str, format: str, role: str | None,
+                 type: str | None, tool_name: str | None, model: str | None,
+                 in_tokens: int | None, out_tokens: int | None, text: str | None = None,
+                 embedding: Embedding | None = None) -> None:
+        self.item_id = item_id
+        self.data_json = data_json
+        self.format = format
+        self.role = role
+        self.type = type
+        self.tool_name = tool_name
+        self.model = model
+        self.in_tokens = in_tokens
+        self.out_tokens = out_tokens
+        #: its vector, when the client has an embedder: stored in the same transaction
+        self.embedding = embedding
+        self._text = text
+        self._data: Any = _UNDECODED
+
+    def __repr__(self) -> str:
+        return f"NewItem({self.item_id!r}, {self.data_json!r}, {self.format!r})"
+
+    @property
+    def data(self) -> Any:
+        if self._data is _UNDECODED:
+            self._data = decode_stored(self.data_json)
+        return self._data
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = item_text(self.data)
+        return self._text
+
+    def with_embedding(self, embedding: Embedding | None) -> NewItem:
+        """This item with ``embedding`` as its vector."""
+        made = NewItem(self.item_id, self.data_json, self.format, self.role, self.type,
+                       self.tool_name, self.model, self.in_tokens, self.out_tokens,
+                       self._text, embedding)
+        made._data = self._data
+        return made
+
+
+_UNDECODED: Any = object()
 
 
 def changed_labels(labels: Mapping[str, str], changes: Mapping[str, str | None],

@@ -405,9 +405,8 @@ class SessionsInPostgres(PostgresCore):
             base = int(row[0])
             if embedded:
                 await store_item_vectors(cur, tenant, store, items)
-            loads = json.loads
             return [
-                Item(it.item_id, session_id, base + n, now, loads(it.data_json), it.format,
+                Item(it.item_id, session_id, base + n, now, it.data, it.format,
                      it.role, it.type, it.tool_name, it.model, it.in_tokens, it.out_tokens)
                 for n, it in enumerate(items, start=1)
             ]

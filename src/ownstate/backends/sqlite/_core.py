@@ -37,10 +37,10 @@ from ...errors import (
     StoreNotFound,
 )
 from ...model import Item, SessionRecord, SessionStoreRecord, build_item
+from .._stored_json import decode_stored
 
 __all__ = [
-    "ITEM_COLUMNS", "SESSION_COLUMNS", "SqliteCore", "decode_json", "session_record", "to_items",
-    "write",
+    "ITEM_COLUMNS", "SESSION_COLUMNS", "SqliteCore", "session_record", "to_items", "write",
 ]
 
 T = TypeVar("T")
@@ -64,24 +64,8 @@ def session_record(row: Sequence[Any]) -> SessionRecord:
     )
 
 
-_scan_once: Callable[[str, int], tuple[Any, int]] = (
-    json.JSONDecoder().scan_once)  # type: ignore[attr-defined]
-
-
-def decode_json(text: str) -> Any:
-    """``json.loads(text)``, minus its per-call Python layers (half the cost on ~500-byte
-    items); anything unusual (leading or trailing text, bad JSON) goes to json.loads."""
-    try:
-        value, end = _scan_once(text, 0)
-    except StopIteration:
-        return json.loads(text)
-    if end != len(text):
-        return json.loads(text)
-    return value
-
-
 def to_items(rows: Iterator[Sequence[Any]] | list[Any], session_id: str) -> list[Item]:
-    decode, make = decode_json, build_item
+    decode, make = decode_stored, build_item
     times: dict[str, datetime] = {}  # items appended together share one stamp
     items = []
     for r in rows:

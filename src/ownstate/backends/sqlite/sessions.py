@@ -17,7 +17,6 @@ from ._core import (
     ITEM_COLUMNS,
     SESSION_COLUMNS,
     SqliteCore,
-    decode_json,
     session_record,
     to_items,
     write,
@@ -279,9 +278,8 @@ class SessionsInSqlite(SqliteCore):
                         "create_time) VALUES (?, ?, ?, ?, ?, ?)",
                         (sid, idempotency[0], tenant, idempotency[1],
                          json.dumps([it.item_id for it in items]), stamp))
-            loads = decode_json
             return [
-                Item(it.item_id, session_id, count + n, now, loads(it.data_json), it.format,
+                Item(it.item_id, session_id, count + n, now, it.data, it.format,
                      it.role, it.type, it.tool_name, it.model, it.in_tokens, it.out_tokens)
                 for n, it in enumerate(items, start=1)
             ]
