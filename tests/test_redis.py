@@ -211,15 +211,15 @@ def test_without_ttl_checkpoints_never_expire(url: str, prefix: str, raw: redis.
 def test_verify_only_mode(url: str, prefix: str, raw: redis.Redis) -> None:
     with pytest.raises(SchemaVersion) as err:
         ownstate.connect(url, migrate=False)
-    assert (err.value.found, err.value.expected) == (0, 1)
+    assert (err.value.found, err.value.expected) == (0, 2)
     assert _keys(raw, prefix) == [], "verifying writes nothing"
     with ownstate.connect(url) as client:
-        assert client.check() == (1, 1)
+        assert client.check() == (2, 2)
     ownstate.connect(url, migrate=False).close()
-    raw.set(f"{prefix}:layout", 2)
+    raw.set(f"{prefix}:layout", 3)
     with pytest.raises(SchemaVersion) as newer:
         ownstate.connect(url)
-    assert newer.value.found == 2
+    assert newer.value.found == 3
 
 
 def test_an_unreachable_server_is_backend_unavailable() -> None:

@@ -26,15 +26,18 @@ from .facts import FactsInRedis
 from .runs import RunsInRedis
 from .search import SearchInRedis
 from .sessions import SessionsInRedis
+from .vectors import VectorsInRedis
 
 __all__ = ["LAYOUT_VERSION", "RedisBackend"]
 
 #: The version of the key layout this code reads and writes.
-LAYOUT_VERSION = 1
+#: 2: items are indexed for search in their session tree (``ITEM_INDEX`` in _core.py);
+#: migrating from 1 indexes the items already stored.
+LAYOUT_VERSION = 2
 
 
-class RedisBackend(FactsInRedis, SearchInRedis, SessionsInRedis, CheckpointsInRedis, RunsInRedis,
-                   AssetsInRedis, AccessInRedis, Backend):
+class RedisBackend(VectorsInRedis, FactsInRedis, SearchInRedis, SessionsInRedis,
+                   CheckpointsInRedis, RunsInRedis, AssetsInRedis, AccessInRedis, Backend):
     """Every kind of state in Redis or Redis Cluster (redis-py's asyncio client).
 
     Give it a URL, or a ready ``redis.asyncio.Redis`` / ``RedisCluster`` made with
@@ -46,7 +49,7 @@ class RedisBackend(FactsInRedis, SearchInRedis, SessionsInRedis, CheckpointsInRe
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
         {Capability.OPERATOR, Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.MIGRATIONS,
-         Capability.TEXT_SEARCH, Capability.STEPWISE_STORES}
+         Capability.TEXT_SEARCH, Capability.STEPWISE_STORES, Capability.VECTORS}
     )
 
     @classmethod
@@ -73,12 +76,19 @@ class RedisBackend(FactsInRedis, SearchInRedis, SessionsInRedis, CheckpointsInRe
     async def setup(self, *, migrate: bool) -> None:
         """Record the layout version under the prefix (``migrate=True``), or check it.
 
-        There is no schema to create: keys are made as data arrives. Raises
+        There is no schema to create: keys are made as data arrives; migrating data of
+        layout 1 indexes its items for search (see search.py). Raises
         :class:`~ownstate.errors.SchemaVersion` when verifying finds no layout version (a
         prefix never set up) or another one, and :class:`~ownstate.errors.BackendUnavailable`.
         """
         if migrate:
-            await self._command("SET", self._layout_key(), LAYOUT_VERSION, "NX", write=True)
+            found, _ = await self.schema_status()
+            if 0 < found < LAYOUT_VERSION:
+                await self.index_existing_items()
+                await self._command("SET", self._layout_key(), LAYOUT_VERSION, write=True)
+            else:
+                await self._command("SET", self._layout_key(), LAYOUT_VERSION, "NX",
+                                    write=True)
         found, expected = await self.schema_status()
         if found > expected:
             raise SchemaVersion(

@@ -40,6 +40,7 @@ import contextlib
 import json
 import re
 import uuid
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
@@ -53,6 +54,7 @@ from ...errors import (
     SessionNotFound,
 )
 from ...model import Item, SessionRecord, build_item
+from ..ports.search import terms
 
 with requires("redis", "the Redis backend"):
     from redis import exceptions as redis_errors
@@ -66,6 +68,7 @@ with requires("redis", "the Redis backend"):
 __all__ = [
     "CHECKPOINT_KINDS",
     "ITEMS",
+    "ITEM_INDEX",
     "MAX_LOG_BYTES",
     "RedisCore",
     "Reply",
@@ -75,6 +78,7 @@ __all__ = [
     "lua",
     "pack",
     "parse_redis_url",
+    "search_document",
     "text",
     "unpack",
 ]
@@ -92,8 +96,8 @@ CHECKPOINT_KINDS = ("c", "cd", "cz", "cw", "cm")
 #: Per-run keys: the run record, its effects ledger, its checkpoints.
 RUN_KINDS = ("r", "e", *CHECKPOINT_KINDS)
 #: Per-session keys: record, item log and offsets, item index, idempotency keys, children,
-#: runs, assets.
-SESSION_KINDS = ("s", "l", "o", "ix", "ik", "kids", "runs", "a", "ar", "ash")
+#: runs, assets, the terms of its items (search) and their vectors.
+SESSION_KINDS = ("s", "l", "o", "ix", "ik", "kids", "runs", "a", "ar", "ash", "xd", "iv")
 
 
 def text(value: Any) -> str:
@@ -157,10 +161,54 @@ if ARGV[5] ~= '' then
 end
 """
 
+#: The tree's inverted index of its items, kept by every script that adds or removes
+#: items, in the same script. ``xd:X`` maps each indexed item's seq of session ``X`` to
+#: its document, ``LEN TERM:TF TERM:TF ...`` (its length in terms, then each distinct term
+#: with its count, as :func:`~ownstate.backends.ports.search.terms` makes them);
+#: ``xt:TERM`` maps ``X NUL seq`` to ``TF,LEN`` for every item of the tree holding the
+#: term; ``xn`` holds the tree's number of indexed items (``n``) and their total length
+#: (``len``). A search adds these up over the tenant's trees (see search.py).
+ITEM_INDEX = """
+local function ix_count(dn, dl)
+  local xn = base .. 'xn'
+  if redis.call('HINCRBY', xn, 'n', dn) <= 0 then redis.call('DEL', xn)
+  else redis.call('HINCRBY', xn, 'len', dl) end
+end
+local function ix_add(s, seq, doc)
+  local len = tonumber(string.match(doc, '^(%d+)'))
+  local field = s .. '\\0' .. seq
+  for term, tf in string.gmatch(doc, ' ([^ :]+):(%d+)') do
+    redis.call('HSET', base .. 'xt:' .. term, field, tf .. ',' .. len)
+  end
+  redis.call('HSET', base .. 'xd:' .. s, seq, doc)
+  ix_count(1, len)
+end
+local function ix_drop_doc(s, seq, doc)
+  local field = s .. '\\0' .. seq
+  for term in string.gmatch(doc, ' ([^ :]+):') do
+    redis.call('HDEL', base .. 'xt:' .. term, field)
+  end
+  ix_count(-1, 0 - tonumber(string.match(doc, '^(%d+)')))
+end
+local function ix_drop(s, seq)
+  local doc = redis.call('HGET', base .. 'xd:' .. s, seq)
+  if doc then
+    ix_drop_doc(s, seq, doc)
+    redis.call('HDEL', base .. 'xd:' .. s, seq)
+  end
+  redis.call('HDEL', base .. 'iv:' .. s, seq)
+end
+local function ix_drop_session(s)
+  local docs = redis.call('HGETALL', base .. 'xd:' .. s)
+  for i = 1, #docs, 2 do ix_drop_doc(s, docs[i], docs[i + 1]) end
+  redis.call('DEL', base .. 'xd:' .. s, base .. 'iv:' .. s)
+end
+"""
+
 #: Deleting sessions of a tree: ``collect`` lists a session and its descendants, ``drop``
 #: deletes them (with their runs, checkpoints and asset references) and reports what went
 #: so the caller can clear the indexes in other slots.
-DROP = f"""
+DROP = ITEM_INDEX + f"""
 local RUN_KINDS = {_lua_list(RUN_KINDS)}
 local SESSION_KINDS = {_lua_list(SESSION_KINDS)}
 local function collect(first)
@@ -191,6 +239,7 @@ local function drop(sids)
       assets[#assets + 1] = refs[j + 1]
       assets[#assets + 1] = refs[j]
     end
+    ix_drop_session(s)
     for _, kind in ipairs(SESSION_KINDS) do redis.call('DEL', base .. kind .. ':' .. s) end
   end
   return gone, runs, assets
@@ -298,6 +347,13 @@ def encode_item(item_id: str, stamp: str, fmt: str, columns: Sequence[Any],
     data (spliced in as given, never re-encoded). Scripts read the id from its start."""
     head = _encode_json([item_id, stamp, fmt, *columns])
     return f"{head[:-1]},{data_json}]"
+
+
+def search_document(item_text: str) -> str:
+    """An item's document in the tree's index (see ``ITEM_INDEX``): its length in terms,
+    then each distinct term and its count."""
+    found = terms(item_text)
+    return " ".join([str(len(found)), *(f"{t}:{n}" for t, n in Counter(found).items())])
 
 
 def _items(rows: Iterable[Sequence[Any]], first_seq: int, session_id: str) -> list[Item]:

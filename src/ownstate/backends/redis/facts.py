@@ -39,6 +39,8 @@ from ...errors import (
 )
 from ...model import Fact, FactExplanation, FactHit, Item, MemoryStoreRecord
 from ..ports.facts import NewFact, covers
+from ...embeddings import Embedding
+from ...embeddings._protocol import one_model
 from ..ports.search import TextQuery, bm25, fact_text, terms, useful_terms
 from ._core import Reply, lua, text
 from ._grants import claim_scripts, create_with_grants, drop_store_grants
@@ -79,7 +81,8 @@ for _, word in ipairs(redis.call('SMEMBERS', base .. 'words')) do
   redis.call('DEL', base .. 'w:' .. word)
 end
 redis.call('DEL', base .. 'f', base .. 'chv', base .. 'cur', base .. 'subjects',
-           base .. 'words')
+           base .. 'words', base .. 'fv')
+redis.call('HDEL', base .. 'mstore', 'vm', 'vd')
 redis.call('HSET', base .. 'mstore', 'state', 'deleting')
 return {'ok', n, f[2] or ''}
 """)
@@ -106,7 +109,8 @@ return out
 # (op, a, b) triples: F store fact a as b; C append fact b to chain a; S note subject a
 # has key b; V give chain a a new version; + make fact a current; - make fact a not
 # current; W index fact b under term a; X drop fact b from term a; L add a to the
-# store's total length in terms.
+# store's total length in terms; M refuse unless the store's vectors are of model a and
+# dimension b (or it has none: then they are), first of all; E store vector b of fact a.
 lua("facts_commit", _LIVE + """
 local n = tonumber(ARGV[1])
 for i = 0, n - 1 do
@@ -133,6 +137,12 @@ for i = 2 + 2 * n, #ARGV, 3 do
     redis.call('SADD', base .. 'words', a)
   elseif op == 'L' then
     redis.call('HINCRBY', base .. 'mstore', 'tlen', a)
+  elseif op == 'M' then
+    local f = redis.call('HMGET', base .. 'mstore', 'vm', 'vd')
+    if f[1] and (f[1] ~= a or f[2] ~= b) then return {'@mismatch', f[1], f[2]} end
+    redis.call('HSET', base .. 'mstore', 'vm', a, 'vd', b)
+  elseif op == 'E' then
+    redis.call('HSET', base .. 'fv', a, b)
   elseif op == 'X' then
     redis.call('SREM', base .. 'w:' .. a, b)
     if redis.call('EXISTS', base .. 'w:' .. a) == 0 then redis.call('SREM', base .. 'words', a) end
@@ -209,6 +219,7 @@ for _, key in ipairs(redis.call('SMEMBERS', base .. 'sk:' .. subject)) do
       redis.call('HINCRBY', base .. 'mstore', 'tlen', -(fact.tl or #fact.w))
     end
     redis.call('HDEL', base .. 'f', id)
+    redis.call('HDEL', base .. 'fv', id)
     n = n + 1
   end
   redis.call('DEL', base .. 'c:' .. chain)
@@ -360,11 +371,22 @@ class FactsInRedis(SessionsInRedis):
                 for n, name in enumerate(names)]
 
     async def _commit(self, tenant: str, store: str, chains: Sequence[_Chain],
-                      ops: Sequence[str]) -> bool:
+                      ops: Sequence[str],
+                      vectors: Sequence[tuple[str, Embedding]] = ()) -> bool:
+        """Apply ``ops`` (and store ``vectors`` by fact id) unless a chain changed since
+        it was read; False if one did. Raises EmbedderMismatch, StoreNotFound."""
         checks = [x for c in chains for x in (c.name, c.version)]
         versions = [x for c in chains for x in ("V", c.name, "")]
+        space: list[Any] = []
+        if vectors:
+            first = vectors[0][1]
+            one_model(store, None, [e for _, e in vectors])
+            space = ["M", first.model, str(first.dimension)]
+        stored = [x for fact_id, e in vectors for x in ("E", fact_id, e.data)]
         reply = await self._memory(tenant, store, "facts_commit",
-                                   [len(chains), *checks, *ops, *versions])
+                                   [len(chains), *checks, *space, *ops, *stored, *versions])
+        if reply[0] == b"@mismatch":
+            one_model(store, (text(reply[1]), int(reply[2])), [e for _, e in vectors])
         return bool(reply[0] == b"ok")
 
     async def remember(self, tenant: str, store: str, facts: Sequence[NewFact],
@@ -378,6 +400,7 @@ class FactsInRedis(SessionsInRedis):
             by_name = {c.name: c for c in chains}
             ops: list[str] = []
             made: list[Fact] = []
+            vectors = [(f.fact_id, f.embedding) for f in facts if f.embedding is not None]
             for new, source_store in zip(facts, sources, strict=True):
                 chain = by_name[f"{new.subject}\x00{new.key}"]
                 moment = chain.record_time(now)
@@ -407,7 +430,7 @@ class FactsInRedis(SessionsInRedis):
                 ops += ["L", str(len(found)), ""]
                 chain.last = json.loads(encoded)
                 made.append(_fact(store, encoded))
-            if await self._commit(tenant, store, chains, ops):
+            if await self._commit(tenant, store, chains, ops, vectors):
                 return made
         raise BackendUnavailable(f"memory store {store!r} kept changing; retry")
 

@@ -25,11 +25,14 @@ from typing import Any, TypeVar
 
 from ... import errors
 from ..._ids import format_time, parse_time
+from ...embeddings import Embedding
+from ...embeddings._protocol import one_model
 from ...model import Item, SessionRecord, SessionStoreRecord
 from ..ports.sessions import NewItem, SessionOrder, changed_labels
 from ._core import (
     CLAIM_GRACE_MS,
     DROP,
+    ITEM_INDEX,
     ITEM_KEY,
     ITEMS,
     MAX_LOG_BYTES,
@@ -40,6 +43,7 @@ from ._core import (
     encode_item,
     item_key,
     lua,
+    search_document,
     text,
 )
 from ._grants import claim_scripts, create_with_grants, drop_store_grants
@@ -97,13 +101,26 @@ redis.call('ZADD', base .. 'index', ord, member)
 return {'ok', ord}
 """)
 
+# ARGV: the model and dimension of vectors about to be stored with items. The store's
+# item vectors are all of one model: the first to be stored fixes it. Replies the model
+# and dimension the store keeps.
+lua("store_item_space", """
+if redis.call('HGET', base .. 'store', 'state') ~= 'live' then return {'@nostore'} end
+local found = redis.call('HMGET', base .. 'store', 'ivm', 'ivd')
+if not found[1] then
+  redis.call('HSET', base .. 'store', 'ivm', ARGV[1], 'ivd', ARGV[2])
+  return {'ok', ARGV[1], ARGV[2]}
+end
+return {'ok', found[1], found[2]}
+""")
+
 # -- sessions --------------------------------------------------------------------------
 
 _NOW_MS = ("local t = redis.call('TIME')\n"
            "local now_ms = t[1] * 1000 + math.floor(t[2] / 1000)\n")
 
 # In the new session's own slot. ARGV: id, actor, metadata, time, ordinal, claim to take
-# over ('' for none).
+# over ('' for none), '1' when its store keeps items out of search.
 lua("session_create", _NOW_MS + """
 local sid = ARGV[1]
 local skey = base .. 's:' .. sid
@@ -115,6 +132,7 @@ if claim then
 end
 redis.call('HSET', skey, 'actor', ARGV[2], 'root', sid, 'meta', ARGV[3], 'ct', ARGV[4],
            'lat', ARGV[4], 'ord', ARGV[5])
+if ARGV[7] == '1' then redis.call('HSET', skey, 'nx', '1') end
 return {'ok'}
 """)
 
@@ -156,7 +174,7 @@ return {'ok', gone, runs, assets}
 """, on="tree")
 
 # On the parent. ARGV[3..8]: child id, up-to item key (or ''), time, ordinal, nonce, claim.
-lua("session_fork", ITEMS + ITEM_KEY + """
+lua("session_fork", ITEMS + ITEM_KEY + ITEM_INDEX + """
 local child = ARGV[3]
 local plog, poff = base .. 'l:' .. sid, base .. 'o:' .. sid
 local cut = items_count(poff)
@@ -167,7 +185,7 @@ if ARGV[4] ~= '' then
 end
 local ckey = base .. 's:' .. child
 if redis.call('EXISTS', ckey) == 1 then return {'@exists'} end
-local p = redis.call('HMGET', skey, 'actor', 'root', 'meta')
+local p = redis.call('HMGET', skey, 'actor', 'root', 'meta', 'nx')
 if cut > 0 then
   local log = redis.call('GETRANGE', plog, 0, item_end(poff, cut) - 1)
   local offsets = redis.call('GETRANGE', poff, 0, cut * W - 1)
@@ -192,9 +210,16 @@ if cut > 0 then
   if #ix > 0 then redis.call('HSET', base .. 'ix:' .. child, unpack(ix)) end
   redis.call('SET', base .. 'l:' .. child, table.concat(parts))
   redis.call('SET', base .. 'o:' .. child, table.concat(ends))
+  for seq = 1, cut do
+    local doc = redis.call('HGET', base .. 'xd:' .. sid, seq)
+    if doc then ix_add(child, seq, doc) end
+    local vec = redis.call('HGET', base .. 'iv:' .. sid, seq)
+    if vec then redis.call('HSET', base .. 'iv:' .. child, seq, vec) end
+  end
 end
 redis.call('HSET', ckey, 'actor', p[1], 'parent', sid, 'root', p[2], 'meta', p[3],
            'ct', ARGV[5], 'lat', ARGV[5], 'ord', ARGV[6], 'claim', ARGV[8])
+if p[4] then redis.call('HSET', ckey, 'nx', p[4]) end
 redis.call('ZADD', base .. 'kids:' .. sid, ARGV[6], child)
 return {'ok', p[1], p[2], p[3]}
 """, on="tree")
@@ -202,9 +227,10 @@ return {'ok', p[1], p[2], p[3]}
 # -- items -----------------------------------------------------------------------------
 
 # ARGV[3..7]: time, idempotency key ('' for none), request hash, item keys as JSON, count;
-# then the item keys, then the encoded items. Replies the first seq, or for a replayed key
-# the seqs and the items then stored (and still there).
-lua("items_append", ITEMS + f"""
+# then the item keys, the encoded items, their search documents (see ITEM_INDEX) and their
+# vectors ('' for none). Replies the first seq, or for a replayed key the seqs and the
+# items then stored (and still there).
+lua("items_append", ITEMS + ITEM_INDEX + f"""
 local lkey, okey = base .. 'l:' .. sid, base .. 'o:' .. sid
 local ix = base .. 'ix:' .. sid
 if ARGV[4] ~= '' then
@@ -250,6 +276,13 @@ while k < count do
   redis.call('HSET', ix, unpack(seqs))
   k = stop
 end
+if redis.call('HGET', skey, 'nx') ~= '1' then
+  for j = 1, count do
+    ix_add(sid, n + j, ARGV[7 + 2 * count + j])
+    local vec = ARGV[7 + 3 * count + j]
+    if vec ~= '' then redis.call('HSET', base .. 'iv:' .. sid, n + j, vec) end
+  end
+end
 redis.call('HSET', skey, 'lat', ARGV[3])
 if ARGV[4] ~= '' then
   redis.call('HSET', base .. 'ik:' .. sid, ARGV[4], ARGV[5] .. '\\n' .. ARGV[6])
@@ -283,19 +316,21 @@ seq = tonumber(seq)
 return {'ok', seq, items_span(base .. 'l:' .. sid, base .. 'o:' .. sid, seq, seq)}
 """, on="tree")
 
-lua("items_pop", ITEMS + ITEM_KEY + """
+lua("items_pop", ITEMS + ITEM_KEY + ITEM_INDEX + """
 local lkey, okey = base .. 'l:' .. sid, base .. 'o:' .. sid
 local n = items_count(okey)
 if n == 0 then return {'@empty'} end
 local span = items_span(lkey, okey, n, n)
 items_keep(lkey, okey, n - 1)
+ix_drop(sid, n)
 redis.call('HDEL', base .. 'ix:' .. sid, (item_key(string.sub(span, 2))))
 redis.call('HSET', skey, 'lat', ARGV[3])
 return {'ok', n, span}
 """, on="tree")
 
-lua("items_clear", ITEMS + """
+lua("items_clear", ITEMS + ITEM_INDEX + """
 local n = items_count(base .. 'o:' .. sid)
+ix_drop_session(sid)
 redis.call('DEL', base .. 'l:' .. sid, base .. 'o:' .. sid, base .. 'ix:' .. sid)
 redis.call('HSET', skey, 'lat', ARGV[3])
 return {'ok', n}
@@ -415,6 +450,19 @@ class SessionsInRedis(RedisCore):
         return [(sid, row) for (ordinal, sid, _), row in zip(parsed, rows, strict=True)
                 if row[0] is not None and row[6] is not None and int(row[6]) == ordinal]
 
+    async def _admit_item_vectors(self, tenant: str, store: str,
+                                  vectors: Sequence[Embedding]) -> None:
+        """Fix the store's item vector model to these vectors' (when it has none yet), or
+        refuse them for being of another. A step before the append: a failed append
+        leaves the model fixed, with no vector of it. Raises EmbedderMismatch,
+        StoreNotFound."""
+        first = vectors[0]
+        reply = await self._eval("store_item_space", [self.store_key(tenant, store)],
+                                 [first.model, first.dimension])
+        if reply[0] != b"ok":
+            raise errors.StoreNotFound(store=store)
+        one_model(store, (text(reply[1]), int(reply[2])), vectors)
+
     # sessions --------------------------------------------------------------------------
 
     async def _reserve(self, tenant: str, store: str, session_id: str, root: str) -> str:
@@ -442,6 +490,8 @@ class SessionsInRedis(RedisCore):
         self, tenant: str, store: str, session_id: str, actor_id: str,
         metadata: Mapping[str, str], now: datetime,
     ) -> SessionRecord:
+        unindexed = await self._command("SISMEMBER", self.tenant_key(tenant) + "unindexed",
+                                        store, write=False)
         member = await self._reserve(tenant, store, session_id, session_id)
         ordinal = self.parse_member(member)[0]
         meta = json.dumps(dict(metadata), ensure_ascii=False)
@@ -449,7 +499,8 @@ class SessionsInRedis(RedisCore):
         for _ in range(3):
             reply = await self._eval(
                 "session_create", [self.tree_key(tenant, store, session_id)],
-                [session_id, actor_id, meta, format_time(now), ordinal, takeover])
+                [session_id, actor_id, meta, format_time(now), ordinal, takeover,
+                 "1" if int(unindexed) else "0"])
             if reply[0] == b"ok":
                 self._remember_root(tenant, store, session_id, session_id)
                 return SessionRecord(
@@ -614,10 +665,14 @@ class SessionsInRedis(RedisCore):
                         it.data_json)
             for it in items]
         key, request_hash = idempotency if idempotency is not None else ("", "")
+        vectors = [it.embedding for it in items if it.embedding is not None]
+        if vectors:
+            await self._admit_item_vectors(tenant, store, vectors)
         _, reply = await self._tree(
             tenant, store, session_id, "items_append",
             [stamp, key, request_hash, json.dumps(keys) if key else "", len(items), *keys,
-             *encoded])
+             *encoded, *(search_document(it.text) for it in items),
+             *(it.embedding.data if it.embedding is not None else b"" for it in items)])
         status = reply[0]
         if status == b"@reused":
             raise errors.IdempotencyKeyReused(

@@ -1,0 +1,172 @@
+"""Fact and item vectors in Redis, stored beside their rows and ranked by a scan in Python.
+
+A fact's vector is ``fv`` in its memory store's slot (fact id -> the packed float32 bytes
+of :class:`~ownstate.embeddings.Embedding`), written by the script that stores the fact;
+the store's model and dimension are ``vm`` and ``vd`` in ``mstore``, fixed by its first
+vector. An item's vector is ``iv:X`` in its session tree (seq -> bytes), written by the
+append's script and dropped with the item; the session store's item model is ``ivm`` and
+``ivd`` in its record (see sessions.py). Erasing a subject, deleting a session or a store
+removes their vectors in the same scripts that remove the rows.
+
+Plain Redis has no vector index, so a semantic search reads every vector of the memory
+store (or of the session stores searched) and takes dot products in Python (numpy where
+it is installed): about 1.5 KB per 384-dimensional vector on the wire and a scan that
+grows linearly with the store, fine for the thousands of facts or items of one agent's
+memory, not for millions (use PostgreSQL, or a Redis with a vector index, for those).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from ...embeddings import Embedding
+from ...embeddings._protocol import dot, one_model
+from ...model import Fact, ItemHit
+from ..ports.vectors import VectorSpace
+from ._core import lua, text
+from .facts import FactsInRedis, _fact
+from .search import SearchInRedis
+
+__all__ = ["VectorsInRedis"]
+
+_LIVE = """
+if redis.call('HGET', base .. 'mstore', 'state') ~= 'live' then return {'@nostore'} end
+"""
+_BATCH = 200
+
+lua("facts_vector_space", _LIVE + """
+local f = redis.call('HMGET', base .. 'mstore', 'vm', 'vd')
+return {'ok', f[1], f[2]}
+""")
+
+lua("facts_vectors", _LIVE + """
+local f = redis.call('HMGET', base .. 'mstore', 'vm', 'vd')
+return {'ok', f[1], f[2], redis.call('HGETALL', base .. 'fv')}
+""")
+
+# ARGV[1]: '1' to drop every vector first; ARGV[2..3]: the model and dimension ('' when
+# there are no vectors); then (fact id, vector) pairs. Facts that do not exist are
+# skipped. Replies how many were stored.
+lua("facts_put_vectors", _LIVE + """
+if ARGV[1] == '1' then
+  redis.call('DEL', base .. 'fv')
+  redis.call('HDEL', base .. 'mstore', 'vm', 'vd')
+end
+if #ARGV < 4 then return {'ok', 0} end
+local f = redis.call('HMGET', base .. 'mstore', 'vm', 'vd')
+if f[1] and (f[1] ~= ARGV[2] or f[2] ~= ARGV[3]) then return {'@mismatch', f[1], f[2]} end
+local n = 0
+for i = 4, #ARGV, 2 do
+  if redis.call('HEXISTS', base .. 'f', ARGV[i]) == 1 then
+    redis.call('HSET', base .. 'fv', ARGV[i], ARGV[i + 1])
+    n = n + 1
+  end
+end
+if n > 0 then redis.call('HSET', base .. 'mstore', 'vm', ARGV[2], 'vd', ARGV[3]) end
+return {'ok', n}
+""")
+
+lua("facts_current_ids", _LIVE + """
+return {'ok', redis.call('ZRANGE', base .. 'cur', 0, -1), redis.call('HKEYS', base .. 'fv')}
+""")
+
+
+def _believed(fact: Fact, as_of: datetime | None) -> bool:
+    if as_of is None:
+        return fact.superseded_at is None
+    return fact.recorded_at <= as_of and (
+        fact.superseded_at is None or fact.superseded_at > as_of)
+
+
+def _space(model: Any, dimension: Any) -> VectorSpace | None:
+    return None if model is None else (text(model), int(dimension))
+
+
+class VectorsInRedis(FactsInRedis, SearchInRedis):
+    """The vectors port (``Capability.VECTORS``) on Redis."""
+
+    async def fact_vector_space(self, tenant: str, store: str) -> VectorSpace | None:
+        reply = await self._memory(tenant, store, "facts_vector_space", [], write=False)
+        return _space(reply[1], reply[2])
+
+    async def _facts_by_id(self, tenant: str, store: str, ids: Sequence[str]) -> list[Fact]:
+        if not ids:
+            return []
+        (rows,) = await self._read([("HMGET", self.memory_key(tenant, store) + "f", *ids)])
+        return [_fact(store, row) for row in rows if row is not None]
+
+    async def nearest_facts(self, tenant: str, store: str, query: Embedding,
+                            subject: str | None, limit: int,
+                            as_of: datetime | None) -> list[tuple[Fact, float]]:
+        reply = await self._memory(tenant, store, "facts_vectors", [], write=False)
+        if _space(reply[1], reply[2]) != (query.model, query.dimension):
+            return []
+        pairs = reply[3]
+        scored = sorted(((dot(pairs[i + 1], query.data), text(pairs[i]))
+                         for i in range(0, len(pairs), 2)), key=lambda p: -p[0])
+        found: list[tuple[Fact, float]] = []
+        # read the facts best first, a batch at a time, until enough are in force
+        for start in range(0, len(scored), _BATCH):
+            batch = scored[start:start + _BATCH]
+            facts = {f.fact_id: f for f in await self._facts_by_id(
+                tenant, store, [fact_id for _, fact_id in batch])}
+            for score, fact_id in batch:
+                fact = facts.get(fact_id)
+                if fact is not None and (subject is None or fact.subject == subject) and \
+                        _believed(fact, as_of):
+                    found.append((fact, score))
+            if len(found) >= limit and start + _BATCH < len(scored) and \
+                    scored[start + _BATCH][0] < found[limit - 1][1]:
+                break
+        found.sort(key=lambda p: (-p[1], -p[0].recorded_at.timestamp(), p[0].fact_id))
+        return found[:limit]
+
+    async def facts_to_embed(self, tenant: str, store: str, model: str, after: str | None,
+                             limit: int) -> list[Fact]:
+        space = await self.fact_vector_space(tenant, store)
+        reply = await self._memory(tenant, store, "facts_current_ids", [], write=False)
+        embedded = {text(i) for i in reply[2]} if space is not None and space[0] == model \
+            else set()
+        todo = sorted(fact_id for fact_id in map(text, reply[1])
+                      if fact_id not in embedded and (after is None or fact_id > after))
+        return sorted(await self._facts_by_id(tenant, store, todo[:limit]),
+                      key=lambda f: f.fact_id)
+
+    async def put_fact_vectors(self, tenant: str, store: str,
+                               vectors: Sequence[tuple[str, Embedding]],
+                               replace: bool) -> int:
+        one_model(store, None, [e for _, e in vectors])
+        first = vectors[0][1] if vectors else None
+        args: list[Any] = ["1" if replace else "0", first.model if first else "",
+                           str(first.dimension) if first else ""]
+        args += [x for fact_id, e in vectors for x in (fact_id, e.data)]
+        reply = await self._memory(tenant, store, "facts_put_vectors", args)
+        if reply[0] == b"@mismatch":
+            one_model(store, (text(reply[1]), int(reply[2])), [e for _, e in vectors])
+        return int(reply[1])
+
+    async def nearest_items(self, tenant: str, query: Embedding, *,
+                            stores: Sequence[str] | None, actor_id: str | None,
+                            session_id: str | None, limit: int) -> list[ItemHit]:
+        trees = await self._indexed_trees(tenant)
+        chosen = sorted({s for s, _ in trees if stores is None or s in stores})
+        spaces = await self._read([("HMGET", self.store_key(tenant, s) + "store", "ivm", "ivd")
+                                   for s in chosen])
+        wanted = {s for s, space in zip(chosen, spaces, strict=True)
+                  if _space(*space) == (query.model, query.dimension)}
+        roots = {(store, sid): root for (store, _), members in trees.items()
+                 if store in wanted for sid, root in members.items()
+                 if session_id is None or sid == session_id}
+        where = sorted(roots)
+        vectors = await self._read([
+            ("HGETALL", self.tree_key(tenant, store, roots[(store, sid)]) + "iv:" + sid)
+            for store, sid in where])
+        actors = await self._actors(tenant, roots, set(where))
+        scored = sorted(
+            (-dot(vector, query.data), (store, sid, int(seq)))
+            for (store, sid), found in zip(where, vectors, strict=True)
+            if (store, sid) in actors and (actor_id is None or actors[(store, sid)] == actor_id)
+            for seq, vector in found.items())
+        return await self._hits(tenant, roots, actors, scored[:limit])

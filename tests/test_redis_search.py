@@ -1,0 +1,157 @@
+"""The Redis item index and vectors beyond the shared suites: where they live, that a
+search reads the index rather than the items, what goes with a session or a store, that
+``ownstate migrate`` indexes what layout 1 stored, and that scores equal the reference's.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from conftest import REDIS_URL, _require
+
+import ownstate
+from ownstate.errors import SchemaVersion
+
+try:
+    import redis
+
+    from ownstate.backends.redis.sessions import SessionsInRedis
+except ImportError:  # pragma: no cover - only without the 'redis' extra
+    pytest.skip("redis-py (the 'redis' extra) is not installed", allow_module_level=True)
+
+TEXTS = ("Caroline went to the LGBTQ support group", "the support group met on Sunday",
+         "Melanie paints sunsets", "refund for order 12345", "a common filler line",
+         "another common filler line")
+
+
+@pytest.fixture
+def prefix() -> Iterator[str]:
+    _require("redis")
+    made = f"t{uuid.uuid4().hex[:12]}"
+    yield made
+    with redis.Redis.from_url(REDIS_URL) as raw:
+        keys = list(raw.scan_iter(match=f"{made}:*", count=1000))
+        if keys:
+            raw.delete(*keys)
+
+
+@pytest.fixture
+def url(prefix: str) -> str:
+    return f"{REDIS_URL}{'&' if '?' in REDIS_URL else '?'}prefix={prefix}"
+
+
+@pytest.fixture
+def raw() -> Iterator[redis.Redis]:
+    with redis.Redis.from_url(REDIS_URL) as made:
+        yield made
+
+
+def _index_keys(raw: redis.Redis, prefix: str) -> list[str]:
+    keys = (k.decode() for k in raw.scan_iter(match=f"{prefix}:*", count=1000))
+    return sorted(k for k in keys
+                  if "}:" in k and k.split("}:", 1)[1].split(":")[0] in ("xd", "xt", "xn"))
+
+
+def _fill(client: ownstate.Client) -> ownstate.Session:
+    session = client.session_stores.create("chats").add(actor_id="user:1", session_id="s1")
+    session.append_items([{"role": "user", "content": t} for t in TEXTS])
+    return session
+
+
+def test_items_are_indexed_in_their_tree(url: str, prefix: str, raw: redis.Redis) -> None:
+    with ownstate.connect(url) as client:
+        session = _fill(client)
+        session.fork(session_id="s1-fork")
+        quiet = client.session_stores.create("quiet", index_items=False)
+        quiet.add(actor_id="user:1", session_id="q1").append_items(
+            [{"role": "user", "content": "refund please"}])
+    keys = _index_keys(raw, prefix)
+    assert keys
+    assert all("{default/chats/s1}" in k for k in keys), keys
+    assert raw.hgetall(f"{prefix}:{{default/chats/s1}}:xn") == {
+        b"n": str(2 * len(TEXTS)).encode(),
+        b"len": str(2 * sum(len(t.split()) for t in TEXTS)).encode()}
+    assert raw.hget(f"{prefix}:{{default/chats/s1}}:xt:refund", "s1-fork\x004") == b"1,4"
+
+
+def test_a_search_reads_the_index_not_the_items(url: str,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    with ownstate.connect(url) as client:
+        _fill(client)
+        async def refuse(*args: object, **kwargs: object) -> None:
+            raise AssertionError("a search listed items")
+
+        monkeypatch.setattr(SessionsInRedis, "list_items", refuse)
+        hits = client.session_stores.search_items("refund")
+        assert [(h.item.session_id, h.item.seq) for h in hits] == [("s1", 4)]
+
+
+def test_the_index_goes_with_its_items(url: str, prefix: str, raw: redis.Redis) -> None:
+    with ownstate.connect(url) as client:
+        session = _fill(client)
+        child = session.fork(session_id="s1-fork")
+        child.pop_item()
+        child.clear()
+        assert raw.hlen(f"{prefix}:{{default/chats/s1}}:xd:s1-fork") == 0
+        child.delete()
+        assert int(raw.hget(f"{prefix}:{{default/chats/s1}}:xn", "n")) == len(TEXTS)
+        client.session_stores.delete("chats", force=True)
+    assert _index_keys(raw, prefix) == []
+
+
+def test_scores_are_the_references(url: str) -> None:
+    queries = ["caroline support group sunday", "common filler", "refund 12345 order",
+               "sunsets melanie group"]
+    found = []
+    for where in (url, f"memory://{uuid.uuid4().hex}"):
+        with ownstate.connect(where) as client:
+            session = _fill(client)
+            session.fork(session_id="s1-fork", up_to_item_id=session.list_items_after(
+                limit=3)[2].item_id)
+            other = client.session_stores.create("other").add(actor_id="user:2",
+                                                              session_id="s2")
+            other.append_items([{"role": "user", "content": "support for Caroline"}])
+            found.append([[(h.store, h.item.session_id, h.item.seq, round(h.score, 9))
+                           for h in client.session_stores.search_items(q, limit=20)]
+                          for q in queries])
+    assert found[0] == found[1]
+    assert all(found[0])
+
+
+def _as_layout_1(raw: redis.Redis, prefix: str) -> None:
+    """Leave the data as layout 1 stored it: no item index, no ``nx`` on sessions."""
+    for key in _index_keys(raw, prefix):
+        raw.delete(key)
+    for key in raw.scan_iter(match=f"{prefix}:*:s:*", count=1000):
+        raw.hdel(key, "nx")
+    raw.set(f"{prefix}:layout", 1)
+
+
+def test_migrate_indexes_what_layout_1_stored(url: str, prefix: str, raw: redis.Redis) -> None:
+    with ownstate.connect(url) as client:
+        _fill(client).fork(session_id="s1-fork")
+        quiet = client.session_stores.create("quiet", index_items=False)
+        quiet.add(actor_id="user:1", session_id="q1").append_items(
+            [{"role": "user", "content": "refund please"}])
+        with ownstate.connect(url, tenant="acme") as acme:
+            _fill(acme)
+        expected = client.session_stores.search_items("refund order support")
+    counts = raw.hgetall(f"{prefix}:{{default/chats/s1}}:xn")
+    _as_layout_1(raw, prefix)
+    with pytest.raises(SchemaVersion) as err:
+        ownstate.connect(url, migrate=False)
+    assert (err.value.found, err.value.expected) == (1, 2)
+    with ownstate.connect(url) as client:
+        assert client.session_stores.search_items("refund order support") == expected
+        assert raw.hgetall(f"{prefix}:{{default/chats/s1}}:xn") == counts
+        # the unindexed store's sessions learnt that they are, and stay out of search
+        client.session_stores.get("quiet").get("q1").append_items(
+            [{"role": "user", "content": "refund again"}])
+        assert client.session_stores.search_items("refund", store="quiet") == []
+    with ownstate.connect(url, tenant="acme") as acme:
+        assert [h.item.seq for h in acme.session_stores.search_items("refund")] == [4]
+    # migrating again changes nothing
+    with ownstate.connect(url) as client:
+        assert raw.hgetall(f"{prefix}:{{default/chats/s1}}:xn") == counts
