@@ -8,7 +8,7 @@ import base64
 import binascii
 import json
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 from ..errors import InvalidInput
@@ -84,6 +84,17 @@ def content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
         text: str = parts[0]["text"]
         return text
     return parts
+
+
+def neutral_parts(content: Any) -> Iterator[dict[str, Any]]:
+    """The parts of neutral content as dicts: a plain string (the whole content, or one
+    part) as a text part; anything else that is not a dict is passed over."""
+    for part in [content] if isinstance(content, str) else (
+            content if isinstance(content, list) else []):
+        if isinstance(part, str):
+            yield {"type": "text", "text": part}
+        elif isinstance(part, dict):
+            yield part
 
 
 def spread(stamps: list[float | None], now: float) -> list[float]:

@@ -302,14 +302,8 @@ def _adk_media(part: dict[str, Any]) -> dict[str, Any]:
 
 
 def _adk_parts(content: Any) -> list[dict[str, Any]]:
-    if isinstance(content, str):
-        return [{"text": content}] if content else []
     parts: list[dict[str, Any]] = []
-    for part in content if isinstance(content, list) else []:
-        if isinstance(part, str):
-            part = {"type": "text", "text": part}
-        if not isinstance(part, dict):
-            continue
+    for part in _common.neutral_parts(content):
         kind = part.get("type")
         text = part.get("text")
         if kind == "text" and isinstance(text, str) and text:

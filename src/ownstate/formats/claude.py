@@ -384,14 +384,8 @@ def _claude_media(part: dict[str, Any]) -> dict[str, Any]:
 def _claude_blocks(content: Any, *, media: bool = True) -> list[dict[str, Any]]:
     """Content blocks for neutral content; ``media=False`` notes media as text (for
     assistant messages, which cannot hold them)."""
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}] if content.strip() else []
     blocks: list[dict[str, Any]] = []
-    for part in content if isinstance(content, list) else []:
-        if isinstance(part, str):
-            part = {"type": "text", "text": part}
-        if not isinstance(part, dict):
-            continue
+    for part in _common.neutral_parts(content):
         kind = part.get("type")
         # The API refuses text blocks without visible text.
         if kind == "text" and isinstance(part.get("text"), str) and part["text"].strip():

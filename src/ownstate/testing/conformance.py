@@ -18,13 +18,12 @@ from ownstate import (
     InvalidInput,
     ItemNotFound,
     LimitExceeded,
-    NotFound,
     SessionNotFound,
     StoreNotFound,
 )
 
 from .fixtures import *
-from .fixtures import check_store_kind, run_async, snapshot
+from .fixtures import check_store_kind, check_store_lifecycle, run_async, snapshot
 
 Client = ownstate.Client
 
@@ -41,15 +40,7 @@ def _messages(*texts: str) -> list[dict[str, Any]]:
 
 
 def test_store_create_get_list_delete(client: Client) -> None:
-    created = client.session_stores.create("support-agent-sessions")
-    assert created.name == "support-agent-sessions"
-    assert client.session_stores.get("support-agent-sessions").create_time == created.create_time
-    assert [s.name for s in client.session_stores.list()] == ["support-agent-sessions"]
-    assert client.session_stores.delete("support-agent-sessions") == 0
-    with pytest.raises(StoreNotFound) as err:
-        client.session_stores.get("support-agent-sessions")
-    assert err.value.store == "support-agent-sessions"
-    assert isinstance(err.value, NotFound)
+    check_store_lifecycle(client.session_stores, "support-agent-sessions")
 
 
 @pytest.mark.parametrize("name", ["ab", "x" * 56, "Upper", "has space", "dots.bad", "", "é-abc"])

@@ -83,6 +83,20 @@ def snapshot(client: ownstate.Client) -> dict[str, Any]:
     return state
 
 
+def check_store_lifecycle(stores: Any, name: str) -> None:
+    """On an empty ``stores`` (``client.session_stores`` or ``client.memory_stores``): a
+    store ``name`` is made, found, listed and deleted, and then is not found."""
+    created = stores.create(name)
+    assert created.name == name
+    assert stores.get(name).create_time == created.create_time
+    assert [s.name for s in stores.list()] == [name]
+    assert stores.delete(name) == 0
+    with pytest.raises(ownstate.StoreNotFound) as err:
+        stores.get(name)
+    assert err.value.store == name
+    assert isinstance(err.value, ownstate.NotFound)
+
+
 def check_store_kind(stores: Any, prefix: str) -> None:
     """What session stores and memory stores share, on ``stores`` (``client.session_stores``
     or ``client.memory_stores``): seven stores made in reverse order page back by name, and

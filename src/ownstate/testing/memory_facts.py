@@ -32,7 +32,7 @@ from ownstate.errors import (
 from ownstate.model import Fact
 
 from .fixtures import *
-from .fixtures import check_store_kind, snapshot
+from .fixtures import check_store_kind, check_store_lifecycle, snapshot
 from .targets import Target
 
 Client = ownstate.Client
@@ -104,14 +104,7 @@ def _values(facts: list[Fact]) -> dict[str, Any]:
 
 
 def test_memory_store_create_get_list_delete(client: Client) -> None:
-    created = client.memory_stores.create("support-memory")
-    assert created.name == "support-memory"
-    assert client.memory_stores.get("support-memory").create_time == created.create_time
-    assert [m.name for m in client.memory_stores.list()] == ["support-memory"]
-    assert client.memory_stores.delete("support-memory") == 0
-    with pytest.raises(StoreNotFound) as err:
-        client.memory_stores.get("support-memory")
-    assert err.value.store == "support-memory"
+    check_store_lifecycle(client.memory_stores, "support-memory")
     with pytest.raises(StoreNotFound):
         client.memory_stores.delete("support-memory")
 

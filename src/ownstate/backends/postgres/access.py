@@ -54,6 +54,23 @@ async def drop_grants(cur: Cursor, tenant: str, kind: str, store: str, *,
     return int(cur.rowcount)
 
 
+#: a store kind's table, and the table and column of what the store holds
+_STORE_TABLES = {"session_store": ("session_stores", "sessions", "store"),
+                 "memory_store": ("memory_stores", "facts", "memory_store")}
+
+
+async def drop_store(cur: Cursor, tenant: str, kind: str, store: str) -> int:
+    """Within a transaction: delete a store, what it holds (sessions or facts) and the
+    grants on it; returns how many sessions or facts went."""
+    table, held, column = _STORE_TABLES[kind]
+    await cur.execute(f"DELETE FROM {held} WHERE tenant = %s AND {column} = %s",
+                      (tenant, store))
+    deleted = int(cur.rowcount)
+    await cur.execute(f"DELETE FROM {table} WHERE tenant = %s AND name = %s", (tenant, store))
+    await drop_grants(cur, tenant, kind, store, last=True)
+    return deleted
+
+
 class AccessInPostgres(PostgresCore):
     """The access port on PostgreSQL."""
 

@@ -29,7 +29,7 @@ from ..ports.facts import NewFact
 from ..ports.search import TextQuery
 from ._core import Cursor, PostgresCore
 from ._vector_rows import store_fact_vectors
-from .access import drop_grants, start_grants
+from .access import drop_store, start_grants
 from .search import (
     ADD_STATS,
     WEIGHTS,
@@ -131,13 +131,7 @@ class FactsInPostgres(PostgresCore):
     async def delete_memory_store(self, tenant: str, name: str) -> int:
         async def run(cur: Cursor) -> int:
             await self._require_memory_store(cur, tenant, name, "FOR UPDATE")
-            await cur.execute("DELETE FROM facts WHERE tenant = %s AND memory_store = %s",
-                              (tenant, name))
-            deleted = int(cur.rowcount)
-            await cur.execute("DELETE FROM memory_stores WHERE tenant = %s AND name = %s",
-                              (tenant, name))
-            await drop_grants(cur, tenant, "memory_store", name, last=True)
-            return deleted
+            return await drop_store(cur, tenant, "memory_store", name)
 
         return await self._write(tenant, run)
 

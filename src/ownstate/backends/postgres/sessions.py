@@ -14,7 +14,7 @@ from .._sql import session_page, sessions_filter
 from ..ports.sessions import NewItem, SessionOrder, changed_labels
 from ._core import Cursor, PostgresCore
 from ._vector_rows import store_item_vectors
-from .access import drop_grants, start_grants
+from .access import drop_store, start_grants
 from .search import ADD_STATS, item_vector
 
 __all__ = ["SessionsInPostgres"]
@@ -189,11 +189,7 @@ class SessionsInPostgres(PostgresCore):
             count = int(row[0]) if row else 0
             if count and not force:
                 raise errors.StoreNotEmpty(store=name, sessions=count)
-            await cur.execute("DELETE FROM sessions WHERE tenant = %s AND store = %s",
-                              (tenant, name))
-            await cur.execute("DELETE FROM session_stores WHERE tenant = %s AND name = %s",
-                              (tenant, name))
-            await drop_grants(cur, tenant, "session_store", name, last=True)
+            await drop_store(cur, tenant, "session_store", name)
             return count
 
         return await self._write(tenant, run)

@@ -118,24 +118,27 @@ class RunOut(BaseModel):
     decisions: list[DecisionOut] = Field(default_factory=list)
 
 
-class RunsOut(BaseModel):
-    runs: list[RunOut]
-    next_page_token: str | None = Field(default=None, description=(
-        "Token mode: the token of the next page, absent on the last."))
-    next_after: int | None = Field(default=None, description=(
-        "Keyset mode: pass as `after` for the next page; absent when no run remains."))
-
-
 class OutstandingOut(BaseModel):
     runs: list[RunOut]
 
 
-class AwaitingOut(BaseModel):
+class _RunsPage(BaseModel):
+    """A page of runs, paged by token or (``next_after``, typed by the listing) by keyset."""
+
     runs: list[RunOut]
     next_page_token: str | None = Field(default=None, description=(
         "Token mode: the token of the next page, absent on the last."))
-    next_after: str | None = Field(default=None, description=(
-        "Keyset mode: pass as `after` for the next page; absent when no run remains."))
+
+
+_NEXT_AFTER = "Keyset mode: pass as `after` for the next page; absent when no run remains."
+
+
+class RunsOut(_RunsPage):
+    next_after: int | None = Field(default=None, description=_NEXT_AFTER)
+
+
+class AwaitingOut(_RunsPage):
+    next_after: str | None = Field(default=None, description=_NEXT_AFTER)
 
 
 class Decide(StrictModel):
