@@ -16,6 +16,10 @@ the script checks that every unit was imported and verified. Run by hand::
     /work/venv/bin/python bench/import_langgraph.py                  # the full 80,000
     /work/venv/bin/python bench/import_langgraph.py --threads 2000   # a quick look
     /work/venv/bin/python bench/import_langgraph.py --sample 40 --profile out.html
+    /work/venv/bin/python bench/import_langgraph.py --sample 40 --profile out.txt  # as text
+
+``OWNSTATE_BENCH_LG_SOURCE_DB`` and ``OWNSTATE_BENCH_LG_TARGET_DB`` name the two
+databases (default ``bench_lg_import`` and ``bench_lg_ownstate``).
 
 Needs the ``bench`` extra and a PostgreSQL server at ``OWNSTATE_BENCH_POSTGRES_URL``
 (default ``postgresql://postgres@127.0.0.1:5432/test``; its databases are created next to
@@ -246,18 +250,23 @@ def main() -> None:
         profiler = Profiler(async_mode="enabled")
         profiler.start()
     began = time.monotonic()
+    cpu = time.process_time()
     report = import_all(args.concurrency, args.processes, args.sample)
     elapsed = time.monotonic() - began
     if profiler is not None:
         profiler.stop()
-        with open(args.profile, "w") as out:
-            out.write(profiler.output_html())
+        with open(args.profile, "w") as out:  # a .txt path: the text rendering
+            out.write(profiler.output_text(unicode=False) if args.profile.endswith(".txt")
+                      else profiler.output_html())
     print(report.summary())
     print(f"\nsource: {source['threads']} threads, {source['checkpoints']} checkpoints, "
           f"{source['size']}")
     print(f"imported and verified in {elapsed:.0f}s ({report.units / elapsed:.0f} threads/s); "
           f"load average before {load_before[0]:.1f}, after {os.getloadavg()[0]:.1f} "
           f"(1 min) on {os.cpu_count()} cores")
+    if args.sample > 1 or args.processes == 1:  # the import ran in this process
+        print(f"client CPU {1000 * (time.process_time() - cpu) / max(report.units, 1):.1f} ms "
+              "per thread")
     if not report.ok or report.verified != report.units or (
             args.sample == 1 and report.units != source["threads"]):
         raise SystemExit("the import does not match the source")

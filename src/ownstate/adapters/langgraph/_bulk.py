@@ -91,7 +91,7 @@ async def prepare(saver: OwnstateSaver, store: str, thread_id: str, session_id: 
     if actor is not None:
         config["user_id"] = actor
     stored_metadata = get_serializable_checkpoint_metadata(
-        {"configurable": config}, metadata)  # type: ignore[arg-type]
+        {"configurable": config}, metadata)
     try:
         metadata_json = json.loads(json.dumps(stored_metadata, allow_nan=False))
     except (TypeError, ValueError) as exc:

@@ -265,13 +265,13 @@ class LangGraphImporter(Importer[_Thread]):
         reader: Any = self._reader
         thread_id, namespace = row["thread_id"], row["checkpoint_ns"]
         parent = row["parent_checkpoint_id"]
+        checkpoint: Any = {**row["checkpoint"], "channel_values": {
+            **(row["checkpoint"].get("channel_values") or {}),
+            **reader._load_blobs(row["channel_values"])}}
         return CheckpointTuple(
             {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace,
                               "checkpoint_id": row["checkpoint_id"]}},
-            {**row["checkpoint"], "channel_values": {
-                **(row["checkpoint"].get("channel_values") or {}),
-                **reader._load_blobs(row["channel_values"])}},
-            row["metadata"],
+            checkpoint, row["metadata"],
             {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace,
                               "checkpoint_id": parent}} if parent else None,
             reader._load_writes(row["pending_writes"]))
