@@ -67,12 +67,12 @@ def session_record(row: Sequence[Any]) -> SessionRecord:
 
 def to_items(rows: Iterator[Sequence[Any]] | list[Any], session_id: str) -> list[Item]:
     decode, make = decode_stored, build_item
-    times: dict[str, datetime] = {}  # items appended together share one stamp
+    stamp, moment = "", datetime.min  # items appended together share a stamp, side by side
     items = []
     for r in rows:
-        moment = times.get(r[2])
-        if moment is None:
-            moment = times[r[2]] = parse_time(r[2])
+        if r[2] != stamp:
+            stamp = r[2]
+            moment = parse_time(stamp)
         items.append(make(r[0], session_id, r[1], moment, decode(r[3]), r[4], r[5], r[6],
                           r[7], r[8], r[9], r[10]))
     return items
