@@ -14,7 +14,9 @@ ratios as a Markdown table:
   index its items for search (``index_items=False``), as the raw table has no such index;
   a store that does (the default) is measured beside it.
 - ``read``:   reading a 1,000-item session in replay order, against a raw
-  ``SELECT data ... ORDER BY seq`` with ``json.loads`` of each row.
+  ``SELECT data ... ORDER BY seq`` with ``json.loads`` of each row; ownstate with its
+  replay cache (every read after the first) and without it (``replay_cache=0``: every
+  read is a first read).
 
 Run by hand (not in CI); ``all`` runs the three with their defaults::
 
@@ -273,9 +275,11 @@ def bench_read(args: argparse.Namespace) -> None:
         for i in range(0, len(items), 500):
             session.append_items(items[i:i + 500])
 
+        uncached = ownstate.connect(ownstate_url(tmp / "ownstate.db") + "?replay_cache=0")
+        plain = uncached.session_stores.get("bench-sessions").get("bench-session")
         loop = asyncio.new_event_loop()
         aclient = loop.run_until_complete(
-            ownstate.connect_async(ownstate_url(tmp / "ownstate.db")))
+            ownstate.connect_async(ownstate_url(tmp / "ownstate.db") + "?replay_cache=0"))
         asession = loop.run_until_complete(
             loop.run_until_complete(aclient.session_stores.get("bench-sessions"))
             .get("bench-session"))
@@ -288,6 +292,9 @@ def bench_read(args: argparse.Namespace) -> None:
         def read_sync() -> list[Any]:
             return list(session.list_items(order_by="create_time asc"))
 
+        def read_uncached() -> list[Any]:
+            return list(plain.list_items(order_by="create_time asc"))
+
         async def read_async_coro() -> list[Any]:
             return [item async for item in asession.list_items(order_by="create_time asc")]
 
@@ -296,11 +303,14 @@ def bench_read(args: argparse.Namespace) -> None:
 
         variants: dict[str, Callable[[], list[Any]]] = {
             "raw SELECT + json.loads": read_raw,
-            "ownstate sync": read_sync,
-            "ownstate async": read_async,
+            "ownstate sync (replay cache)": read_sync,
+            "ownstate sync, replay_cache=0": read_uncached,
+            "ownstate async, replay_cache=0": read_async,
         }
         try:
-            if [i.data for i in read_sync()] != read_raw() or len(read_async()) != len(items):
+            expected = read_raw()
+            if any([i.data for i in read()] != expected for read in (read_sync, read_uncached)) \
+                    or len(read_async()) != len(items):
                 raise SystemExit("ownstate read a different history")
             for fn in variants.values():  # warm-up
                 for _ in range(3):
@@ -316,6 +326,7 @@ def bench_read(args: argparse.Namespace) -> None:
             loop.run_until_complete(aclient.close())
             loop.close()
             client.close()
+            uncached.close()
             raw.close()
     base = statistics.median(samples["raw SELECT + json.loads"])
     rows = []

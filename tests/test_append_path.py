@@ -48,3 +48,12 @@ def test_unindexed_stores_never_work_out_search_text(
         loud = client.session_stores.create("loud").add(actor_id="u")
         with pytest.raises(AssertionError, match="search text"):
             loud.append_items([{"role": "user", "content": "searched"}])
+
+
+def test_an_item_that_contains_itself_is_refused(client: ownstate.Client) -> None:
+    session = client.session_stores.create("chats").add(actor_id="u")
+    looped: dict[str, object] = {"role": "user"}
+    looped["content"] = [looped]
+    with pytest.raises(ownstate.InvalidInput, match="not JSON-serialisable"):
+        session.append_items([looped])
+    assert list(session.list_items()) == []

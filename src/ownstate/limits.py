@@ -14,9 +14,10 @@ accepts too.
 from __future__ import annotations
 
 import json
+import json.encoder
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -270,8 +271,30 @@ def _refuse(value: object) -> object:
 
 
 _CONTAINERS = (dict, list, tuple)
-_encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"),
-                           default=_refuse).encode
+def _compact_encoder() -> Callable[[object], str]:
+    """Compact JSON encoding, refusing NaN, Infinity and anything JSON has no type for.
+
+    Where the C encoder is there it is called directly, as ``JSONEncoder.encode`` would
+    call it but without building it anew for every value (a quarter of the cost of a
+    500-byte item). It keeps no record of the containers it is inside: a value that
+    contains itself fails by exceeding the recursion limit, as a RecursionError.
+    """
+    encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"),
+                               default=_refuse)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return encoder.encode
+    chunks = make(None, _refuse, json.encoder.encode_basestring, None, ":", ",", False, False,
+                  False)
+    join = "".join
+
+    def encode(value: object) -> str:
+        return join(chunks(value, 0))
+
+    return encode
+
+
+_encode = _compact_encoder()
 
 
 #: How deeply a stored JSON value may nest (objects and arrays): deep enough for any
@@ -305,7 +328,13 @@ def _shape_problem(value: object) -> str | None:
                     return "has an object key that is not a string"
             children = node.values()
         for child in children:
-            if isinstance(child, _CONTAINERS):
+            kind = type(child)  # the exact JSON types first: most values are one
+            if kind is str or kind is float or kind is bool or child is None:
+                continue
+            if kind is int:
+                if not MIN_INT64 <= child <= MAX_INT64:
+                    return _INT_PROBLEM
+            elif isinstance(child, _CONTAINERS):
                 push((child, depth + 1))
             elif isinstance(child, int) and not MIN_INT64 <= child <= MAX_INT64:
                 return _INT_PROBLEM

@@ -162,11 +162,9 @@ class AsyncSession:
         encoded = s.limits.encode_items(items)
         key = s.limits.idempotency_key(idempotency_key)
         fixed_format = _validate.item_format(format)
-        rows = []
-        for data, text in zip(items, encoded, strict=True):
-            columns = derive_columns(data)
-            rows.append(NewItem(_ids.new_id("itm"), text, fixed_format or infer_format(data),
-                                *columns))
+        rows = [NewItem(item_id, text, fixed_format or infer_format(data), *derive_columns(data))
+                for item_id, data, text in zip(_ids.new_ids("itm", len(encoded)), items, encoded,
+                                               strict=True)]
         idempotency = None
         if key is not None:
             digest = hashlib.sha256()

@@ -49,7 +49,7 @@ def open_backend(url: str, *, inline: bool = False, token: str | None = None) ->
 
     - ``memory://`` (private) or ``memory://NAME`` (shared within this process)
     - ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``; options
-      ``?busy_timeout=SECONDS&synchronous=normal|full``
+      ``?busy_timeout=SECONDS&synchronous=normal|full&replay_cache=ITEMS``
     - ``postgresql://user@host:5432/db``; options ``?schema=NAME`` (default ``ownstate``),
       ``pool_min``, ``pool_max``, ``pool_timeout``, ``replay_cache``; other options go to
       libpq
@@ -85,6 +85,7 @@ def open_backend(url: str, *, inline: bool = False, token: str | None = None) ->
             busy_timeout=_float_option(options, "busy_timeout", 10.0),
             synchronous=options.get("synchronous", ["normal"])[-1],
             inline=inline,
+            replay_cache=int(_float_option(options, "replay_cache", 20_000)),
         )
     if scheme in ("postgresql", "postgres"):
         from .postgres import PostgresBackend

@@ -1,12 +1,13 @@
 """The replay cache: the items of recently replayed sessions, so that replaying a session
-again reads from the database (or the server) only what was appended since. The
-PostgreSQL backend and the HTTP client keep one each.
+again reads from the database (or the server) only what was appended since. The SQL
+backends and the HTTP client keep one each.
 
 An agent reloads its whole history every turn; the history only grows. Items are
 immutable once appended, and they leave a session only from its end (``pop_item``) or all
 at once (``clear_items``, deleting the session or its store). So if the item at seq N
 still has the id it had, the items at seq 1..N are unchanged; a session deleted and made
-again gets a new internal id. Every read served from the cache is checked that way, by
+again gets a new internal id (SQLite may give it the old one back, but not the old item
+ids: those are never made twice). Every read served from the cache is checked that way, by
 the same statement that fetches the newer items: the database stays the only source of
 truth, even with other processes writing.
 

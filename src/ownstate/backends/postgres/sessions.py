@@ -11,6 +11,7 @@ from ... import errors
 from ...model import Item, SessionRecord, SessionStoreRecord, build_item
 from .._replay import Meta, Replay
 from .._sql import session_page, sessions_filter
+from .._stored_json import decode_stored
 from ..ports.sessions import NewItem, SessionOrder, changed_labels
 from ._core import Cursor, PostgresCore
 from ._vector_rows import store_item_vectors
@@ -91,7 +92,7 @@ def _session_record(row: Sequence[Any]) -> SessionRecord:
 def _items(rows: Sequence[Sequence[Any]], session_id: str) -> list[Item]:
     """Items of rows selected as ``_ITEM_COLUMNS`` (``data`` as text, parsed here: faster
     than the driver's json loader)."""
-    loads = json.loads
+    loads = decode_stored
     make = build_item
     return [make(r[0], session_id, r[1], r[2], loads(r[3]), r[4], r[5], r[6], r[7], r[8],
                  r[9], r[10])
@@ -402,8 +403,8 @@ class SessionsInPostgres(PostgresCore):
             if embedded:
                 await store_item_vectors(cur, tenant, store, items)
             return [
-                Item(it.item_id, session_id, base + n, now, it.data, it.format,
-                     it.role, it.type, it.tool_name, it.model, it.in_tokens, it.out_tokens)
+                build_item(it.item_id, session_id, base + n, now, it.data, it.format, it.role,
+                           it.type, it.tool_name, it.model, it.in_tokens, it.out_tokens)
                 for n, it in enumerate(items, start=1)
             ]
 

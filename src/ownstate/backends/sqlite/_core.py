@@ -37,6 +37,7 @@ from ...errors import (
     StoreNotFound,
 )
 from ...model import Item, SessionRecord, SessionStoreRecord, build_item
+from .._replay import ReplayCache
 from .._stored_json import decode_stored
 
 __all__ = [
@@ -66,12 +67,12 @@ def session_record(row: Sequence[Any]) -> SessionRecord:
 
 def to_items(rows: Iterator[Sequence[Any]] | list[Any], session_id: str) -> list[Item]:
     decode, make = decode_stored, build_item
-    times: dict[str, datetime] = {}  # items appended together share one stamp
+    stamp, moment = "", datetime.min  # items appended together share a stamp, side by side
     items = []
     for r in rows:
-        moment = times.get(r[2])
-        if moment is None:
-            moment = times[r[2]] = parse_time(r[2])
+        if r[2] != stamp:
+            stamp = r[2]
+            moment = parse_time(stamp)
         items.append(make(r[0], session_id, r[1], moment, decode(r[3]), r[4], r[5], r[6],
                           r[7], r[8], r[9], r[10]))
     return items
@@ -128,7 +129,8 @@ class SqliteCore:
     Give it a path, or a ready ``sqlite3.Connection`` (which it then uses inline and never
     closes). ``busy_timeout`` is how long a write waits for another writer, in seconds.
     ``synchronous`` is SQLite's durability setting: ``normal`` (the default) survives any
-    crash of the process; ``full`` also survives power loss.
+    crash of the process; ``full`` also survives power loss. ``replay_cache`` is how many
+    items the replay cache may hold (see ``backends/_replay.py``; 0 turns it off).
     """
 
     def __init__(
@@ -140,6 +142,7 @@ class SqliteCore:
         synchronous: str = "normal",
         inline: bool = False,
         threads: int = 4,
+        replay_cache: int = 20_000,
     ) -> None:
         if (path is None) == (connection is None):
             raise InvalidInput("give SqliteBackend a path or a connection, not both")
@@ -157,6 +160,10 @@ class SqliteCore:
         self._opened_lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
+        # calls run on several threads at once (the async client's pool, or the threads
+        # of a sync client's caller), so every use of the cache holds its lock
+        self._replay = ReplayCache(replay_cache)
+        self._replay_lock = threading.Lock()
         if connection is not None:
             self._configure(connection)
 

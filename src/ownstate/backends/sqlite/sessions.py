@@ -10,7 +10,8 @@ from typing import Any
 
 from ... import errors
 from ..._ids import format_time, parse_time
-from ...model import Item, SessionRecord, SessionStoreRecord
+from ...model import Item, SessionRecord, SessionStoreRecord, build_item
+from .._replay import Meta, Replay
 from .._sql import session_page, sessions_filter
 from ..ports.sessions import NewItem, SessionOrder, changed_labels
 from ._core import (
@@ -26,6 +27,12 @@ from .access import drop_grants, start_grants
 from .search import item_terms
 
 __all__ = ["SessionsInSqlite"]
+
+
+def _meta(item: Item) -> Meta:
+    """What the replay cache keeps of an item besides its data."""
+    return (item.item_id, item.seq, item.create_time, item.format, item.role, item.type,
+            item.tool_name, item.model, item.in_tokens, item.out_tokens)
 
 
 class SessionsInSqlite(SqliteCore):
@@ -279,8 +286,8 @@ class SessionsInSqlite(SqliteCore):
                         (sid, idempotency[0], tenant, idempotency[1],
                          json.dumps([it.item_id for it in items]), stamp))
             return [
-                Item(it.item_id, session_id, count + n, now, it.data, it.format,
-                     it.role, it.type, it.tool_name, it.model, it.in_tokens, it.out_tokens)
+                build_item(it.item_id, session_id, count + n, now, it.data, it.format, it.role,
+                           it.type, it.tool_name, it.model, it.in_tokens, it.out_tokens)
                 for n, it in enumerate(items, start=1)
             ]
 
@@ -307,6 +314,9 @@ class SessionsInSqlite(SqliteCore):
         self, tenant: str, store: str, session_id: str, *, descending: bool, limit: int,
         after_seq: int | None,
     ) -> list[Item]:
+        if not descending and self._replay.max_items > 0:
+            return await self._run(lambda conn: self._replay_items(
+                conn, tenant, store, session_id, limit, after_seq or 0))
         if descending:
             sql = (f"SELECT {ITEM_COLUMNS} FROM items WHERE sid = ? AND seq < ? "
                    "ORDER BY seq DESC LIMIT ?")
@@ -321,6 +331,49 @@ class SessionsInSqlite(SqliteCore):
             return to_items(conn.execute(sql, (sid, bound, limit)), session_id)
 
         return await self._run(run)
+
+    def _replay_items(self, conn: sqlite3.Connection, tenant: str, store: str, session_id: str,
+                      limit: int, after: int) -> list[Item]:
+        """Items in replay order after seq ``after``, served from the replay cache as far as
+        it holds them and is still right (see ``backends/_replay.py``): one statement reads
+        the items appended since and checks, in the same snapshot, that the last item
+        served from the cache is still in place in the same session."""
+        key = (tenant, store, session_id)
+        lock = self._replay_lock
+        with lock:
+            entry = self._replay.get(key)
+            held = (entry.slice(after, after + limit)
+                    if entry is not None and 0 <= after <= entry.last_seq else None)
+        if entry is not None and held is not None:
+            metas, data = held
+            anchor = after + len(metas)  # the last seq served, checked to be unchanged
+            rows = conn.execute(
+                f"SELECT {ITEM_COLUMNS} FROM items WHERE sid = ? AND sid = (SELECT sid FROM "
+                "sessions WHERE tenant = ? AND store = ? AND session_id = ?) AND seq >= ? "
+                "ORDER BY seq LIMIT ?",
+                (entry.sid, tenant, store, session_id, anchor, limit - len(metas) + 1),
+            ).fetchall()
+            if rows and rows[0][1] == anchor and rows[0][0] == entry.item_id(anchor):
+                found = [build_item(m[0], session_id, m[1], m[2], d, m[3], m[4], m[5], m[6],
+                                    m[7], m[8], m[9]) for m, d in zip(metas, data, strict=True)]
+                if len(rows) > 1:
+                    added = to_items(rows[1:], session_id)
+                    with lock:
+                        self._replay.extend(key, entry, [_meta(i) for i in added],
+                                            [i.data for i in added])
+                    found += added
+                return found
+            with lock:
+                self._replay.drop(key)
+        sid = self._sid(conn, tenant, store, session_id)
+        found = to_items(conn.execute(
+            f"SELECT {ITEM_COLUMNS} FROM items WHERE sid = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (sid, after, limit)), session_id)
+        if after == 0 and found:
+            with lock:
+                self._replay.put(key, Replay(sid, [_meta(i) for i in found],
+                                             [i.data for i in found]))
+        return found
 
     async def get_item(self, tenant: str, store: str, session_id: str, item_id: str) -> Item:
         def run(conn: sqlite3.Connection) -> Item:
