@@ -256,3 +256,14 @@ def test_without_an_embedder_nothing_heavy_is_imported(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_ownstates_own_subjects_stay_out_of_semantic_search(semantic: ownstate.Client) -> None:
+    mem = _fill(semantic)
+    mark = mem.remember("ownstate:distill", "talks/s-1", "Has a golden retriever called Max")
+    for mode in ("semantic", "hybrid"):
+        hits = mem.search("a dog", mode=mode, limit=len(FACTS))
+        assert mark.fact_id not in {h.fact.fact_id for h in hits}
+        assert len(hits) == len(FACTS)
+        named = mem.search("a dog", mode=mode, subject="ownstate:distill")
+        assert [h.fact.fact_id for h in named] == [mark.fact_id]

@@ -27,7 +27,7 @@ import ownstate
 from ownstate._extras import requires
 from ownstate.archive.cli import copy_command, export_command
 from ownstate.backends import resolve_url
-from ownstate.cli_common import Duration, find_session
+from ownstate.cli_common import Duration, find_session, load_embedder
 from ownstate.distill.cli import distill_command
 from ownstate.importers.cli import import_command
 from ownstate.mcp.cli import mcp_command
@@ -470,6 +470,10 @@ def demo(options: _Options) -> None:
                                       "a larger one gets 400 and the connection is closed.")
 @click.option("--max-headers", type=click.IntRange(min=1), default=100, show_default=True,
               help="The most header fields a request may carry (431 beyond).")
+@click.option("--embedder", envvar="OWNSTATE_EMBEDDER", show_envvar=True, default=None,
+              help="Embed writes and queries for semantic and hybrid search: minilm (the "
+                   "bundled model, extra embed) or module:attribute (an Embedder, or a "
+                   "callable making one). Default: none, every search lexical.")
 @click.option("--request-timeout", type=click.FloatRange(min=0, min_open=True), default=60.0,
               show_default=True, help="Seconds a client has to send a whole request, head "
                                       "and body (and a new connection to begin one); a "
@@ -480,7 +484,7 @@ def demo(options: _Options) -> None:
 def serve(options: _Options, host: str, port: int, no_migrate: bool,
           bootstrap: bool, key_cache: float, metrics_token: str | None,
           allow_rls_bypass: bool, log_level: str, max_header_bytes: int, max_headers: int,
-          request_timeout: float, keep_alive_timeout: int) -> None:
+          request_timeout: float, keep_alive_timeout: int, embedder: str | None) -> None:
     """Serve the HTTP API (docs at /docs, schema at /openapi.json, metrics at /metrics).
 
     Every request needs an API key (``ownstate keys create``). Several replicas may serve
@@ -507,7 +511,8 @@ def serve(options: _Options, host: str, port: int, no_migrate: bool,
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = create_app(url, migrate=not no_migrate, key_cache_seconds=key_cache,
-                     metrics_token=metrics_token, max_headers=max_headers)
+                     metrics_token=metrics_token, max_headers=max_headers,
+                     embedder=load_embedder(embedder))
     bounds = HttpBounds(max_header_bytes=max_header_bytes, request_timeout=request_timeout,
                         keep_alive_timeout=keep_alive_timeout)
     # ownstate's own access log replaces uvicorn's: it names the caller, never the query.

@@ -10,7 +10,7 @@ import click
 
 import ownstate
 
-__all__ = ["Duration", "find_session"]
+__all__ = ["Duration", "find_session", "load_embedder"]
 
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -55,3 +55,29 @@ def find_session(client: ownstate.Client, session_id: str, store: str | None, *,
         raise click.UsageError(f"session {session_id!r} is in several stores ({names}); "
                                f"choose one with {option}")
     return matches[0]
+
+
+def load_embedder(spec: str | None) -> Any:
+    """The embedder ``spec`` names: ``minilm`` (the bundled
+    :class:`~ownstate.embeddings.MiniLM`, extra ``embed``) or ``module:attribute``, an
+    :class:`~ownstate.embeddings.Embedder` or a callable taking no arguments that makes
+    one; None for none."""
+    if not spec:
+        return None
+    if spec.lower() == "minilm":
+        from ownstate.embeddings import MiniLM
+
+        return MiniLM().load()
+    module, _, attribute = spec.partition(":")
+    if not module or not attribute:
+        raise click.BadParameter("give minilm or module:attribute", param_hint="--embedder")
+    import importlib
+
+    try:
+        found = getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise click.BadParameter(f"cannot load {spec!r}: {exc}",
+                                 param_hint="--embedder") from exc
+    from ownstate.embeddings import Embedder
+
+    return found if isinstance(found, Embedder) and not isinstance(found, type) else found()

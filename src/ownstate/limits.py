@@ -52,9 +52,18 @@ TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
 #: Free-text names of printable characters: fact subjects and keys, thread keys, lease
 #: owners, tool call ids, checkpoint ids and namespaces, asset ids.
 MAX_NAME_CHARS = 256
+#: Subjects under this prefix are ownstate's own bookkeeping (distillation's watermarks,
+#: ``ownstate:distill``): memory search and the subject listing leave them out unless the
+#: caller names such a subject.
+RESERVED_SUBJECT_PREFIX = "ownstate:"
 #: The longest id a lookup may name (one path segment of the HTTP API); an id longer than
 #: any ownstate makes or accepts simply names nothing.
 MAX_LOOKUP_CHARS = 1024
+
+
+def reserved_subject(subject: str) -> bool:
+    """Whether ``subject`` is one of ownstate's own (see :data:`RESERVED_SUBJECT_PREFIX`)."""
+    return subject.startswith(RESERVED_SUBJECT_PREFIX)
 
 
 def anchored(pattern: re.Pattern[str]) -> str:

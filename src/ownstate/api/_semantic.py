@@ -71,9 +71,19 @@ async def embed(scope: Scope, texts: Sequence[str]) -> list[Embedding]:
     return await asyncio.to_thread(check_vectors, embedder, texts)
 
 
-def choose_mode(scope: Scope, mode: object) -> Mode:
-    """The search mode asked for, or the default. Raises InvalidInput (an unknown mode,
-    or a semantic one without an embedder)."""
+def server_ranked(scope: Scope) -> bool:
+    """Whether the backend's server ranks searches itself (and so picks the mode)."""
+    return Capability.SERVER_RANKED in type(scope.backend).capabilities
+
+
+def choose_mode(scope: Scope, mode: object) -> Mode | None:
+    """The search mode asked for, or the default (None: the server's, for a backend
+    whose server ranks). Raises InvalidInput (an unknown mode, or a semantic one without
+    an embedder)."""
+    if server_ranked(scope):
+        if mode is not None and mode not in MODES:
+            raise InvalidInput(f"mode must be one of {', '.join(MODES)}", field="mode")
+        return mode  # type: ignore[return-value]
     if mode is None:
         return "hybrid" if scope.embedder is not None else "lexical"
     if mode not in MODES:

@@ -334,6 +334,10 @@ class AsyncSessionStores:
             return await _semantic.nearest_items(s, query, stores=names, actor_id=actor_id,
                                                  session_id=session_id, limit=n)
 
+        if _semantic.server_ranked(s):
+            return await s.backend.ranked_items(s.tenant, parsed, stores=names,
+                                                actor_id=actor_id, session_id=session_id,
+                                                limit=size, mode=chosen)
         if chosen == "lexical":
             return await lexical(size)
         if chosen == "semantic":

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ActiveRunExists, ExtractorFailed, InvalidInput, OwnstateError
-from ..limits import CONTROL_RE, MAX_NAME_CHARS
+from ..limits import CONTROL_RE, MAX_NAME_CHARS, RESERVED_SUBJECT_PREFIX
 from ..model import JSON, Candidate, Distillation, Extractor, Fact, Item, Run
 from .runs import AsyncRuns
 from .session import AsyncSession
@@ -40,7 +40,7 @@ __all__ = ["FRAMEWORK", "OUTCOME", "WATERMARK_SUBJECT", "distill", "watermark_ke
 #: The framework of the runs that record distillations.
 FRAMEWORK = "ownstate.distill"
 #: The subject under which each session's watermark is remembered.
-WATERMARK_SUBJECT = "ownstate:distill"
+WATERMARK_SUBJECT = f"{RESERVED_SUBJECT_PREFIX}distill"
 #: The ``tool_call_id`` of the effect each distillation run records its outcome under.
 OUTCOME = "outcome"
 #: How long a pass holds its run's lease between two slices (it renews it per slice).

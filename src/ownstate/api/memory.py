@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
@@ -21,7 +21,7 @@ from .. import limits as _validate
 from ..backends.ports.facts import NewFact
 from ..backends.ports.search import TextQuery, text_query
 from ..errors import InvalidInput, LimitExceeded, NotFound
-from ..limits import CONTROL_RE, MAX_NAME_CHARS
+from ..limits import CONTROL_RE, MAX_NAME_CHARS, reserved_subject
 from ..model import (
     JSON,
     SOURCE_TYPES,
@@ -105,6 +105,21 @@ def _source(value: object) -> tuple[str | None, str, str] | None:
         return (value[0], value[1], value[2])
     raise InvalidInput("source must be an Item or a (store, session_id, item_id) tuple",
                        field="source")
+
+
+async def _visible(fetch: Callable[[int], Awaitable[list[FactHit]]], subject: str | None,
+                   limit: int) -> list[FactHit]:
+    """Up to ``limit`` of the hits ``fetch`` ranks, without those of ownstate's own
+    subjects unless ``subject`` names one: asks for more while those fill the page."""
+    if subject is not None:
+        return await fetch(limit)
+    want = limit
+    while True:
+        hits = await fetch(want)
+        kept = [h for h in hits if not reserved_subject(h.fact.subject)]
+        if len(kept) >= limit or len(hits) < want:
+            return kept[:limit]
+        want *= 4
 
 
 def _jsonable(value: Any) -> JSON:
@@ -282,7 +297,8 @@ class AsyncMemoryStore(_access.StoreHandle):
                        page_token: str | None = None) -> Page[str]:
         """One page of the subjects that have facts in this store, in subject order. A
         subject stays listed once its facts are forgotten (they are closed, not deleted);
-        erasing it removes it.
+        erasing it removes it. Subjects of ownstate's own (``ownstate:...``) are not
+        listed.
 
         Raises :class:`~ownstate.errors.InvalidInput` (a bad page token),
         :class:`~ownstate.errors.LimitExceeded`, :class:`~ownstate.errors.StoreNotFound`.
@@ -290,7 +306,7 @@ class AsyncMemoryStore(_access.StoreHandle):
         s = self._scope
 
         async def fetch(size: int, after: str | None) -> tuple[list[str], str | None]:
-            found = await s.backend.list_subjects(s.tenant, self.name, size + 1, after)
+            found = await self._visible_subjects(size + 1, after)
             more = len(found) > size
             del found[size:]
             return found, found[-1] if more else None
@@ -310,8 +326,19 @@ class AsyncMemoryStore(_access.StoreHandle):
         s = self._scope
         if after is not None and not isinstance(after, str):
             raise InvalidInput("after must be a subject", field="after")
-        return await s.backend.list_subjects(s.tenant, self.name,
-                                             keyset_limit(limit, s.limits), after)
+        return await self._visible_subjects(keyset_limit(limit, s.limits), after)
+
+    async def _visible_subjects(self, limit: int, after: str | None) -> list[str]:
+        """Up to ``limit`` subjects after ``after``, ownstate's own left out."""
+        s = self._scope
+        found: list[str] = []
+        while len(found) < limit:
+            batch = await s.backend.list_subjects(s.tenant, self.name, limit, after)
+            found += [x for x in batch if not reserved_subject(x)]
+            if len(batch) < limit:
+                break
+            after = batch[-1]
+        return found[:limit]
 
     async def get(self, fact_id: str) -> Fact:
         """One fact by id, current or closed.
@@ -372,7 +399,9 @@ class AsyncMemoryStore(_access.StoreHandle):
         The default is hybrid for a client with an embedder, else lexical. Equal scores
         are ordered by fact id (lexical), newest first (semantic), by the lexical ranking
         (hybrid). Only facts :meth:`recall` would return are found: those in force now,
-        or at valid time ``as_of``. ``subject`` limits the search to one subject. A
+        or at valid time ``as_of``. ``subject`` limits the search to one subject;
+        subjects of ownstate's own (``ownstate:...``, such as distillation's watermarks)
+        are found only when named there. A
         fact's provenance (``source_store``, ``source_session_id``, ``source_item_id``)
         names the item it came from.
 
@@ -390,12 +419,20 @@ class AsyncMemoryStore(_access.StoreHandle):
         valid_at = _moment(as_of, "as_of") if as_of is not None else None
 
         async def lexical(n: int, terms: TextQuery = parsed) -> list[FactHit]:
-            return await s.backend.search(s.tenant, self.name, terms, who, valid_at, n)
+            return await _visible(
+                lambda m: s.backend.search(s.tenant, self.name, terms, who, valid_at, m),
+                who, n)
 
         async def semantic(n: int) -> list[FactHit]:
-            hits = await _semantic.nearest_facts(s, self.name, query, who, n, valid_at)
-            return [FactHit(fact, score) for fact, score in hits]
+            async def nearest(m: int) -> list[FactHit]:
+                hits = await _semantic.nearest_facts(s, self.name, query, who, m, valid_at)
+                return [FactHit(fact, score) for fact, score in hits]
 
+            return await _visible(nearest, who, n)
+
+        if _semantic.server_ranked(s):
+            return await _visible(lambda m: s.backend.ranked_facts(
+                s.tenant, self.name, parsed, who, valid_at, m, chosen), who, size)
         if chosen == "lexical":
             return await lexical(size)
         if chosen == "semantic":

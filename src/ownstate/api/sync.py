@@ -515,7 +515,8 @@ class MemoryStore:
     def subjects(self, *, page_size: int | None = None, page_token: str | None = None) -> Page[str]:
         """One page of the subjects that have facts in this store, in subject order. A
         subject stays listed once its facts are forgotten (they are closed, not deleted);
-        erasing it removes it.
+        erasing it removes it. Subjects of ownstate's own (``ownstate:...``) are not
+        listed.
 
         Raises :class:`~ownstate.errors.InvalidInput` (a bad page token),
         :class:`~ownstate.errors.LimitExceeded`, :class:`~ownstate.errors.StoreNotFound`.
@@ -577,7 +578,9 @@ class MemoryStore:
         The default is hybrid for a client with an embedder, else lexical. Equal scores
         are ordered by fact id (lexical), newest first (semantic), by the lexical ranking
         (hybrid). Only facts :meth:`recall` would return are found: those in force now,
-        or at valid time ``as_of``. ``subject`` limits the search to one subject. A
+        or at valid time ``as_of``. ``subject`` limits the search to one subject;
+        subjects of ownstate's own (``ownstate:...``, such as distillation's watermarks)
+        are found only when named there. A
         fact's provenance (``source_store``, ``source_session_id``, ``source_item_id``)
         names the item it came from.
 

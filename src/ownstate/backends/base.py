@@ -66,6 +66,10 @@ class Capability(StrEnum):
     #: facts carry vectors and memory.search() ranks semantically and by fusion
     #: (``ownstate.backends.ports.vectors``)
     VECTORS = "vectors"
+    #: searches are ranked by a remote ownstate server in the mode asked for: ``mode=``
+    #: travels with the query, and the server's embedder decides whether semantic and
+    #: hybrid rankings are available (``VectorPort.ranked_facts`` and ``ranked_items``)
+    SERVER_RANKED = "server_ranked"
     #: every stored row can be read out and written back exactly
     #: (:class:`~ownstate.backends.ports.transfer.TransferPort`): export, import of an
     #: archive, and copy between backends

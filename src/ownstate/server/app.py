@@ -97,7 +97,8 @@ def create_app(url: str | None = None, *, backend: Backend | None = None,
     app.router.route_class = BoundedRoute
     app.state.backend = served
     app.state.settings = config
-    app.state.keys = KeyCheck(served, config.limits, config.key_cache_seconds)
+    app.state.keys = KeyCheck(served, config.limits, config.key_cache_seconds,
+                              config.embedder)
 
     @app.exception_handler(OwnstateError)
     async def ownstate_error(request: Request, exc: OwnstateError) -> Response:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from ..api import AsyncClient
 from ..api.access import UNKNOWN_KEY
 from ..backends import Backend
+from ..embeddings import Embedder
 from ..errors import Unauthenticated
 from ..limits import Limits
 from ..model import ApiKey
@@ -44,12 +45,16 @@ class KeyCheck:
     CLI, another replica) within ``cache_seconds``. Only the token's digest is held.
     """
 
-    def __init__(self, backend: Backend, limits: Limits, cache_seconds: float) -> None:
+    def __init__(self, backend: Backend, limits: Limits, cache_seconds: float,
+                 embedder: Embedder | None = None) -> None:
         self.backend = backend
         self.limits = limits
+        self.embedder = embedder
         self.cache_seconds = cache_seconds
         # Keys are looked up in every tenant, so any tenant's client finds them.
-        self._keys = AsyncClient(backend, limits=limits, owns_backend=False).api_keys
+        # made first: it refuses an embedder that is not one, or a backend without vectors
+        self._keys = AsyncClient(backend, limits=limits, owns_backend=False,
+                                 embedder=embedder).api_keys
         self._cache: dict[bytes, tuple[Caller, float]] = {}
 
     async def caller(self, authorization: str | None) -> Caller:
@@ -68,7 +73,7 @@ class KeyCheck:
         key = await self._keys.authenticate(token)
         # The client holds nothing of a request's: one serves every request the key makes.
         caller = Caller(key, AsyncClient(self.backend, tenant=key.tenant, limits=self.limits,
-                                         owns_backend=False))
+                                         owns_backend=False, embedder=self.embedder))
         if self.cache_seconds > 0:
             if len(self._cache) > 10_000:
                 self._cache.clear()

@@ -44,6 +44,9 @@ class ServerSettings:
       open: serve it on an internal network only)
     - ``tracer_provider``: the OpenTelemetry tracer provider for storage spans (default:
       the global one; none configured means no spans)
+    - ``embedder``: the :class:`~ownstate.embeddings.Embedder` every request's client
+      embeds writes and queries with (the backend must store vectors); without one,
+      semantic and hybrid searches are refused and everything is lexical
     """
 
     limits: Limits = field(default_factory=Limits)
@@ -53,6 +56,7 @@ class ServerSettings:
     migrate: bool = True
     metrics_token: str | None = None
     tracer_provider: Any = None
+    embedder: Any = None
 
     @property
     def body_limit(self) -> int:

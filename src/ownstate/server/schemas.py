@@ -4,7 +4,7 @@ OpenAPI document); each module defines the bodies only it uses."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,9 +19,18 @@ __all__ = [
     "PrincipalRef",
     "Problem",
     "RevokeRequest",
+    "SearchMode",
     "StoreOut",
     "StrictModel",
 ]
+
+
+#: The ``mode`` of a search request.
+SearchMode = Annotated[Literal["lexical", "semantic", "hybrid"] | None, Field(description=(
+    "The ranking: lexical (BM25), semantic (cosine similarity of vectors from the "
+    "server's embedder) or hybrid (their reciprocal-rank fusion). Default: hybrid when "
+    "the server has an embedder, else lexical; semantic and hybrid without one are "
+    "refused with 400 (code invalid_input, field mode)."))]
 
 
 class StrictModel(BaseModel):

@@ -31,6 +31,7 @@ from typing import Any, cast
 from .. import __version__
 from .._extras import requires
 from ..backends import Backend
+from ..backends.ports.vectors import VectorPort
 from ..errors import InvalidInput, OwnstateError, Unauthenticated
 from ..model import CheckpointScope, Run
 
@@ -200,7 +201,11 @@ def _port_method(operation: _Operation) -> Callable[..., Awaitable[Any]]:
     return call
 
 
-for _name in sorted(Backend.__abstractmethods__ - _LIFECYCLE):
+#: The optional vectors port's methods have refusing defaults, so they are not abstract;
+#: forwarded all the same, or a server would refuse every vector a backend stores.
+_OPTIONAL = frozenset(n for n, f in vars(VectorPort).items()
+                      if not n.startswith("_") and inspect.iscoroutinefunction(f))
+for _name in sorted((Backend.__abstractmethods__ - _LIFECYCLE) | _OPTIONAL):
     setattr(_TracedBackend, _name, _port_method(_operation(_name)))
 # The class is abstract to the type checker only: every port method was just set on it.
 abc.update_abstractmethods(cast(Any, _TracedBackend))

@@ -213,6 +213,21 @@ def test_bad_queries_are_refused_and_change_nothing(client: ownstate.Client,
     assert snapshot(client) == before
 
 
+def test_ownstates_own_subjects_are_found_only_when_named(memory: MemoryStore) -> None:
+    _noise(memory)
+    mark = memory.remember("ownstate:distill", "chats/s-1", {"seq": 3, "note": "refund"})
+    mine = [memory.remember(f"user:{n}", "topic", "refund request") for n in range(3)]
+    # a page the reserved fact would have taken a place in is filled with the others
+    assert [h.fact for h in memory.search("refund", limit=3)] == sorted(
+        mine, key=lambda f: f.fact_id)
+    assert mark.fact_id not in {h.fact.fact_id for h in memory.search("refund note seq")}
+    assert [h.fact for h in memory.search("refund", subject="ownstate:distill")] == [mark]
+    assert "ownstate:distill" not in memory.subjects().items
+    assert memory.subjects(page_size=1).items == ["user:0"]
+    assert memory.subjects_after(after="user:2") == ["user:noise"]
+    assert memory.recall("ownstate:distill") == [mark]
+
+
 # items ---------------------------------------------------------------------------------
 
 

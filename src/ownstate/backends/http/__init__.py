@@ -46,7 +46,8 @@ class HttpBackend(SessionsOverHttp, FactsOverHttp, RunsOverHttp, CheckpointsOver
     """
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
-        {Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.TEXT_SEARCH})
+        {Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.TEXT_SEARCH,
+         Capability.SERVER_RANKED})
 
     def __init__(self, url: str, token: str | None = None, *, client: Any = None) -> None:
         parts = urlsplit(url)

@@ -135,8 +135,14 @@ class FactsOverHttp(HttpBase):
 
     async def search(self, tenant: str, store: str, query: TextQuery, subject: str | None,
                      valid_at: datetime | None, limit: int) -> list[FactHit]:
+        return await self.ranked_facts(tenant, store, query, subject, valid_at, limit,
+                                       "lexical")
+
+    async def ranked_facts(self, tenant: str, store: str, query: TextQuery,
+                           subject: str | None, valid_at: datetime | None, limit: int,
+                           mode: str | None) -> list[FactHit]:
         body = await self._http.call("POST", f"{STORES}/{store}/facts:search", json={
-            "query": query.text, "subject": subject, "limit": limit,
+            "query": query.text, "subject": subject, "limit": limit, "mode": mode,
             "as_of": valid_at.isoformat() if valid_at is not None else None})
         return [FactHit(_wire.load(Fact, h["fact"]), float(h["score"])) for h in body["hits"]]
 

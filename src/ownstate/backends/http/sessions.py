@@ -263,8 +263,15 @@ class SessionsOverHttp(HttpBase):
         self, tenant: str, query: TextQuery, *, stores: Sequence[str] | None,
         actor_id: str | None, session_id: str | None, limit: int,
     ) -> list[ItemHit]:
+        return await self.ranked_items(tenant, query, stores=stores, actor_id=actor_id,
+                                       session_id=session_id, limit=limit, mode="lexical")
+
+    async def ranked_items(
+        self, tenant: str, query: TextQuery, *, stores: Sequence[str] | None,
+        actor_id: str | None, session_id: str | None, limit: int, mode: str | None,
+    ) -> list[ItemHit]:
         body = await self._http.call("POST", f"{API}/items:search", json={
             "query": query.text, "stores": list(stores) if stores is not None else None,
-            "actor_id": actor_id, "session_id": session_id, "limit": limit})
+            "actor_id": actor_id, "session_id": session_id, "limit": limit, "mode": mode})
         return [ItemHit(h["store"], h["actor_id"], _item(h["item"]), float(h["score"]))
                 for h in body["hits"]]

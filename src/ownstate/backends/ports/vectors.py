@@ -23,7 +23,8 @@ from datetime import datetime
 
 from ...embeddings import Embedding
 from ...errors import InvalidInput
-from ...model import Fact, ItemHit
+from ...model import Fact, FactHit, ItemHit
+from .search import TextQuery
 
 __all__ = ["VectorPort", "VectorSpace"]
 
@@ -60,6 +61,24 @@ class VectorPort:
         filters, most similar first (the score), then by store, session id and seq; at
         most ``limit``."""
         raise self._no_vectors()
+
+    async def ranked_facts(self, tenant: str, store: str, query: TextQuery,
+                           subject: str | None, valid_at: datetime | None, limit: int,
+                           mode: str | None) -> list[FactHit]:
+        """For a backend with ``Capability.SERVER_RANKED``: the whole of
+        ``memory.search``, ranked by the server in ``mode`` (None: the server's default).
+        Raises InvalidInput (the server has no embedder for that mode), StoreNotFound."""
+        raise InvalidInput(f"{type(self).__name__} does not rank searches itself",
+                           field="mode")
+
+    async def ranked_items(self, tenant: str, query: TextQuery, *,
+                           stores: Sequence[str] | None, actor_id: str | None,
+                           session_id: str | None, limit: int,
+                           mode: str | None) -> list[ItemHit]:
+        """For a backend with ``Capability.SERVER_RANKED``: the whole of
+        ``search_items``, ranked by the server in ``mode`` (None: the server's default)."""
+        raise InvalidInput(f"{type(self).__name__} does not rank searches itself",
+                           field="mode")
 
     async def facts_to_embed(self, tenant: str, store: str, model: str, after: str | None,
                              limit: int) -> list[Fact]:

@@ -30,6 +30,8 @@ from typing import Any
 
 from ... import _ids
 from ..._ids import format_time, parse_time
+from ...embeddings import Embedding
+from ...embeddings._protocol import one_model
 from ...errors import (
     BackendUnavailable,
     FactNotFound,
@@ -39,8 +41,6 @@ from ...errors import (
 )
 from ...model import Fact, FactExplanation, FactHit, Item, MemoryStoreRecord
 from ..ports.facts import NewFact, covers
-from ...embeddings import Embedding
-from ...embeddings._protocol import one_model
 from ..ports.search import TextQuery, bm25, fact_text, terms, useful_terms
 from ._core import Reply, lua, text
 from ._grants import claim_scripts, create_with_grants, drop_store_grants

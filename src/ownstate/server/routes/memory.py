@@ -28,7 +28,7 @@ from ...model import JSON, SOURCE_TYPES, Fact, Item
 from ..auth import Caller
 from ..permissions import MEMORY_STORE, SESSION_STORE, require, visible_stores
 from ..routing import CallerDep
-from ..schemas import ItemOut, StrictModel
+from ..schemas import ItemOut, SearchMode, StrictModel
 from ._common import api_router, item_json, keyset_mode, require_admin
 from ._stores import StoreKind, add_store_routes
 
@@ -115,6 +115,7 @@ class SearchIn(StrictModel):
     limit: int = Field(default=10, ge=1, le=1000)
     as_of: Moment | None = Field(default=None, description=(
         "Valid time: find the facts in force then (default now)."))
+    mode: SearchMode = None
 
 
 class SubjectIn(StrictModel):
@@ -373,7 +374,9 @@ async def list_subjects(
 
 class FactHitOut(BaseModel):
     fact: FactOut
-    score: float = Field(description="BM25 relevance, higher is better, within one answer.")
+    score: float = Field(description=(
+        "Relevance in the mode searched (BM25, cosine similarity or fused), higher is "
+        "better, within one answer."))
 
 
 class FactHitsOut(BaseModel):
@@ -386,7 +389,7 @@ async def search_facts(store: str, body: SearchIn, caller: CallerDep) -> Respons
     each with its score (READ)."""
     memory = await _memory(caller, store, "READ")
     found = await memory.search(body.query, subject=body.subject, limit=body.limit,
-                                as_of=body.as_of)
+                                as_of=body.as_of, mode=body.mode)
     return _respond({"hits": [{"fact": _fact_json(h.fact), "score": h.score}
                               for h in found]})
 

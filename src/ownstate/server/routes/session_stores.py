@@ -8,7 +8,7 @@ from pydantic_core import to_json
 
 from ..permissions import SESSION_STORE, require, visible_stores
 from ..routing import CallerDep
-from ..schemas import ItemOut, StrictModel
+from ..schemas import ItemOut, SearchMode, StrictModel
 from ._common import LOOKUP_ID_PATTERN, api_router, item_json
 from ._stores import StoreKind, add_store_routes
 
@@ -45,13 +45,16 @@ class SearchItemsIn(StrictModel):
     actor_id: str | None = Field(default=None, min_length=1, max_length=256)
     session_id: str | None = Field(default=None, pattern=LOOKUP_ID_PATTERN)
     limit: int = Field(default=10, ge=1, le=1000)
+    mode: SearchMode = None
 
 
 class ItemHitOut(BaseModel):
     store: str
     actor_id: str
     item: ItemOut
-    score: float = Field(description="BM25 relevance, higher is better, within one answer.")
+    score: float = Field(description=(
+        "Relevance in the mode searched (BM25, cosine similarity or fused), higher is "
+        "better, within one answer."))
 
 
 class ItemHitsOut(BaseModel):
@@ -70,7 +73,7 @@ async def search_items(body: SearchItemsIn, caller: CallerDep) -> Response:
         stores = sorted(visible if stores is None else visible & set(stores))
     found = await caller.client.session_stores.search_items(
         body.query, store=body.store, stores=stores, actor_id=body.actor_id,
-        session_id=body.session_id, limit=body.limit)
+        session_id=body.session_id, limit=body.limit, mode=body.mode)
     return Response(to_json({"hits": [
         {"store": h.store, "actor_id": h.actor_id, "item": item_json(h.item), "score": h.score}
         for h in found]}), media_type="application/json")
