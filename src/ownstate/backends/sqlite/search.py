@@ -31,6 +31,7 @@ search as of an earlier valid time finds what held then. A store made with
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import math
@@ -62,6 +63,7 @@ __all__ = ["SearchInSqlite", "count_terms", "fact_prefix", "fact_terms", "item_t
 T = TypeVar("T")
 
 
+@functools.lru_cache(maxsize=1024)
 def _prefix(*parts: str) -> str:
     """An opaque, fixed-length token prefix for a scope: 10 chars of ``[a-z2-7]``.
 
