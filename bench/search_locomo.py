@@ -17,13 +17,16 @@ turns, lowercased ``\\w+`` tokens, one corpus per conversation, in the same run.
 ``latency`` loads ``--facts`` facts (100,000 by default: the LoCoMo turns again and
 again, each copy about another subject) into one memory store through ``remember_many``
 and times ``memory.search(question, limit=10)`` for LoCoMo questions through the sync
-client: p50 and p99.
+client; then ``--items`` items (100,000 by default, the turns again, 1,000 per session)
+and ``session_stores.search_items``: p50 and p95 of the wall-clock time, and the p50 of
+the process's CPU time (the search runs in process on SQLite, so on a shared machine it
+is the part the load does not inflate).
 
 ``writes`` times ``remember_many`` (batches of 100 facts) and ``append_items`` (batches
-of 20 items) of LoCoMo turns on a fresh database, and prints facts/s and items/s: run it
-with this checkout and with a checkout without ranked search (``PYTHONPATH=...``) to
-compare; with ``--items-unindexed`` the session store is created with
-``index_items=False``.
+of 20 items) of the 2,760 LoCoMo turns on a fresh database, with search indexing and
+without (items: a store made with ``index_items=False``; facts: see
+:func:`facts_unindexed`), alternating the two in one run, and prints the medians of
+facts/s and items/s and what indexing costs.
 
 Run by hand (not in CI)::
 
@@ -219,10 +222,32 @@ def run_recall(args: argparse.Namespace) -> None:
 # latency -----------------------------------------------------------------------------------
 
 
+def _timed(search: Any, chosen: list[str], profile: bool) -> tuple[float, float, float]:
+    """p50 and p95 of wall-clock time, and the p50 of process CPU time, in ms."""
+    times, cpu = [], []
+    profiler = None
+    if profile:
+        from pyinstrument import Profiler
+        profiler = Profiler()
+        profiler.start()
+    for q in chosen:
+        started, started_cpu = perf_counter(), time.process_time()
+        search(q, limit=10)
+        times.append(perf_counter() - started)
+        cpu.append(time.process_time() - started_cpu)
+    if profiler is not None:
+        profiler.stop()
+        print(profiler.output_text(unicode=False, color=False, show_all=False))
+    times.sort()
+    return (statistics.median(times) * 1000, times[int(len(times) * 0.95) - 1] * 1000,
+            statistics.median(cpu) * 1000)
+
+
 def run_latency(args: argparse.Namespace) -> None:
     convs = load(args.data)
     turns = [t for c in convs for s in c["sessions"] for t in s]
     questions = [q for c in convs for q, _ in c["questions"]]
+    chosen = questions[:: max(1, len(questions) // args.queries)][:args.queries]
     for backend in args.backends.split(","):
         with database(backend) as url, ownstate.connect(url) as client:
             client.migrate()
@@ -240,57 +265,92 @@ def run_latency(args: argparse.Namespace) -> None:
             load_s = perf_counter() - started
             for q in questions[:20]:  # warm up
                 memory.search(q)
-            times = []
-            chosen = questions[:: max(1, len(questions) // args.queries)][:args.queries]
-            profiler = None
-            if args.profile:
-                from pyinstrument import Profiler
-                profiler = Profiler()
-                profiler.start()
-            for q in chosen:
-                started = perf_counter()
-                memory.search(q, limit=10)
-                times.append(perf_counter() - started)
-            if profiler is not None:
-                profiler.stop()
-                print(profiler.output_text(unicode=False, color=False, show_all=False))
-            times.sort()
-            p50 = statistics.median(times) * 1000
-            p99 = times[int(len(times) * 0.99) - 1] * 1000
-            print(f"| {backend} | {args.facts:,} | {len(times)} | {p50:.2f} ms | {p99:.2f} ms | "
+            p50, p95, cpu = _timed(memory.search, chosen, args.profile)
+            print(f"| {backend} | memory.search | {args.facts:,} | {len(chosen)} | "
+                  f"{p50:.2f} ms | {p95:.2f} ms | {cpu:.2f} ms | "
                   f"load {args.facts / load_s:,.0f} facts/s |")
+            sys.stdout.flush()
+            if not args.items:
+                continue
+            store = client.session_stores.create("latency")
+            started = perf_counter()
+            for start in range(0, args.items, 1000):
+                session = store.add(actor_id=f"user:{start // 10_000}")
+                session.append_items([{"role": "user", "content": turns[n % len(turns)][1]}
+                                      for n in range(start, min(start + 1000, args.items))])
+            load_s = perf_counter() - started
+            search = client.session_stores.search_items
+            for q in questions[:20]:
+                search(q)
+            p50, p95, cpu = _timed(search, chosen, args.profile)
+            print(f"| {backend} | search_items | {args.items:,} | {len(chosen)} | "
+                  f"{p50:.2f} ms | {p95:.2f} ms | {cpu:.2f} ms | "
+                  f"load {args.items / load_s:,.0f} items/s |")
             sys.stdout.flush()
 
 
 # writes ------------------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def facts_unindexed(backend: str) -> Iterator[None]:
+    """Facts written without search terms: the backend's term function patched to give
+    none (SQLite: an empty ``fact_search`` row and no term statistics; PostgreSQL: an
+    empty ``terms``), so the rest of ``remember_many`` is the same. Facts have no switch
+    of their own, as items have ``index_items=False``."""
+    from unittest import mock
+    if backend == "sqlite":
+        from ownstate.backends.sqlite import facts
+        with mock.patch.object(facts, "fact_terms", return_value=""), \
+                mock.patch.object(facts, "count_terms", return_value=None):
+            yield
+    elif backend == "postgres":
+        from ownstate.backends.postgres import facts as pg_facts
+        with mock.patch.object(pg_facts, "fact_vector", return_value=("", 0)):
+            yield
+    else:
+        raise SystemExit(f"writes compares indexing on SQLite and PostgreSQL, not {backend}")
+
+
+def _write_rates(backend: str, turns: list[tuple[str, str]], indexed: bool
+                 ) -> tuple[float, float, float, float]:
+    """facts/s and items/s by the wall clock, then by this process's CPU time."""
+    with database(backend) as url, ownstate.connect(url) as client:
+        client.migrate()
+        memory = client.memory_stores.create("writes")
+        store = client.session_stores.create("writes", index_items=indexed)
+        facts = [{"subject": f"user:{n // len(turns)}", "key": dia, "value": text}
+                 for n, (dia, text) in enumerate(turns)]
+        with contextlib.nullcontext() if indexed else facts_unindexed(backend):
+            started, cpu = perf_counter(), time.process_time()
+            for start in range(0, len(facts), 100):
+                memory.remember_many(facts[start:start + 100])
+            fact_s, fact_cpu = perf_counter() - started, time.process_time() - cpu
+        session = store.add(actor_id="writes")
+        items = [{"role": "user", "content": text} for _, text in turns]
+        started, cpu = perf_counter(), time.process_time()
+        for start in range(0, len(items), 20):
+            session.append_items(items[start:start + 20])
+        item_s, item_cpu = perf_counter() - started, time.process_time() - cpu
+        return (len(facts) / fact_s, len(items) / item_s, len(facts) / fact_cpu,
+                len(items) / item_cpu)
+
+
 def run_writes(args: argparse.Namespace) -> None:
     convs = load(args.data)
     turns = [t for c in convs for s in c["sessions"] for t in s]
     for backend in args.backends.split(","):
-        fact_rates, item_rates = [], []
-        for _ in range(args.rounds):
-            with database(backend) as url, ownstate.connect(url) as client:
-                client.migrate()
-                memory = client.memory_stores.create("writes")
-                kwargs = {"index_items": False} if args.items_unindexed else {}
-                store = client.session_stores.create("writes", **kwargs)
-                facts = [{"subject": f"user:{n // len(turns)}", "key": dia, "value": text}
-                         for n, (dia, text) in enumerate(turns * 2)]
-                started = perf_counter()
-                for start in range(0, len(facts), 100):
-                    memory.remember_many(facts[start:start + 100])
-                fact_rates.append(len(facts) / (perf_counter() - started))
-                session = store.add(actor_id="writes")
-                items = [{"role": "user", "content": text} for _, text in turns * 2]
-                started = perf_counter()
-                for start in range(0, len(items), 20):
-                    session.append_items(items[start:start + 20])
-                item_rates.append(len(items) / (perf_counter() - started))
-        print(f"| {backend} | remember_many {statistics.median(fact_rates):,.0f} facts/s | "
-              f"append_items {statistics.median(item_rates):,.0f} items/s | "
-              f"median of {args.rounds} |")
+        rates: dict[bool, list[tuple[float, ...]]] = {True: [], False: []}
+        for n in range(args.rounds):
+            for indexed in (n % 2 == 0, n % 2 == 1):  # alternate which goes first
+                rates[indexed].append(_write_rates(backend, turns, indexed))
+        for what, i in (("remember_many", 0), ("append_items", 1)):
+            on, off, on_cpu, off_cpu = (statistics.median(r[j] for r in rates[k]) for j, k in (
+                (i, True), (i, False), (i + 2, True), (i + 2, False)))
+            unit = "facts" if i == 0 else "items"
+            print(f"| {backend} | {what} | {on:,.0f} {unit}/s | {off:,.0f} {unit}/s | "
+                  f"{1 - on / off:.0%} | {on_cpu:,.0f} / {off_cpu:,.0f} per CPU-s | "
+                  f"{1 - on_cpu / off_cpu:.0%} | median of {args.rounds} |")
         sys.stdout.flush()
 
 
@@ -308,11 +368,12 @@ def main() -> None:
         if name == "latency":
             p.add_argument("--facts", type=int, default=100_000)
             p.add_argument("--queries", type=int, default=300)
+            p.add_argument("--items", type=int, default=100_000,
+                           help="items searched after the facts (0: none)")
             p.add_argument("--profile", action="store_true",
                            help="profile the timed queries with pyinstrument")
         if name == "writes":
-            p.add_argument("--rounds", type=int, default=3)
-            p.add_argument("--items-unindexed", action="store_true")
+            p.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     {"recall": run_recall, "latency": run_latency, "writes": run_writes}[args.command](args)
 

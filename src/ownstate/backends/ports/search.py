@@ -28,6 +28,21 @@ Engines agree on which documents match and, up to those collection statistics, o
 order; equal scores are ordered
 by a stable id (a fact's id; an item's store, session and seq).
 
+**Candidates.** An engine need not score every document holding a kept term: it reads
+the postings of the kept terms rarest first, as many whole terms as fit in
+:data:`CANDIDATE_POSTINGS` (the rarest one always), and orders the documents found by the
+sum of the idf of the terms each holds (:func:`candidates`). It scores them exactly in
+that order and stops once the next one's best possible score
+(:func:`best_possible`: every term it holds, and every term not read, at ``K1 + 1`` times
+its idf, more than any document length and count can give) is below the ``limit``-th
+score found (:func:`top`). When every kept term was read, that is the reference ranking
+exactly; when the rarest terms alone filled the postings, at most :data:`RESCORED`
+documents are scored, and the result is the reference ranking of the documents holding
+one of the terms read, among the :data:`RESCORED` that hold the most of them by idf. An
+engine that finds fewer than ``limit`` hits that way (its filters left too few) reads
+more terms, four times the postings each time, until it has ``limit`` hits or has read
+every kept term.
+
 What a document's text is: a fact's key and the text of its value (object keys, strings,
 and numbers, ``true``, ``false`` and ``null`` as JSON spells them); an item's text is
 what a person reads in it and the tool calls it makes (every string of its JSON except
@@ -49,20 +64,28 @@ from ...errors import InvalidInput, LimitExceeded
 from ...model import JSON
 
 __all__ = [
+    "CANDIDATE_POSTINGS",
     "K1",
     "MAX_QUERY_CHARS",
     "MAX_QUERY_TERMS",
+    "RESCORED",
     "B",
     "TextQuery",
+    "best_possible",
     "bm25",
+    "bm25_of",
+    "candidates",
     "fact_text",
     "idf",
     "item_text",
     "normalize",
     "query_terms",
     "rank",
+    "read_terms",
     "terms",
     "text_query",
+    "top",
+    "useful_terms",
 ]
 
 T = TypeVar("T")
@@ -73,6 +96,12 @@ B = 0.75
 MAX_QUERY_CHARS = 2000
 #: Most distinct terms a query may have.
 MAX_QUERY_TERMS = 64
+#: Most postings a search reads to find its candidates, unless its rarest term has more.
+CANDIDATE_POSTINGS = 2000
+#: Most candidates scored when the rarest terms alone filled :data:`CANDIDATE_POSTINGS`.
+RESCORED = 200
+#: Candidates scored at a time.
+_CHUNK = 50
 
 _SPACELESS = ("\u0e00-\u0e7f\u0e80-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u309f\u30a0-\u30ff"
               "\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f")
@@ -254,3 +283,77 @@ def rank(query: Sequence[str], collection: Iterable[tuple[T, Sequence[str]]],
             if any(term in tf for term in query) and wanted(doc)]
     hits.sort(key=lambda hit: -hit[1])
     return hits
+
+
+def read_terms(kept: Sequence[str], df: Mapping[str, int],
+               budget: int = CANDIDATE_POSTINGS) -> tuple[list[str], list[str]]:
+    """The kept terms whose postings a search reads, rarest first: as many whole terms as
+    fit in ``budget`` postings, the rarest always; and the terms left unread."""
+    order = sorted(kept, key=lambda t: (df.get(t, 0), t))
+    read, total = 0, 0
+    for term in order:
+        if read and total + df.get(term, 0) > budget:
+            break
+        read += 1
+        total += df.get(term, 0)
+    return order[:read], order[read:]
+
+
+def candidates(postings: Mapping[str, Iterable[int]],
+               weights: Mapping[str, float]) -> list[tuple[float, int]]:
+    """The documents of ``postings`` (each term's document ids) as (the sum of the
+    ``weights`` of the terms each holds, its id), most first, ties by id."""
+    if len(postings) == 1:
+        ((term, ids),) = postings.items()
+        return [(weights[term], i) for i in sorted(ids)]
+    held: dict[int, float] = {}
+    for term, ids in postings.items():
+        w = weights[term]
+        for i in ids:
+            held[i] = held.get(i, 0.0) + w
+    return sorted(((w, i) for i, w in held.items()), key=lambda c: (-c[0], c[1]))
+
+
+def best_possible(held_idf: float, unread_idf: float) -> float:
+    """The most a document can score that holds terms of ``held_idf`` in all and perhaps
+    some unread terms of ``unread_idf`` in all: each term's share of a BM25 score is below
+    ``K1 + 1`` times its idf."""
+    return (K1 + 1) * (held_idf + unread_idf)
+
+
+def top(found: Sequence[tuple[float, int]], unread_idf: float, limit: int,
+        score: Callable[[list[int]], list[tuple[T, float, Any]]],
+        cap: int | None) -> list[tuple[T, float]]:
+    """The ``limit`` best of the candidates ``found`` (from :func:`candidates`), scored by
+    ``score`` a chunk at a time: it returns, for the ids given, each document that passes
+    the search's filters as (document, score, tie key). Scoring stops when the next
+    candidate cannot beat the ``limit``-th hit, or, when ``cap`` is given, after ``cap``
+    candidates once ``limit`` hits are found. Hits are ordered by score, best first, then
+    by tie key."""
+    hits: list[tuple[T, float, Any]] = []
+    at = 0
+    while at < len(found):
+        if len(hits) >= limit and (
+                best_possible(found[at][0], unread_idf) < hits[-1][1]
+                or (cap is not None and at >= cap)):
+            break
+        hits.extend(score([i for _, i in found[at:at + _CHUNK]]))
+        at += _CHUNK
+        hits.sort(key=lambda h: (-h[1], h[2]))
+        del hits[limit:]
+    return [(doc, s) for doc, s, _ in hits]
+
+
+def bm25_of(kept: Sequence[str], weights: Mapping[str, float], n: int,
+            avg_length: float) -> Callable[[Counter[str], int], float]:
+    """The BM25 score of a document with term counts and length, for the kept terms with
+    their idf ``weights`` (:func:`bm25` with the idf computed once)."""
+    def score(tf: Counter[str], length: int) -> float:
+        norm = K1 * (1 - B + B * length / avg_length) if avg_length > 0 else K1
+        total = 0.0
+        for term in kept:
+            f = tf.get(term, 0)
+            if f:
+                total += weights[term] * f * (K1 + 1) / (f + norm)
+        return total
+    return score

@@ -26,7 +26,7 @@ from ..ports.search import TextQuery
 from ._core import ITEM_COLUMNS, SqliteCore, to_items, write
 from ._vector_rows import store_fact_vector
 from .access import drop_grants, start_grants
-from .search import fact_match, fact_terms
+from .search import count_terms, fact_prefix, fact_terms, ranked
 
 __all__ = ["FactsInSqlite"]
 
@@ -134,16 +134,19 @@ class FactsInSqlite(SqliteCore):
 
         def run(conn: sqlite3.Connection) -> list[Fact]:
             made: list[Fact] = []
+            indexed: list[str] = []
             with write(conn):
                 self._require_memory_store(conn, tenant, store)
                 for new in facts:
-                    made.append(self._remember_one(conn, tenant, store, new, stamp))
+                    made.append(self._remember_one(conn, tenant, store, new, stamp, indexed))
+                count_terms(conn, "fact", indexed)
             return made
 
         return await self._run(run)
 
     def _remember_one(self, conn: sqlite3.Connection, tenant: str, store: str, new: NewFact,
-                      stamp: str) -> Fact:
+                      stamp: str, indexed: list[str]) -> Fact:
+        """The fact stored; its index text is added to ``indexed``, for ``count_terms``."""
         source_store = self._source_store(conn, tenant, new.source) if new.source else None
         last = conn.execute(
             "SELECT fid, fact_id, valid_from, recorded_at, superseded_at FROM facts "
@@ -169,8 +172,9 @@ class FactsInSqlite(SqliteCore):
         if new.embedding is not None:
             store_fact_vector(conn, tenant, store, int(inserted.lastrowid or 0), new.embedding)
         value = json.loads(new.value_json)
+        indexed.append(fact_terms(tenant, store, new.key, new.value_json))
         conn.execute("INSERT INTO fact_search (rowid, terms) VALUES (?, ?)",
-                     (inserted.lastrowid, fact_terms(tenant, store, new.key, new.value_json)))
+                     (inserted.lastrowid, indexed[-1]))
         return Fact(
             fact_id=new.fact_id, memory_store=store, subject=new.subject, key=new.key,
             value=value, confidence=new.confidence, source_type=new.source_type,
@@ -296,23 +300,34 @@ class FactsInSqlite(SqliteCore):
         # The facts recall would return: those covering the moment as believed now, of
         # which a closed one is also not overridden by a later-recorded one covering it.
         sql = (
-            f"SELECT {columns}, -bm25(fact_search) AS score FROM fact_search "
-            "JOIN facts f ON f.fid = fact_search.rowid "
-            "WHERE fact_search MATCH ? AND f.tenant = ? AND f.memory_store = ? "
+            # CROSS JOIN keeps SQLite from reading the store's facts by index for the ids
+            f"SELECT {columns}, c.c0 FROM json_each(?) j CROSS JOIN facts f ON f.fid = j.value "
+            "CROSS JOIN fact_search_content c ON c.id = f.fid "
+            "WHERE f.tenant = ? AND f.memory_store = ? "
             "AND (? IS NULL OR f.subject = ?) AND f.valid_from <= ? "
             "AND (f.superseded_at IS NULL OR (f.valid_to > ? AND NOT EXISTS ("
             "SELECT 1 FROM facts g WHERE g.tenant = f.tenant AND g.subject = f.subject "
             "AND g.memory_store = f.memory_store AND g.key = f.key AND g.fid > f.fid "
-            "AND g.valid_from <= ? AND (g.superseded_at IS NULL OR g.valid_to > ?)))) "
-            "ORDER BY score DESC, f.fact_id LIMIT ?"
+            "AND g.valid_from <= ? AND (g.superseded_at IS NULL OR g.valid_to > ?))))"
         )
 
         def run(conn: sqlite3.Connection) -> list[FactHit]:
             self._require_memory_store(conn, tenant, store)
             at = moment or format_time(_ids.now())
-            rows = conn.execute(sql, (fact_match(conn, tenant, store, query), tenant, store,
-                                      subject, subject, at, at, at, at, limit))
-            return [FactHit(_fact(r), float(r[16])) for r in rows]
+
+            def fetch(ids: list[int]) -> list[tuple[Fact, str, str]]:
+                rows = conn.execute(sql, (json.dumps(ids), tenant, store, subject, subject,
+                                          at, at, at, at))
+                return [(_fact(r), r[16], r[0]) for r in rows]
+
+            def narrow() -> list[int]:
+                return [r[0] for r in conn.execute(
+                    "SELECT fid FROM facts WHERE tenant = ? AND memory_store = ? "
+                    "AND subject = ?", (tenant, store, subject))]
+
+            hits = ranked(conn, "fact", fact_prefix(tenant, store), query, limit, fetch,
+                          narrow if subject is not None else None)
+            return [FactHit(fact, score) for fact, score in hits]
 
         return await self._run(run)
 

@@ -362,6 +362,82 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "a memory store's subjects in order", (
         "CREATE INDEX facts_by_store_subject ON facts (tenant, memory_store, subject)",
     )),
+    Migration(8, "term statistics for ranked search", (
+        # Per prefixed term, the documents holding it; per scope (the bare 10-character
+        # prefix), its documents and their total size in terms (search.py). A document's
+        # index text is its prefix, a space, and its terms joined by spaces, none of which
+        # holds a quote or a backslash: it splits as a JSON array.
+        """
+        CREATE TABLE fact_search_terms (
+            term TEXT PRIMARY KEY,
+            docs INTEGER NOT NULL,
+            size INTEGER NOT NULL
+        ) WITHOUT ROWID
+        """,
+        """
+        INSERT INTO fact_search_terms (term, docs, size)
+               SELECT substr(terms, 1, 10), count(*),
+                      sum(length(terms) - length(replace(terms, ' ', '')))
+               FROM fact_search GROUP BY 1
+        """,
+        """
+        INSERT INTO fact_search_terms (term, docs, size)
+               SELECT term, count(*), 0 FROM (
+                   SELECT DISTINCT x.rowid, j.value AS term FROM fact_search x,
+                          json_each('["' || replace(x.terms, ' ', '","') || '"]') j
+                   WHERE length(j.value) > 10)
+               GROUP BY term
+        """,
+        "DROP TRIGGER facts_deleted_leave_search",
+        """
+        CREATE TRIGGER facts_deleted_leave_search AFTER DELETE ON facts
+        BEGIN
+            UPDATE fact_search_terms SET docs = docs - 1, size = size - CASE
+                   WHEN length(term) = 10 THEN (SELECT length(terms) -
+                        length(replace(terms, ' ', '')) FROM fact_search
+                        WHERE rowid = old.fid) ELSE 0 END
+            WHERE term IN (SELECT value FROM json_each((SELECT '["' ||
+                  replace(terms, ' ', '","') || '"]' FROM fact_search
+                  WHERE rowid = old.fid)));
+            DELETE FROM fact_search WHERE rowid = old.fid;
+        END
+        """,
+        """
+        CREATE TABLE item_search_terms (
+            term TEXT PRIMARY KEY,
+            docs INTEGER NOT NULL,
+            size INTEGER NOT NULL
+        ) WITHOUT ROWID
+        """,
+        """
+        INSERT INTO item_search_terms (term, docs, size)
+               SELECT substr(terms, 1, 10), count(*),
+                      sum(length(terms) - length(replace(terms, ' ', '')))
+               FROM item_search GROUP BY 1
+        """,
+        """
+        INSERT INTO item_search_terms (term, docs, size)
+               SELECT term, count(*), 0 FROM (
+                   SELECT DISTINCT x.rowid, j.value AS term FROM item_search x,
+                          json_each('["' || replace(x.terms, ' ', '","') || '"]') j
+                   WHERE length(j.value) > 10)
+               GROUP BY term
+        """,
+        "DROP TRIGGER items_deleted_leave_search",
+        """
+        CREATE TRIGGER items_deleted_leave_search AFTER DELETE ON items
+        BEGIN
+            UPDATE item_search_terms SET docs = docs - 1, size = size - CASE
+                   WHEN length(term) = 10 THEN (SELECT length(terms) -
+                        length(replace(terms, ' ', '')) FROM item_search
+                        WHERE rowid = old.id) ELSE 0 END
+            WHERE term IN (SELECT value FROM json_each((SELECT '["' ||
+                  replace(terms, ' ', '","') || '"]' FROM item_search
+                  WHERE rowid = old.id)));
+            DELETE FROM item_search WHERE rowid = old.id;
+        END
+        """,
+    )),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

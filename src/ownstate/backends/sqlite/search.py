@@ -1,38 +1,69 @@
-"""Ranked search in SQLite: the ``fact_search`` and ``item_search`` FTS5 indexes.
+"""Ranked search in SQLite: the ``fact_search`` and ``item_search`` FTS5 indexes and their
+term statistics, ``fact_search_terms`` and ``item_search_terms``.
 
-Both are FTS5 tables of one column, ``terms``, holding the terms of
+Both indexes are FTS5 tables of one column, ``terms``, holding the terms of
 :mod:`ownstate.backends.ports.search` joined by spaces, each behind a fixed-length opaque
 prefix naming its scope: the tenant and memory store for a fact (``fact_search``, keyed by
-the fact's ``fid``), the tenant for an item (``item_search``, keyed by the item's ``id``).
-A term's postings therefore hold one scope's documents only, so other tenants' and stores'
-documents cost a search nothing, and FTS5's ``bm25()`` ranks with the document
-frequencies of that scope. The number of documents and their average length that
-``bm25()`` uses are the whole table's, which changes scores slightly, never which
-documents match. The ``ascii`` tokenizer keeps each prefixed term one token: a term holds
-no ASCII punctuation or space.
+the fact's ``fid``), the tenant for an item (``item_search``, keyed by the item's ``id``),
+and the bare prefix first. A term's postings therefore hold one scope's documents only, so
+other tenants' and stores' documents cost a search nothing. The ``ascii`` tokenizer keeps
+each prefixed term one token: a term holds no ASCII punctuation or space.
 
-Rows enter in the same transaction as their fact or item (and for the data of earlier
-versions, in migration 4, through the SQL functions :func:`register_functions` defines);
-triggers remove them when the row is deleted. A closed fact stays indexed, so a search as
-of an earlier valid time finds what held then. A store made with ``index_items=False``
-adds no rows for its items.
+FTS5 only finds documents here; it does not rank them. Its ``bm25()`` counts each query
+term's documents by reading the term's whole posting list on every query, which for the
+common words of a question in a store of 100,000 facts is most of the time a search takes,
+and scores every document holding any query term. So each scope's statistics are kept in
+``*_search_terms`` instead: per prefixed term the number of documents holding it, and for
+the bare prefix the scope's number of documents and their total size in terms. A search
+reads the statistics of its terms there, the postings of its rarest terms from FTS5 (see
+"Candidates" in the ports module), and scores candidates in Python from their indexed text
+(the FTS5 content table, ``*_search_content``), with the scope's own statistics, as the
+memory backend does.
+
+Rows enter in the same transaction as their fact or item, and their terms are counted
+there (:func:`count_terms`; for the data of earlier versions, in migrations 4 and 8,
+through the SQL functions :func:`register_functions` defines and SQL); triggers remove
+them, and uncount their terms, when the row is deleted. A closed fact stays indexed, so a
+search as of an earlier valid time finds what held then. A store made with
+``index_items=False`` adds no rows for its items.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
+import math
 import sqlite3
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
-from ...model import ItemHit
-from ..ports.search import TextQuery, fact_text, item_text, terms, useful_terms
+from ...model import Item, ItemHit
+from ..ports.search import (
+    CANDIDATE_POSTINGS,
+    RESCORED,
+    TextQuery,
+    bm25_of,
+    candidates,
+    fact_text,
+    idf,
+    item_text,
+    read_terms,
+    terms,
+    top,
+    useful_terms,
+)
 from ._core import ITEM_COLUMNS, SqliteCore, to_items
 
-__all__ = ["SearchInSqlite", "fact_match", "fact_terms", "item_terms", "register_functions"]
+__all__ = ["SearchInSqlite", "count_terms", "fact_prefix", "fact_terms", "item_terms", "ranked",
+           "register_functions"]
+
+T = TypeVar("T")
 
 
+@functools.lru_cache(maxsize=1024)
 def _prefix(*parts: str) -> str:
     """An opaque, fixed-length token prefix for a scope: 10 chars of ``[a-z2-7]``.
 
@@ -47,6 +78,11 @@ def _joined(prefix: str, found: Sequence[str]) -> str:
     # the bare prefix marks each document of the scope, so that its document frequency
     # is the scope's number of documents
     return " ".join([prefix, *(prefix + t for t in found)])
+
+
+def fact_prefix(tenant: str, store: str) -> str:
+    """The prefix of a memory store's terms in ``fact_search``."""
+    return _prefix(tenant, store)
 
 
 def fact_terms(tenant: str, store: str, key: str, value_json: str) -> str:
@@ -69,50 +105,111 @@ def register_functions(conn: sqlite3.Connection) -> None:
     conn.create_function("ownstate_item_terms", 2, _item_terms_of_data, deterministic=True)
 
 
-def _match(conn: sqlite3.Connection, vocabulary: str, prefix: str,
-           query: TextQuery) -> str:
-    """The ``MATCH`` argument of a query in one scope: its terms that count, by their
-    document frequencies in the scope (``useful_terms``)."""
+def count_terms(conn: sqlite3.Connection, kind: str, texts: Iterable[str]) -> None:
+    """Add documents just indexed (their ``fact_search`` or ``item_search`` texts, ``kind``
+    ``fact`` or ``item``) to ``fact_search_terms`` or ``item_search_terms``."""
+    docs: Counter[str] = Counter()
+    sizes: Counter[str] = Counter()
+    for text in texts:
+        found = text.split(" ")
+        docs.update(set(found))
+        sizes[found[0]] += len(found) - 1
+    conn.executemany(
+        f"INSERT INTO {kind}_search_terms (term, docs, size) VALUES (?, ?, ?) "
+        "ON CONFLICT (term) DO UPDATE SET docs = docs + excluded.docs, "
+        "size = size + excluded.size",
+        [(term, n, sizes.get(term, 0)) for term, n in sorted(docs.items())])
+
+
+def ranked(conn: sqlite3.Connection, kind: str, prefix: str, query: TextQuery, limit: int,
+           fetch: Callable[[list[int]], Iterable[tuple[T, str, Any]]],
+           narrow: Callable[[], list[int]] | None = None) -> list[tuple[T, float]]:
+    """The ``limit`` best documents of scope ``prefix`` in ``kind``'s index, with their
+    scores, best first (see "Candidates" in :mod:`~ownstate.backends.ports.search`).
+
+    ``fetch`` returns, for the row ids given, each document that passes the search's
+    filters as (document, its index text, tie key); ``narrow``, when a filter keeps few
+    documents, returns the ids of all it keeps, and those are scored instead of reading
+    postings.
+    """
     wanted = [prefix + t for t in query.terms]
-    marks = ", ".join("?" * (len(wanted) + 1))
-    df = dict(conn.execute(f"SELECT term, doc FROM {vocabulary} WHERE term IN ({marks})",
-                           [prefix, *wanted]).fetchall())
-    n = df.pop(prefix, 0)
-    kept = useful_terms(wanted, df, n)
-    return " OR ".join(f'"{t}"' for t in kept)
+    stats = {r[0]: (int(r[1]), int(r[2])) for r in conn.execute(
+        f"SELECT term, docs, size FROM {kind}_search_terms "
+        "WHERE term IN (SELECT value FROM json_each(?))", (json.dumps([prefix, *wanted]),))}
+    n, size = stats.pop(prefix, (0, 0))
+    df = {t: d for t, (d, _) in stats.items() if d > 0}
+    kept = [t for t in useful_terms(wanted, df, n) if t in df]
+    if n <= 0 or not kept:
+        return []
+    weights = {t: idf(df[t], n) for t in kept}
+    bm25 = bm25_of(kept, weights, n, size / n)
 
+    def score(ids: list[int]) -> list[tuple[T, float, Any]]:
+        scored = []
+        for doc, text, tie in fetch(ids):
+            found = text.split(" ")
+            value = bm25(Counter(found), len(found) - 1)
+            if value > 0:
+                scored.append((doc, value, tie))
+        return scored
 
-def fact_match(conn: sqlite3.Connection, tenant: str, store: str, query: TextQuery) -> str:
-    """The ``fact_search MATCH`` argument of a query in one memory store."""
-    return _match(conn, "fact_vocabulary", _prefix(tenant, store), query)
+    if narrow is not None:
+        return top([(0.0, i) for i in narrow()], math.inf, limit, score, None)
+
+    def postings(read: Iterable[str]) -> dict[str, list[int]]:
+        return {t: [r[0] for r in conn.execute(
+            f"SELECT rowid FROM {kind}_search WHERE {kind}_search MATCH ?", (f'"{t}"',))]
+            for t in read}
+
+    budget = CANDIDATE_POSTINGS
+    found: dict[str, list[int]] = {}
+    while True:
+        read, unread = read_terms(kept, df, budget)
+        found.update(postings(t for t in read if t not in found))
+        hits = top(candidates(found, weights), sum(weights[t] for t in unread), limit, score,
+                   RESCORED if unread else None)
+        if not unread or len(hits) >= limit:
+            return hits
+        budget = 4 * max(budget, sum(df[t] for t in read))
 
 
 class SearchInSqlite(SqliteCore):
-    """``search_items`` over items, ranked by FTS5's bm25() (facts: ``FactsInSqlite``)."""
+    """``search_items`` over items (facts: ``FactsInSqlite``)."""
 
     async def search_items(
         self, tenant: str, query: TextQuery, *, stores: Sequence[str] | None,
         actor_id: str | None, session_id: str | None, limit: int,
     ) -> list[ItemHit]:
         columns = ", ".join("i." + c for c in ITEM_COLUMNS.split(", "))
-        sql = (
-            f"SELECT {columns}, s.store, s.session_id, s.actor_id, -bm25(item_search) AS score "
-            "FROM item_search JOIN items i ON i.id = item_search.rowid "
-            "JOIN sessions s ON s.sid = i.sid "
-            "WHERE item_search MATCH ? AND i.tenant = ? AND s.tenant = ? "
+        where = (
+            "i.tenant = ? AND s.tenant = ? "
             + ("" if stores is None else "AND s.store IN (SELECT value FROM json_each(?)) ")
-            + "AND (? IS NULL OR s.actor_id = ?) AND (? IS NULL OR s.session_id = ?) "
-            "ORDER BY score DESC, s.store, s.session_id, i.seq LIMIT ?"
+            + "AND (? IS NULL OR s.actor_id = ?) AND (? IS NULL OR s.session_id = ?)"
+        )
+        sql = (
+            # CROSS JOIN keeps SQLite from reading the tenant's items by index for the ids
+            f"SELECT {columns}, s.store, s.session_id, s.actor_id, c.c0 FROM json_each(?) j "
+            "CROSS JOIN items i ON i.id = j.value CROSS JOIN sessions s ON s.sid = i.sid "
+            f"CROSS JOIN item_search_content c ON c.id = i.id WHERE {where}"
         )
         tail: list[object] = [tenant, tenant]
         if stores is not None:
             tail.append(json.dumps(list(stores)))
-        tail += [actor_id, actor_id, session_id, session_id, limit]
+        tail += [actor_id, actor_id, session_id, session_id]
 
         def run(conn: sqlite3.Connection) -> list[ItemHit]:
-            match = _match(conn, "item_vocabulary", _prefix(tenant), query)
-            rows = conn.execute(sql, [match, *tail]).fetchall()
-            return [ItemHit(r[11], r[13], to_items([r], r[12])[0], float(r[14]))
-                    for r in rows]
+            def fetch(ids: list[int]) -> list[tuple[tuple[str, str, Item], str, Any]]:
+                rows = conn.execute(sql, [json.dumps(ids), *tail]).fetchall()
+                return [((r[11], r[13], to_items([r], r[12])[0]), r[14], (r[11], r[12], r[1]))
+                        for r in rows]
+
+            def narrow() -> list[int]:
+                return [r[0] for r in conn.execute(
+                    f"SELECT i.id FROM items i JOIN sessions s ON s.sid = i.sid WHERE {where}",
+                    tail)]
+
+            hits = ranked(conn, "item", _prefix(tenant), query, limit, fetch,
+                          narrow if session_id is not None else None)
+            return [ItemHit(*found, score) for found, score in hits]
 
         return await self._run(run)

@@ -31,7 +31,7 @@ from .._transfer_sql import (
 from ..ports.search import item_text
 from ..ports.transfer import Cursor, Row
 from ._core import SqliteCore, write
-from .search import fact_terms, item_terms
+from .search import count_terms, fact_terms, item_terms
 
 __all__ = ["TransferInSqlite"]
 
@@ -173,13 +173,17 @@ def _restore_items(conn: sqlite3.Connection, tenant: str, rows: Sequence[Row]) -
     indexed = {key for key in sids if conn.execute(
         "SELECT index_items FROM session_stores WHERE tenant = ? AND name = ?",
         (tenant, key[0])).fetchone()[0]}
-    conn.executemany(
-        "INSERT INTO item_search (rowid, terms) SELECT i.id, ? FROM items i "
-        "WHERE i.sid = ? AND i.seq = ? AND NOT EXISTS "
-        "(SELECT 1 FROM item_search x WHERE x.rowid = i.id)",
-        [(item_terms(tenant, item_text(json.loads(r["data"]))),
-          sids[(r["store"], r["session_id"])], r["seq"])
-         for r in rows if (r["store"], r["session_id"]) in indexed])
+    texts = []
+    for r in rows:
+        if (r["store"], r["session_id"]) in indexed:
+            text = item_terms(tenant, item_text(json.loads(r["data"])))
+            if conn.execute(
+                    "INSERT INTO item_search (rowid, terms) SELECT i.id, ? FROM items i "
+                    "WHERE i.sid = ? AND i.seq = ? AND NOT EXISTS "
+                    "(SELECT 1 FROM item_search x WHERE x.rowid = i.id)",
+                    (text, sids[(r["store"], r["session_id"])], r["seq"])).rowcount:
+                texts.append(text)
+    count_terms(conn, "item", texts)
     highest: dict[int, int] = {}
     for r in rows:
         sid = sids[(r["store"], r["session_id"])]
@@ -191,6 +195,7 @@ def _restore_items(conn: sqlite3.Connection, tenant: str, rows: Sequence[Row]) -
 
 def _restore_facts(conn: sqlite3.Connection, tenant: str, rows: Sequence[Row]) -> int:
     stored = 0
+    texts: list[str] = []
     for store in {r["memory_store"] for r in rows}:
         if conn.execute("SELECT 1 FROM memory_stores WHERE tenant = ? AND name = ?",
                         (tenant, store)).fetchone() is None:
@@ -211,9 +216,10 @@ def _restore_facts(conn: sqlite3.Connection, tenant: str, rows: Sequence[Row]) -
             continue
         stored += 1
         # every fact is indexed, closed ones too, as a remember writes it
+        texts.append(fact_terms(tenant, t["memory_store"], t["key"], _as_text(t["value"])))
         conn.execute("INSERT INTO fact_search (rowid, terms) VALUES (?, ?)",
-                     (cur.lastrowid, fact_terms(tenant, t["memory_store"], t["key"],
-                                                _as_text(t["value"]))))
+                     (cur.lastrowid, texts[-1]))
+    count_terms(conn, "fact", texts)
     return stored
 
 
