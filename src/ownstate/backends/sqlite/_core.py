@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..._ids import parse_time
+from ..._jsontext import decode_json
 from ...embeddings._protocol import dot
 from ...errors import (
     BackendUnavailable,
@@ -62,22 +63,6 @@ def session_record(row: Sequence[Any]) -> SessionRecord:
         parent_session_id=row[2], root_session_id=row[3], metadata=json.loads(row[4]),
         create_time=parse_time(row[5]), last_activity_time=parse_time(row[6]),
     )
-
-
-_scan_once: Callable[[str, int], tuple[Any, int]] = (
-    json.JSONDecoder().scan_once)  # type: ignore[attr-defined]
-
-
-def decode_json(text: str) -> Any:
-    """``json.loads(text)``, minus its per-call Python layers (half the cost on ~500-byte
-    items); anything unusual (leading or trailing text, bad JSON) goes to json.loads."""
-    try:
-        value, end = _scan_once(text, 0)
-    except StopIteration:
-        return json.loads(text)
-    if end != len(text):
-        return json.loads(text)
-    return value
 
 
 def to_items(rows: Iterator[Sequence[Any]] | list[Any], session_id: str) -> list[Item]:
