@@ -6,9 +6,11 @@ same server, in fresh schemas (dropped afterwards), and prints a Markdown table:
 - ``copy``: ``ownstate copy`` of a SQLite database holding ``--items`` items (default
   1,000,000, in sessions of ``--per-session``) into PostgreSQL, against PostgreSQL
   ``COPY ... FROM STDIN`` (psycopg's ``copy.write_row``, the rows already in memory) of
-  the same rows: once into a plain table with the same columns and no index, once into
-  ownstate's own ``items`` table (its indexes, its sessions already there), both in
-  binary format (the faster one) with the rows already typed. The copy is
+  the same rows as ownstate stores them, search terms included (computed before the
+  clock starts, as ``tsvector`` in binary): once into a plain table with the same columns
+  and no index, once into ownstate's own ``items`` table (its indexes, the GIN index on
+  the terms among them, its sessions already there), both in binary format (the faster
+  one) with the rows already typed. The copy is
   timed whole (reading SQLite included), then ``--verify`` separately. Rounds rotate the
   order; medians are reported.
 - ``rates``: export to an archive and import from it, items per second, for every
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import platform
 import statistics
@@ -44,13 +47,16 @@ import psycopg
 
 import ownstate
 from ownstate import archive
+from ownstate.backends.ports.search import item_text, terms
+from ownstate.backends.postgres._tsvector import item_vector_binary
 
 PG = os.environ.get("OWNSTATE_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 _COLUMNS = ("sid, seq, tenant, item_id, create_time, format, data, role, type, tool_name, "
-            "model, in_tokens, out_tokens")
-#: the competitor at its best: binary COPY, the client's rows already typed
+            "model, in_tokens, out_tokens, terms, terms_len")
+#: the competitor at its best: binary COPY, the client's rows already typed, the search
+#: terms already computed (in tsvector's binary form, sent as bytea)
 _TYPES = ["int8", "int8", "text", "text", "timestamptz", "text", "text", "text", "text",
-          "text", "text", "int8", "int8"]
+          "text", "text", "int8", "int8", "bytea", "int4"]
 
 
 def _message(n: int) -> dict[str, Any]:
@@ -107,7 +113,10 @@ def _rows(url: str) -> tuple[list[tuple[Any, ...]], list[tuple[str, str]]]:
             "i.role, i.type, i.tool_name, i.model, i.in_tokens, i.out_tokens "
             "FROM items i ORDER BY i.sid, i.seq"))
     stamps: dict[str, datetime] = {}
-    typed = [(*r[:4], stamps.setdefault(r[4], datetime.fromisoformat(r[4])), *r[5:])
+    # the rows as ownstate stores them: with each item's search terms (the store indexes
+    # its items), computed here, before the clock starts
+    typed = [(*r[:4], stamps.setdefault(r[4], datetime.fromisoformat(r[4])), *r[5:],
+              *item_vector_binary(r[2], terms(item_text(json.loads(r[6])))))
              for r in rows]
     return typed, sessions
 
@@ -119,7 +128,8 @@ async def _copy_plain(rows: list[tuple[Any, ...]]) -> float:
         await conn.execute(
             f"CREATE TABLE {schema}.items (sid bigint, seq bigint, tenant text, item_id text, "
             "create_time timestamptz, format text, data json, role text, type text, "
-            "tool_name text, model text, in_tokens bigint, out_tokens bigint)")
+            "tool_name text, model text, in_tokens bigint, out_tokens bigint, "
+            "terms tsvector, terms_len integer)")
         started = time.perf_counter()
         async with conn.transaction(), conn.cursor() as cur, cur.copy(
                 f"COPY {schema}.items ({_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
@@ -180,6 +190,7 @@ def copy_command(args: argparse.Namespace) -> None:
     source = source_db(Path(args.dir), args.items, args.per_session)
     rows, sessions = _rows(source)
     assert len(rows) == args.items
+    load = os.getloadavg()
     times: dict[str, list[float]] = {"plain": [], "own": [], "ownstate": [], "verify": []}
     variants: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
         ("plain", lambda: _copy_plain(rows)),
@@ -200,11 +211,13 @@ def copy_command(args: argparse.Namespace) -> None:
     median = {k: statistics.median(v) for k, v in times.items() if v}
     rate = {k: args.items / v for k, v in median.items()}
     print(f"\n{args.items:,} items, {len(sessions):,} sessions, {args.rounds} rounds, "
-          f"{date.today()}, load {os.getloadavg()[0]:.1f}, Python {platform.python_version()}")
-    print("\n| what | median s | items/s | ownstate copy as a share |")
+          f"{date.today()}, load {' '.join(f'{x:.1f}' for x in os.getloadavg())} "
+          f"(at the start: {' '.join(f'{x:.1f}' for x in load)}), "
+          f"Python {platform.python_version()}")
+    print(f"\n| what | median s ({args.rounds} rounds) | items/s | ownstate copy as a share |")
     print("|---|---|---|---|")
     for key, label in (("plain", "PostgreSQL COPY into a plain table (no index)"),
-                       ("own", "PostgreSQL COPY into ownstate's items table"),
+                       ("own", "PostgreSQL COPY into ownstate's items table (its indexes)"),
                        ("ownstate", "ownstate copy SQLite → PostgreSQL")):
         share = rate["ownstate"] / rate[key]
         print(f"| {label} | {median[key]:.2f} | {rate[key]:,.0f} | {share:.0%} |")

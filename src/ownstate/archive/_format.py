@@ -21,11 +21,11 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from .._ids import format_time
+from .._jsontext import decode_json
 from ..backends.ports.transfer import PART_FIELDS, WRITE_FIELDS, FieldKind, Row
 from ..errors import InvalidInput
 from ..limits import MAX_JSON_DEPTH, encode_json
@@ -44,8 +44,6 @@ _canonical = json.JSONEncoder(ensure_ascii=False, allow_nan=False, sort_keys=Tru
 _compact = json.JSONEncoder(ensure_ascii=False, allow_nan=False,
                             separators=(",", ":")).encode
 _TIME_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")
-_scan_once: Callable[[str, int], tuple[Any, int]] = (
-    json.JSONDecoder().scan_once)  # type: ignore[attr-defined]
 
 
 def part_file(part: str) -> str:
@@ -55,13 +53,7 @@ def part_file(part: str) -> str:
 
 def _json_text(text: str) -> str:
     """Stored JSON text as the archive spells it: compact, keys in their order."""
-    try:
-        value, end = _scan_once(text, 0)
-    except StopIteration:
-        value, end = json.loads(text), len(text)
-    if end != len(text):
-        value = json.loads(text)
-    return str(_compact(value))
+    return str(_compact(decode_json(text)))
 
 
 def _encode_value(kind: FieldKind, value: Any, as_stored: bool = False) -> str:

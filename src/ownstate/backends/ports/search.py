@@ -106,6 +106,10 @@ _CHUNK = 50
 _SPACELESS = ("\u0e00-\u0e7f\u0e80-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u309f\u30a0-\u30ff"
               "\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f")
 _RUN_RE = re.compile(rf"(?:[^\W_]|[{_SPACELESS}])+")
+#: ASCII text to its runs split by spaces: letters lowered, digits kept, the rest a space
+#: (in ASCII, the runs above are those of letters and digits)
+_ASCII_RUNS = str.maketrans({c: (chr(c).lower() if chr(c).isalnum() else " ")
+                             for c in range(128)})
 _SPACELESS_RE = re.compile(rf"[{_SPACELESS}]+")
 _MARK_RE = re.compile(rf"(?<![{_SPACELESS}])[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff"
                       r"\u20d0-\u20ff\ufe20-\ufe2f]+")
@@ -147,7 +151,7 @@ def _run_terms(run: str, query: bool) -> Iterator[str]:
 def terms(text: str) -> list[str]:
     """The terms a document's ``text`` is indexed by, in order, repeats included."""
     if text.isascii():
-        return _RUN_RE.findall(text.lower())
+        return text.translate(_ASCII_RUNS).split()
     found: list[str] = []
     for run in _RUN_RE.findall(normalize(text)):
         found.extend(_run_terms(run, False))

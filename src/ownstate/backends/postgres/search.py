@@ -29,13 +29,16 @@ from ...model import ItemHit, build_item
 from ..ports.search import K1, B, TextQuery, fact_text, idf, item_text, terms, useful_terms
 from ._core import Cursor, PostgresCore
 
-__all__ = ["WEIGHTS", "SearchInPostgres", "backfill", "fact_vector", "item_vector",
-           "query_lexemes", "scope_prefix", "score_sql", "weigh"]
+__all__ = ["LONGEST_LEXEME", "MAX_POSITION", "MAX_POSITIONS", "WEIGHTS", "SearchInPostgres",
+           "backfill", "fact_vector", "item_vector", "lexeme", "query_lexemes", "scope_prefix",
+           "score_sql", "weigh"]
 
 #: Longest term (in UTF-8 bytes) stored as itself; longer ones are stored by their hash.
-_LONGEST_LEXEME = 200
-_MAX_POSITIONS = 255  # a tsvector keeps at most 256 positions per lexeme
-_MAX_POSITION = 16383
+LONGEST_LEXEME = 200
+#: Positions kept per lexeme (a tsvector keeps at most 256), and the largest position (a
+#: later one is stored as it).
+MAX_POSITIONS = 255
+MAX_POSITION = 16383
 
 
 def scope_prefix(*parts: str) -> str:
@@ -43,8 +46,9 @@ def scope_prefix(*parts: str) -> str:
     return hashlib.blake2b("\x00".join(parts).encode(), digest_size=8).hexdigest()
 
 
-def _lexeme(prefix: str, term: str) -> str:
-    if len(term.encode()) > _LONGEST_LEXEME:
+def lexeme(prefix: str, term: str) -> str:
+    """The lexeme of ``term`` in the scope ``prefix``."""
+    if len(term) * 4 > LONGEST_LEXEME and len(term.encode()) > LONGEST_LEXEME:
         term = "h" + hashlib.blake2b(term.encode(), digest_size=16).hexdigest()
     return prefix + term
 
@@ -52,12 +56,23 @@ def _lexeme(prefix: str, term: str) -> str:
 def _vector(prefix: str, found: Sequence[str]) -> tuple[str, int]:
     """The ``tsvector`` text of a document's terms, and its length in terms. Terms hold
     only letters and digits, so they need no quoting."""
-    positions: dict[str, list[str]] = {}
+    terms_at: dict[str, list[int]] = {}
     for n, term in enumerate(found, start=1):
-        at = positions.setdefault(_lexeme(prefix, term), [])
-        if len(at) < _MAX_POSITIONS:
-            at.append(str(min(n, _MAX_POSITION)))
-    return " ".join(f"{lex}:{','.join(at)}" for lex, at in positions.items()), len(found)
+        at = terms_at.get(term)
+        if at is None:
+            terms_at[term] = [n]
+        else:
+            at.append(n)
+    positions: dict[str, list[int]] = {}
+    for term, at in terms_at.items():
+        lex = lexeme(prefix, term)
+        held = positions.get(lex)  # a long term's hash may spell a stored term
+        positions[lex] = at if held is None else sorted(held + at)
+    if len(found) > MAX_POSITION:
+        return " ".join(f"{lex}:{','.join(str(min(n, MAX_POSITION)) for n in at[:MAX_POSITIONS])}"
+                        for lex, at in positions.items()), len(found)
+    return " ".join(f"{lex}:{','.join(map(str, at[:MAX_POSITIONS]))}"
+                    for lex, at in positions.items()), len(found)
 
 
 def fact_vector(tenant: str, store: str, key: str, value: Any) -> tuple[str, int]:
@@ -71,7 +86,7 @@ def item_vector(tenant: str, text: str) -> tuple[str, int]:
 def query_lexemes(prefix: str, query: TextQuery) -> list[str]:
     """A query's lexemes in a scope (each one a ``tsquery``'s text as it is: a lexeme holds
     only letters and digits, so it needs no quoting)."""
-    return [_lexeme(prefix, t) for t in query.terms]
+    return [lexeme(prefix, t) for t in query.terms]
 
 
 async def weigh(cur: Cursor, table: str, scope: str, params: dict[str, Any]) -> None:

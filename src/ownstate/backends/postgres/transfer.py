@@ -18,10 +18,11 @@ trigger does that on INSERT; triggers subtract on DELETE only).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..._ids import now as _clock
+from ..._jsontext import decode_json
 from ...errors import InvalidInput, SessionNotFound
 from .._transfer_sql import (
     EXPORTS,
@@ -34,11 +35,12 @@ from .._transfer_sql import (
     restore_sql,
     stored_row,
 )
-from ..ports.search import item_text
+from ..ports.search import item_text, terms
 from ..ports.transfer import Cursor, Row
 from ._core import Cursor as Sql
 from ._core import PostgresCore
-from .search import ADD_STATS, fact_vector, item_vector
+from ._tsvector import item_vector_binary
+from .search import ADD_STATS, fact_vector
 
 __all__ = ["TransferInPostgres"]
 
@@ -55,10 +57,14 @@ _ITEMS = ("SELECT b.pos, i.seq, i.item_id, i.create_time, i.format, i.data::text
           "FROM unnest(%s::bigint[], %s::bigint[]) WITH ORDINALITY AS b(sid, after_seq, pos) "
           "JOIN items i ON i.sid = b.sid AND i.seq > b.after_seq "
           "ORDER BY b.pos, i.seq LIMIT %s")
-#: ``data`` is the JSON text as stored; ``terms`` the ``tsvector`` text an append writes
-#: (psycopg has no binary ``tsvector`` dumper, so the rows go in COPY's text format)
+#: binary COPY: ``data`` goes as the JSON text as stored (the server's ``json`` reads it,
+#: and checks it), ``terms`` as the bytes of the ``tsvector`` an append writes (psycopg has
+#: no dumper for that type, see ``_tsvector``)
 _COPY_ITEMS = ("COPY items (sid, seq, tenant, item_id, create_time, format, data, role, type, "
-               "tool_name, model, in_tokens, out_tokens, terms, terms_len) FROM STDIN")
+               "tool_name, model, in_tokens, out_tokens, terms, terms_len) FROM STDIN "
+               "(FORMAT BINARY)")
+_COPY_TYPES = ("int8", "int8", "text", "text", "timestamptz", "text", "text", "text", "text",
+               "text", "text", "int8", "int8", "bytea", "int4")
 
 
 class TransferInPostgres(PostgresCore):
@@ -190,29 +196,33 @@ async def _restore_items(cur: Sql, tenant: str, rows: Sequence[Row]) -> int:
     await cur.execute("SELECT name FROM session_stores WHERE tenant = %s AND name = ANY(%s) "
                       "AND index_items", (tenant, stores))
     indexed = {r[0] for r in await cur.fetchall()}
-    fresh = []
-    highest: dict[int, int] = {}
-    docs = length = 0
-    for r in rows:
-        sid, count = sids[(r["store"], r["session_id"])]
-        if r["seq"] <= count:
-            continue  # stored by an earlier batch
-        # the search terms as an append writes them; none in a store that does not index
-        terms: str | None = None
-        size: int | None = None
-        if r["store"] in indexed:
-            terms, size = item_vector(tenant, item_text(json.loads(r["data"])))
-            docs += 1
-            length += size
-        fresh.append((sid, r["seq"], tenant, r["item_id"], r["create_time"], r["format"],
-                      r["data"], r["role"], r["type"], r["tool_name"], r["model"],
-                      r["in_tokens"], r["out_tokens"], terms, size))
-        highest[sid] = max(highest.get(sid, 0), r["seq"])
+    # the rows at or below a session's item count were stored by an earlier batch
+    fresh = [r for r in rows if r["seq"] > sids[(r["store"], r["session_id"])][1]]
     if not fresh:
         return 0
-    await cur.copy_rows(_COPY_ITEMS, fresh)
+    highest: dict[int, int] = {}
+    docs: list[int] = []  # the terms_len of each indexed item
+
+    def made() -> Iterator[tuple[Any, ...]]:
+        # made while the COPY streams, so the server stores a row while the next is made
+        for r in fresh:
+            sid, seq = sids[(r["store"], r["session_id"])][0], r["seq"]
+            # the search terms as an append writes them; none in a store that does not
+            # index its items
+            vector: bytes | None = None
+            size: int | None = None
+            if r["store"] in indexed:
+                vector, size = item_vector_binary(tenant, terms(item_text(decode_json(r["data"]))))
+                docs.append(size)
+            if highest.get(sid, 0) < seq:
+                highest[sid] = seq
+            yield (sid, seq, tenant, r["item_id"], r["create_time"], r["format"], r["data"],
+                   r["role"], r["type"], r["tool_name"], r["model"], r["in_tokens"],
+                   r["out_tokens"], vector, size)
+
+    await cur.copy_rows(_COPY_ITEMS, made(), _COPY_TYPES)
     if docs:
-        await cur.execute(ADD_STATS, (tenant, "item", "", docs, length))
+        await cur.execute(ADD_STATS, (tenant, "item", "", len(docs), sum(docs)))
     await cur.execute(
         "UPDATE sessions s SET item_count = greatest(s.item_count, h.seq) "
         "FROM unnest(%s::bigint[], %s::bigint[]) AS h(sid, seq) WHERE s.sid = h.sid",

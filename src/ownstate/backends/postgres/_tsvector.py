@@ -1,0 +1,123 @@
+"""The ``terms`` tsvector of an item in PostgreSQL's binary wire form, for ``COPY``.
+
+``search.py`` spells a document's terms as ``tsvector`` text, which the server parses;
+a restore writes a great many of them at once, in binary ``COPY``, and spells the same
+value in the form ``tsvector_recv`` reads: the number of lexemes (int32), then for each
+its UTF-8 bytes ending in NUL, its number of positions (uint16) and the positions
+(uint16, weight D, strictly increasing). psycopg has no dumper for that type; the column
+is sent as ``bytea``, whose binary form is the bytes as they are, and the server reads
+them with the column's own type.
+
+The value stored is the one the text gives: the same lexemes (a term longer than a
+lexeme may be stored as its hash, and a hash that equals a stored term shares its
+lexeme), the same first positions of each, and a position past the largest a
+``tsvector`` holds kept once, as the text parser keeps it (it drops repeats). The
+server sorts the lexemes itself.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+from .search import LONGEST_LEXEME, MAX_POSITION, MAX_POSITIONS, lexeme, scope_prefix
+
+__all__ = ["item_vector_binary"]
+
+_COUNT = struct.Struct(">i")
+#: lexemes (with their NUL) of the terms seen, per scope prefix: terms repeat across the
+#: items of a restore; dropped when it grows past _CACHED terms
+_LEXEMES: dict[str, dict[str, bytes]] = {}
+_CACHED = 1 << 16
+_PREFIXES: dict[str, str] = {}
+#: a term shorter than this many characters is a lexeme as it is (at most 4 bytes each)
+_SHORT = LONGEST_LEXEME
+#: the positions of a term seen once, by position
+_ONCE = [struct.pack(">HH", 1, n) for n in range(MAX_POSITION + 1)]
+
+
+def _positions(found: Sequence[str]) -> dict[str, list[int]]:
+    positions: dict[str, list[int]] = {}
+    for n, term in enumerate(found, start=1):
+        at = positions.get(term)
+        if at is None:
+            positions[term] = [n]
+        else:
+            at.append(n)
+    return positions
+
+
+def _capped(at: list[int]) -> list[int]:
+    """The first positions a lexeme keeps, past-the-end ones kept once."""
+    at = at[:MAX_POSITIONS]
+    if at[-1] <= MAX_POSITION:
+        return at
+    kept = [n for n in at if n < MAX_POSITION]
+    kept.append(MAX_POSITION)
+    return kept
+
+
+def vector_binary(prefix: str, found: Sequence[str]) -> bytes:
+    """The binary ``tsvector`` of the terms ``found``, in order, in scope ``prefix``."""
+    lexemes = _LEXEMES.get(prefix)
+    if lexemes is None or len(lexemes) > _CACHED:
+        lexemes = _LEXEMES[prefix] = {}
+    if len(found) > MAX_POSITION:
+        return _exact(lexemes, prefix, found)
+    # the usual document: no position to cap, no term long enough to be hashed (so no
+    # two terms share a lexeme); a term seen once keeps its position as an int
+    positions: dict[str, Any] = {}
+    for n, term in enumerate(found, start=1):
+        at = positions.get(term)
+        if at is None:
+            positions[term] = n
+        elif at.__class__ is int:
+            positions[term] = [at, n]
+        else:
+            at.append(n)
+    out = [_COUNT.pack(len(positions))]
+    add = out.append
+    for term, at in positions.items():
+        lex = lexemes.get(term)
+        if lex is None:
+            if len(term) * 4 > _SHORT:  # it may be hashed (long terms are not kept)
+                return _exact(lexemes, prefix, found)
+            lex = lexemes[term] = (prefix + term).encode() + b"\x00"
+        add(lex)
+        if at.__class__ is int:
+            add(_ONCE[at])
+        else:
+            del at[MAX_POSITIONS:]
+            add(struct.pack(f">{len(at) + 1}H", len(at), *at))
+    return b"".join(out)
+
+
+def _exact(lexemes: dict[str, bytes], prefix: str, found: Sequence[str]) -> bytes:
+    entries: dict[bytes, list[int]] = {}
+    for term, at in _positions(found).items():
+        lex = lexemes.get(term)
+        if lex is None:
+            lex = lexeme(prefix, term).encode() + b"\x00"
+            if len(term) * 4 <= _SHORT:
+                lexemes[term] = lex
+        held = entries.get(lex)
+        entries[lex] = at if held is None else sorted(held + at)
+    out = [_COUNT.pack(len(entries))]
+    for lex, at in entries.items():
+        if len(at) > MAX_POSITIONS or at[-1] > MAX_POSITION:
+            at = _capped(at)
+        out.append(lex)
+        out.append(struct.pack(f">{len(at) + 1}H", len(at), *at))
+    return b"".join(out)
+
+
+def item_vector_binary(tenant: str, found: Sequence[str]) -> tuple[bytes, int]:
+    """An item's ``terms`` (binary) and ``terms_len`` from its terms, as ``item_vector``
+    gives them in text."""
+    prefix = _PREFIXES.get(tenant)
+    if prefix is None:
+        if len(_PREFIXES) > _CACHED:
+            _PREFIXES.clear()
+        prefix = _PREFIXES[tenant] = scope_prefix(tenant)
+    return vector_binary(prefix, found), len(found)
