@@ -71,8 +71,7 @@ def _payload(value: object, limit: int, field: str = "payload") -> bytes:
         raise InvalidInput(f"{field} must be bytes (or bytearray or memoryview), "
                            f"not {type(value).__name__}", field=field)
     if size > limit:
-        raise LimitExceeded(f"{field} is {size} bytes; the limit is {limit}", field=field,
-                            limit=limit, actual=size)
+        raise LimitExceeded.too_big(field, size, limit, field=field)
     return value if type(value) is bytes else bytes(value)
 
 
@@ -101,8 +100,8 @@ def _writes(value: object, limits: Limits) -> list[PendingWrite]:
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
         raise InvalidInput("writes must be a list of PendingWrite", field="writes")
     if len(value) > limits.max_batch_items:
-        raise LimitExceeded(f"at most {limits.max_batch_items} writes per call", field="writes",
-                            limit=limits.max_batch_items, actual=len(value))
+        raise LimitExceeded.too_many("writes per call", limits.max_batch_items, len(value),
+                                     field="writes")
     checked: list[PendingWrite] = []
     total = 0
     for index, write in enumerate(value):
@@ -133,9 +132,8 @@ def _checkpoint_ids(value: object, limits: Limits) -> list[str]:
         raise InvalidInput("checkpoint_ids must be a list of checkpoint ids",
                            field="checkpoint_ids")
     if len(value) > limits.max_batch_items:
-        raise LimitExceeded(f"at most {limits.max_batch_items} checkpoint ids per call",
-                            field="checkpoint_ids", limit=limits.max_batch_items,
-                            actual=len(value))
+        raise LimitExceeded.too_many("checkpoint ids per call", limits.max_batch_items,
+                                     len(value), field="checkpoint_ids")
     for index, checkpoint_id in enumerate(value):
         if (not isinstance(checkpoint_id, str) or not checkpoint_id
                 or len(checkpoint_id) > MAX_NAME_CHARS or CONTROL_RE.search(checkpoint_id)):
