@@ -336,9 +336,31 @@ class InvalidInput(OwnstateError):
 
 
 class LimitExceeded(InvalidInput):
-    """A documented size bound was crossed. Carries ``field``, ``limit`` and ``actual``."""
+    """A documented size bound was crossed. Carries ``field``, ``limit`` and ``actual``.
+
+    The three bounds most requests meet word their messages through a constructor each,
+    so every call says them the same way.
+    """
 
     code = "limit_exceeded"
+
+    @classmethod
+    def too_many(cls, things: str, limit: int, actual: int, *, field: str) -> LimitExceeded:
+        """``at most {limit} {things}``: more of something in one request than allowed."""
+        return cls(f"at most {limit} {things}", field=field, limit=limit, actual=actual)
+
+    @classmethod
+    def too_big(cls, what: str, actual: int, limit: int, *, field: str,
+                **details: object) -> LimitExceeded:
+        """``{what} is {actual} bytes; the limit is {limit}``."""
+        return cls(f"{what} is {actual} bytes; the limit is {limit}", field=field, **details,
+                   limit=limit, actual=actual)
+
+    @classmethod
+    def too_long(cls, what: str, limit: int, actual: int, *, field: str) -> LimitExceeded:
+        """``{what} is longer than {limit} chars``."""
+        return cls(f"{what} is longer than {limit} chars", field=field, limit=limit,
+                   actual=actual)
 
 
 class PermissionDenied(OwnstateError):

@@ -152,12 +152,8 @@ class Limits:
         if not isinstance(metadata, Mapping):
             raise InvalidInput("metadata must be a mapping of strings", field="metadata")
         if len(metadata) > self.max_metadata_labels:
-            raise LimitExceeded(
-                f"at most {self.max_metadata_labels} metadata labels",
-                field="metadata",
-                limit=self.max_metadata_labels,
-                actual=len(metadata),
-            )
+            raise LimitExceeded.too_many("metadata labels", self.max_metadata_labels,
+                                         len(metadata), field="metadata")
         labels: dict[str, str] = {}
         for key, value in metadata.items():
             if not isinstance(key, str) or not LABEL_KEY_RE.fullmatch(key):
@@ -169,12 +165,9 @@ class Limits:
                 raise InvalidInput(f"metadata label {key!r} must be UTF-8 text",
                                    field="metadata")
             if len(value) > self.max_label_value_chars:
-                raise LimitExceeded(
-                    f"metadata label {key!r} is longer than {self.max_label_value_chars} chars",
-                    field="metadata",
-                    limit=self.max_label_value_chars,
-                    actual=len(value),
-                )
+                raise LimitExceeded.too_long(f"metadata label {key!r}",
+                                             self.max_label_value_chars, len(value),
+                                             field="metadata")
             labels[key] = value
         return labels
 
@@ -183,9 +176,8 @@ class Limits:
             raise InvalidInput("actor_id is required and must be a non-empty string",
                                field="actor_id")
         if len(actor_id) > self.max_actor_id_chars:
-            raise LimitExceeded(f"actor_id is longer than {self.max_actor_id_chars} chars",
-                                field="actor_id", limit=self.max_actor_id_chars,
-                                actual=len(actor_id))
+            raise LimitExceeded.too_long("actor_id", self.max_actor_id_chars, len(actor_id),
+                                         field="actor_id")
         if CONTROL_RE.search(actor_id) or not _encodable(actor_id):
             raise InvalidInput("actor_id must be printable UTF-8 text", field="actor_id")
         return actor_id
@@ -197,9 +189,8 @@ class Limits:
             raise InvalidInput("idempotency_key must be non-empty printable UTF-8 text",
                                field="idempotency_key")
         if len(key) > self.max_idempotency_key_chars:
-            raise LimitExceeded(
-                f"idempotency_key is longer than {self.max_idempotency_key_chars} chars",
-                field="idempotency_key", limit=self.max_idempotency_key_chars, actual=len(key))
+            raise LimitExceeded.too_long("idempotency_key", self.max_idempotency_key_chars,
+                                         len(key), field="idempotency_key")
         return key
 
     def encode_items(self, items: Sequence[Any]) -> list[str]:
@@ -209,12 +200,8 @@ class Limits:
         if not items:
             raise InvalidInput("items must not be empty", field="items")
         if len(items) > self.max_batch_items:
-            raise LimitExceeded(
-                f"at most {self.max_batch_items} items per append",
-                field="items",
-                limit=self.max_batch_items,
-                actual=len(items),
-            )
+            raise LimitExceeded.too_many("items per append", self.max_batch_items, len(items),
+                                         field="items")
         encoded: list[str] = []
         total = 0
         for index, item in enumerate(items):
@@ -235,22 +222,12 @@ class Limits:
                         f"item {index} holds text that is not valid Unicode (a lone surrogate)",
                         field="items", index=index) from exc
             if size > self.max_item_bytes:
-                raise LimitExceeded(
-                    f"item {index} is {size} bytes; the limit is {self.max_item_bytes}",
-                    field="items",
-                    index=index,
-                    limit=self.max_item_bytes,
-                    actual=size,
-                )
+                raise LimitExceeded.too_big(f"item {index}", size, self.max_item_bytes,
+                                            field="items", index=index)
             total += size
             encoded.append(text)
         if total > self.max_batch_bytes:
-            raise LimitExceeded(
-                f"the batch is {total} bytes; the limit is {self.max_batch_bytes}",
-                field="items",
-                limit=self.max_batch_bytes,
-                actual=total,
-            )
+            raise LimitExceeded.too_big("the batch", total, self.max_batch_bytes, field="items")
         return encoded
 
 

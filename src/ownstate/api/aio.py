@@ -315,9 +315,8 @@ class AsyncSessionStores:
             if isinstance(stores, (str, bytes)) or not isinstance(stores, Sequence):
                 raise InvalidInput("stores must be a list of store names", field="stores")
             if len(stores) > s.limits.max_page_size:
-                raise LimitExceeded(f"at most {s.limits.max_page_size} stores",
-                                    field="stores", limit=s.limits.max_page_size,
-                                    actual=len(stores))
+                raise LimitExceeded.too_many("stores", s.limits.max_page_size, len(stores),
+                                             field="stores")
             names = sorted({_validate.store_name(n) for n in stores})
             if not names:
                 return []

@@ -89,8 +89,7 @@ class AsyncAssets:
             raise InvalidInput(f"data must be bytes (or bytearray or memoryview), not "
                                f"{type(data).__name__}", field="data")
         if size > s.limits.max_asset_bytes:
-            raise LimitExceeded(f"data is {size} bytes; the limit is {s.limits.max_asset_bytes}",
-                                field="data", limit=s.limits.max_asset_bytes, actual=size)
+            raise LimitExceeded.too_big("data", size, s.limits.max_asset_bytes, field="data")
         kind = media_type.lower() if isinstance(media_type, str) else ""
         if not _MEDIA_TYPE_RE.fullmatch(kind):
             raise InvalidInput(f"media_type {media_type!r} must look like type/subtype "

@@ -71,8 +71,7 @@ def _payload(value: object, limit: int, field: str = "payload") -> bytes:
         raise InvalidInput(f"{field} must be bytes (or bytearray or memoryview), "
                            f"not {type(value).__name__}", field=field)
     if size > limit:
-        raise LimitExceeded(f"{field} is {size} bytes; the limit is {limit}", field=field,
-                            limit=limit, actual=size)
+        raise LimitExceeded.too_big(field, size, limit, field=field)
     return value if type(value) is bytes else bytes(value)
 
 
@@ -97,12 +96,18 @@ def _metadata_json(value: object, limits: Limits) -> str:
     return text
 
 
-def _writes(value: object, limits: Limits) -> list[PendingWrite]:
+def _batch(value: object, limits: Limits, field: str, of: str, things: str) -> Sequence[object]:
+    """``value`` as a list (of ``of``) of at most ``Limits.max_batch_items`` ``things``."""
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
-        raise InvalidInput("writes must be a list of PendingWrite", field="writes")
+        raise InvalidInput(f"{field} must be a list of {of}", field=field)
     if len(value) > limits.max_batch_items:
-        raise LimitExceeded(f"at most {limits.max_batch_items} writes per call", field="writes",
-                            limit=limits.max_batch_items, actual=len(value))
+        raise LimitExceeded.too_many(f"{things} per call", limits.max_batch_items, len(value),
+                                     field=field)
+    return value
+
+
+def _writes(value: object, limits: Limits) -> list[PendingWrite]:
+    value = _batch(value, limits, "writes", "PendingWrite", "writes")
     checked: list[PendingWrite] = []
     total = 0
     for index, write in enumerate(value):
@@ -129,19 +134,15 @@ def _writes(value: object, limits: Limits) -> list[PendingWrite]:
 
 def _checkpoint_ids(value: object, limits: Limits) -> list[str]:
     """The distinct ids of a list of checkpoint ids, in the order given."""
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
-        raise InvalidInput("checkpoint_ids must be a list of checkpoint ids",
-                           field="checkpoint_ids")
-    if len(value) > limits.max_batch_items:
-        raise LimitExceeded(f"at most {limits.max_batch_items} checkpoint ids per call",
-                            field="checkpoint_ids", limit=limits.max_batch_items,
-                            actual=len(value))
+    value = _batch(value, limits, "checkpoint_ids", "checkpoint ids", "checkpoint ids")
+    ids: dict[str, None] = {}
     for index, checkpoint_id in enumerate(value):
         if (not isinstance(checkpoint_id, str) or not checkpoint_id
                 or len(checkpoint_id) > MAX_NAME_CHARS or CONTROL_RE.search(checkpoint_id)):
             raise InvalidInput(f"checkpoint id {index} must be a string of 1-{MAX_NAME_CHARS} "
                                "printable chars", field="checkpoint_ids", index=index)
-    return list(dict.fromkeys(value))
+        ids[checkpoint_id] = None
+    return list(ids)
 
 
 def _filter(value: object) -> dict[str, JSON]:

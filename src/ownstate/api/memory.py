@@ -153,9 +153,7 @@ class AsyncMemoryStore(_access.StoreHandle):
         text = _validate.encode_json(value, field="value")
         size = _validate.utf8_size(text, field="value")
         if size > limits.max_item_bytes:
-            raise LimitExceeded(
-                f"value is {size} bytes; the limit is {limits.max_item_bytes}",
-                field="value", limit=limits.max_item_bytes, actual=size)
+            raise LimitExceeded.too_big("value", size, limits.max_item_bytes, field="value")
         if source_type not in SOURCE_TYPES:
             raise InvalidInput(f"source_type must be one of {list(SOURCE_TYPES)}",
                                field="source_type")
@@ -223,9 +221,8 @@ class AsyncMemoryStore(_access.StoreHandle):
         if isinstance(facts, (str, bytes, Mapping)) or not isinstance(facts, Sequence):
             raise InvalidInput("facts must be a list of mappings", field="facts")
         if len(facts) > s.limits.max_batch_items:
-            raise LimitExceeded(f"at most {s.limits.max_batch_items} facts per call",
-                                field="facts", limit=s.limits.max_batch_items,
-                                actual=len(facts))
+            raise LimitExceeded.too_many("facts per call", s.limits.max_batch_items,
+                                         len(facts), field="facts")
         made: list[NewFact] = []
         for index, spec in enumerate(facts):
             if not isinstance(spec, Mapping) or not {"subject", "key", "value"} <= set(spec) \
@@ -272,8 +269,8 @@ class AsyncMemoryStore(_access.StoreHandle):
             if isinstance(keys, (str, bytes)) or not isinstance(keys, Sequence):
                 raise InvalidInput("keys must be a list of keys", field="keys")
             if len(keys) > s.limits.max_page_size:
-                raise LimitExceeded(f"at most {s.limits.max_page_size} keys", field="keys",
-                                    limit=s.limits.max_page_size, actual=len(keys))
+                raise LimitExceeded.too_many("keys", s.limits.max_page_size, len(keys),
+                                             field="keys")
             wanted = sorted({_name(k, "keys") for k in keys})
         # Left out, both are now by the clock that records facts, which for a remote
         # client is the server's: a client whose clock lags still sees its own writes.

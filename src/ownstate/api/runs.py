@@ -133,8 +133,7 @@ class AsyncRuns:
         size = _validate.utf8_size(text, field=field)
         limit = self._scope.limits.max_item_bytes
         if size > limit:
-            raise LimitExceeded(f"{field} is {size} bytes; the limit is {limit}", field=field,
-                                limit=limit, actual=size)
+            raise LimitExceeded.too_big(field, size, limit, field=field)
         return text
 
     async def open_run(

@@ -269,9 +269,8 @@ async def put_writes(store: StorePath, session_id: str, run_id: str, actor_id: A
     line, rest = _split_upload(await request.body())
     envelope = _envelope(WritesEnvelope, line)
     if len(envelope.writes) > limits.max_batch_items:
-        raise LimitExceeded(f"at most {limits.max_batch_items} writes per call",
-                            field="writes", limit=limits.max_batch_items,
-                            actual=len(envelope.writes))
+        raise LimitExceeded.too_many("writes per call", limits.max_batch_items,
+                                     len(envelope.writes), field="writes")
     total = sum(w.size for w in envelope.writes)
     if total != len(rest):
         raise InvalidInput(f"the writes' sizes add up to {total} bytes, but {len(rest)} "
