@@ -4,9 +4,9 @@ The big database holds ``--items`` items (10,000,000 by default) over ``--sessio
 sessions (100,000), ``--facts`` facts (1,000,000: per subject nine current facts and one
 superseded version) and one run per session, ``--awaiting`` of them (10,000) awaiting a
 human, the rest done, all in one tenant and one session store, the worst case for one
-tenant's indexes. The almost empty one holds 200 sessions of as many items each, 2,000
-facts and 150 awaiting runs, so that every measured call returns the same amount of data
-from both.
+tenant's indexes. The almost empty one holds 200 sessions with as many items each as the
+big one's, 2,000 facts and 150 awaiting runs, so that every measured call returns the
+same amount of data from both.
 
 Both are bulk-loaded, not written through the API (that would take a day): a few items,
 facts and runs are written through the public API first, the generated rows are checked
@@ -264,10 +264,6 @@ def sqlite_sizes(path: Path) -> dict[str, int]:
 
 # --------------------------------------------------------------------------------------
 # PostgreSQL
-
-
-def _pg_admin_url() -> str:
-    return PG_URL
 
 
 def pg_url(spec: Spec) -> str:
