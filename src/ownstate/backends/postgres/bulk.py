@@ -63,6 +63,9 @@ class BulkInPostgres(PostgresCore):
                               ) -> list[bool]:
         if not bundles:
             return []
+        # the search terms an append stores, made before the transaction opens (and kept
+        # only if the store indexes its items)
+        vectors = [[item_vector(tenant, it.text) for it in b.items] for b in bundles]
 
         async def run(cur: Cursor) -> list[bool]:
             await cur.execute("SELECT index_items FROM session_stores WHERE tenant = %s AND "
@@ -76,26 +79,28 @@ class BulkInPostgres(PostgresCore):
                 [b.actor_id for b in bundles], [_labels_json(b.metadata) for b in bundles],
                 [len(b.items) for b in bundles]))
             sids = {r[0]: int(r[1]) for r in await cur.fetchall()}
-            made = [b for b in bundles if b.session_id in sids]
+            made = [n for n, b in enumerate(bundles) if b.session_id in sids]
             if made:
-                await _items(cur, tenant, indexed, made, sids, now)
-                await _runs(cur, tenant, store, made, sids, now)
+                await _items(cur, tenant, [(bundles[n], vectors[n] if indexed else None)
+                                           for n in made], sids, now)
+                await _runs(cur, tenant, store, [bundles[n] for n in made], sids, now)
             return [b.session_id in sids for b in bundles]
 
         return await self._write(tenant, run)
 
 
-async def _items(cur: Cursor, tenant: str, indexed: bool, made: Sequence[NewSessionBundle],
+async def _items(cur: Cursor, tenant: str,
+                 made: Sequence[tuple[NewSessionBundle, list[tuple[str, int]] | None]],
                  sids: dict[str, int], now: datetime) -> None:
     rows: list[tuple[Any, ...]] = []
     docs = length = 0
-    for bundle in made:
+    for bundle, vectors in made:
         sid = sids[bundle.session_id]
         for seq, it in enumerate(bundle.items, start=1):
             terms: str | None = None
             size: int | None = None
-            if indexed:  # the terms an append stores
-                terms, size = item_vector(tenant, it.text)
+            if vectors is not None:  # a store that indexes its items
+                terms, size = vectors[seq - 1]
                 docs += 1
                 length += size
             rows.append((sid, seq, tenant, it.item_id, now, it.format, it.data_json, it.role,
