@@ -121,3 +121,63 @@ def test_cli_copy(tmp_path: Path, make_url: Maker) -> None:
     assert "st-one/s1" in different.output
     bad = runner.invoke(cli, ["copy", src, "nosuch://x"])
     assert bad.exit_code == 1
+
+
+#: items whose text goes through every branch of the terms: accents, full-width and
+#: ligature forms, scripts written without spaces, emoji, punctuation, repeats past the
+#: positions a lexeme keeps, a term long enough to be stored as its hash, tool arguments
+SEARCHED = [
+    "Crème brûlée à la façon de Zoë; naïve café",
+    "東京都の天気は晴れです 明日も晴れ",
+    "ภาษาไทยไม่มีช่องว่าง and ﬁnance ＡＢＣ",  # noqa: RUF001 - full-width on purpose
+    "emoji 🎉🎉 party, snake_case and C++; x=1",
+    " ".join(["again"] * 300) + " café",
+    "x" * 260 + " tail words",
+    "gothic " + "\U00010330\U00010331\U00010332" * 20 + " stored as its hash",
+    "plain ascii words about the quick brown fox",
+]
+
+
+def _searched_items() -> list[dict[str, object]]:
+    items: list[dict[str, object]] = [{"type": "message", "role": "user", "content": t}
+                                      for t in SEARCHED]
+    items.append({"type": "function_call", "call_id": "c1", "name": "lookup_weather",
+                  "arguments": '{"city": "Zürich", "days": 3}'})
+    return items
+
+
+def test_search_after_a_copy_finds_what_appends_would(make_url: Maker) -> None:
+    """A copy into PostgreSQL stores the terms an append stores there: the same rows
+    rank the same for every query."""
+    import psycopg
+    from conftest import POSTGRES_URL
+
+    src, appended, copied = make_url("sqlite"), make_url("postgres"), make_url("postgres")
+    for url in (src, appended):
+        with ownstate.connect(url) as client:
+            session = client.session_stores.create("searched").add(actor_id="user:1",
+                                                                    session_id="s")
+            for item in _searched_items():  # one append each, as a conversation goes
+                session.append_items([item])
+    assert archive.copy(src, copied, verify=True).ok
+    queries = ["creme", "CAFÉ", "晴れ", "ไทย", "finance abc", "party", "again",
+               "\U00010330\U00010331\U00010332" * 20,
+               "zurich", "lookup_weather", "fox words", "tail"]
+
+    def found(url: str) -> list[list[tuple[int, float]]]:
+        with ownstate.connect(url) as client:
+            return [[(h.item.seq, round(h.score, 9))
+                     for h in client.session_stores.search_items(q, limit=20)]
+                    for q in queries]
+
+    expected = found(appended)
+    assert all(expected), expected
+    assert found(copied) == expected
+
+    def stored(url: str) -> list[tuple[object, ...]]:
+        schema = url.rsplit("schema=", 1)[1]
+        with psycopg.connect(POSTGRES_URL) as conn:
+            return conn.execute(f"SELECT seq, terms::text, terms_len FROM {schema}.items "
+                                "ORDER BY seq").fetchall()
+
+    assert stored(copied) == stored(appended)

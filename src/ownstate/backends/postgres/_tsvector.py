@@ -21,7 +21,14 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-from .search import LONGEST_LEXEME, MAX_POSITION, MAX_POSITIONS, lexeme, scope_prefix
+from .search import (
+    LONGEST_LEXEME,
+    MAX_POSITION,
+    MAX_POSITIONS,
+    lexeme,
+    scope_prefix,
+    term_positions,
+)
 
 __all__ = ["item_vector_binary"]
 
@@ -35,17 +42,6 @@ _PREFIXES: dict[str, str] = {}
 _SHORT = LONGEST_LEXEME
 #: the positions of a term seen once, by position
 _ONCE = [struct.pack(">HH", 1, n) for n in range(MAX_POSITION + 1)]
-
-
-def _positions(found: Sequence[str]) -> dict[str, list[int]]:
-    positions: dict[str, list[int]] = {}
-    for n, term in enumerate(found, start=1):
-        at = positions.get(term)
-        if at is None:
-            positions[term] = [n]
-        else:
-            at.append(n)
-    return positions
 
 
 def _capped(at: list[int]) -> list[int]:
@@ -95,7 +91,7 @@ def vector_binary(prefix: str, found: Sequence[str]) -> bytes:
 
 def _exact(lexemes: dict[str, bytes], prefix: str, found: Sequence[str]) -> bytes:
     entries: dict[bytes, list[int]] = {}
-    for term, at in _positions(found).items():
+    for term, at in term_positions(found).items():
         lex = lexemes.get(term)
         if lex is None:
             lex = lexeme(prefix, term).encode() + b"\x00"

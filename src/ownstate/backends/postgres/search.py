@@ -31,7 +31,7 @@ from ._core import Cursor, PostgresCore
 
 __all__ = ["LONGEST_LEXEME", "MAX_POSITION", "MAX_POSITIONS", "WEIGHTS", "SearchInPostgres",
            "backfill", "fact_vector", "item_vector", "lexeme", "query_lexemes", "scope_prefix",
-           "score_sql", "weigh"]
+           "score_sql", "term_positions", "weigh"]
 
 #: Longest term (in UTF-8 bytes) stored as itself; longer ones are stored by their hash.
 LONGEST_LEXEME = 200
@@ -53,18 +53,23 @@ def lexeme(prefix: str, term: str) -> str:
     return prefix + term
 
 
+def term_positions(found: Sequence[str]) -> dict[str, list[int]]:
+    """Each distinct term of ``found`` (in first-seen order) and its positions, from 1."""
+    positions: dict[str, list[int]] = {}
+    for n, term in enumerate(found, start=1):
+        at = positions.get(term)
+        if at is None:
+            positions[term] = [n]
+        else:
+            at.append(n)
+    return positions
+
+
 def _vector(prefix: str, found: Sequence[str]) -> tuple[str, int]:
     """The ``tsvector`` text of a document's terms, and its length in terms. Terms hold
     only letters and digits, so they need no quoting."""
-    terms_at: dict[str, list[int]] = {}
-    for n, term in enumerate(found, start=1):
-        at = terms_at.get(term)
-        if at is None:
-            terms_at[term] = [n]
-        else:
-            at.append(n)
     positions: dict[str, list[int]] = {}
-    for term, at in terms_at.items():
+    for term, at in term_positions(found).items():
         lex = lexeme(prefix, term)
         held = positions.get(lex)  # a long term's hash may spell a stored term
         positions[lex] = at if held is None else sorted(held + at)
