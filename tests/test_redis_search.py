@@ -6,10 +6,8 @@ search reads the index rather than the items, what goes with a session or a stor
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pytest
-from conftest import REDIS_URL, _require
 
 import ownstate
 from ownstate.errors import SchemaVersion
@@ -21,31 +19,12 @@ try:
 except ImportError:  # pragma: no cover - only without the 'redis' extra
     pytest.skip("redis-py (the 'redis' extra) is not installed", allow_module_level=True)
 
+# a prefix of each test's own, emptied afterwards, and a raw client: test_redis.py's
+pytest_plugins = ["test_redis"]
+
 TEXTS = ("Caroline went to the LGBTQ support group", "the support group met on Sunday",
          "Melanie paints sunsets", "refund for order 12345", "a common filler line",
          "another common filler line")
-
-
-@pytest.fixture
-def prefix() -> Iterator[str]:
-    _require("redis")
-    made = f"t{uuid.uuid4().hex[:12]}"
-    yield made
-    with redis.Redis.from_url(REDIS_URL) as raw:
-        keys = list(raw.scan_iter(match=f"{made}:*", count=1000))
-        if keys:
-            raw.delete(*keys)
-
-
-@pytest.fixture
-def url(prefix: str) -> str:
-    return f"{REDIS_URL}{'&' if '?' in REDIS_URL else '?'}prefix={prefix}"
-
-
-@pytest.fixture
-def raw() -> Iterator[redis.Redis]:
-    with redis.Redis.from_url(REDIS_URL) as made:
-        yield made
 
 
 def _index_keys(raw: redis.Redis, prefix: str) -> list[str]:

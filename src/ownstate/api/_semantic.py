@@ -83,7 +83,7 @@ def choose_mode(scope: Scope, mode: object) -> Mode | None:
     if server_ranked(scope):
         if mode is not None and mode not in MODES:
             raise InvalidInput(f"mode must be one of {', '.join(MODES)}", field="mode")
-        return mode  # type: ignore[return-value]
+        return mode
     if mode is None:
         return "hybrid" if scope.embedder is not None else "lexical"
     if mode not in MODES:
