@@ -7,10 +7,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
+from ..._jsontext import decode_json
 from ...embeddings import Embedding
 from ...errors import LimitExceeded
 from ...model import Item, ItemHit, SessionRecord, SessionStoreRecord
-from .._stored_json import decode_stored
 from .search import TextQuery, item_text
 
 __all__ = ["NewItem", "SessionOrder", "SessionPort", "changed_labels"]
@@ -55,7 +55,7 @@ class NewItem:
     @property
     def data(self) -> Any:
         if self._data is _UNDECODED:
-            self._data = decode_stored(self.data_json)
+            self._data = decode_json(self.data_json)
         return self._data
 
     @property

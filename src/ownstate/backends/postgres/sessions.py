@@ -8,10 +8,10 @@ from datetime import datetime
 from typing import Any
 
 from ... import errors
+from ..._jsontext import decode_json
 from ...model import Item, SessionRecord, SessionStoreRecord, build_item
 from .._replay import Meta, Replay
 from .._sql import session_page, sessions_filter
-from .._stored_json import decode_stored
 from ..ports.sessions import NewItem, SessionOrder, changed_labels
 from ._core import Cursor, PostgresCore
 from ._vector_rows import store_item_vectors
@@ -92,7 +92,7 @@ def _session_record(row: Sequence[Any]) -> SessionRecord:
 def _items(rows: Sequence[Sequence[Any]], session_id: str) -> list[Item]:
     """Items of rows selected as ``_ITEM_COLUMNS`` (``data`` as text, parsed here: faster
     than the driver's json loader)."""
-    loads = decode_stored
+    loads = decode_json
     make = build_item
     return [make(r[0], session_id, r[1], r[2], loads(r[3]), r[4], r[5], r[6], r[7], r[8],
                  r[9], r[10])

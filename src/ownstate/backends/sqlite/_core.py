@@ -39,7 +39,6 @@ from ...errors import (
 )
 from ...model import Item, SessionRecord, SessionStoreRecord, build_item
 from .._replay import ReplayCache
-from .._stored_json import decode_stored
 
 __all__ = [
     "ITEM_COLUMNS", "SESSION_COLUMNS", "SqliteCore", "session_record", "to_items", "write",
@@ -67,7 +66,7 @@ def session_record(row: Sequence[Any]) -> SessionRecord:
 
 
 def to_items(rows: Iterator[Sequence[Any]] | list[Any], session_id: str) -> list[Item]:
-    decode, make = decode_stored, build_item
+    decode, make = decode_json, build_item
     stamp, moment = "", datetime.min  # items appended together share a stamp, side by side
     items = []
     for r in rows:
