@@ -375,20 +375,20 @@ MIGRATIONS: tuple[Migration, ...] = (
         # index text is its prefix, a space, and its terms joined by spaces, none of which
         # holds a quote or a backslash: it splits as a JSON array.
         """
-        CREATE TABLE fact_search_terms (
+        CREATE TABLE fact_term_counts (
             term TEXT PRIMARY KEY,
             docs INTEGER NOT NULL,
             size INTEGER NOT NULL
         ) WITHOUT ROWID
         """,
         """
-        INSERT INTO fact_search_terms (term, docs, size)
+        INSERT INTO fact_term_counts (term, docs, size)
                SELECT substr(terms, 1, 10), count(*),
                       sum(length(terms) - length(replace(terms, ' ', '')))
                FROM fact_search GROUP BY 1
         """,
         """
-        INSERT INTO fact_search_terms (term, docs, size)
+        INSERT INTO fact_term_counts (term, docs, size)
                SELECT term, count(*), 0 FROM (
                    SELECT DISTINCT x.rowid, j.value AS term FROM fact_search x,
                           json_each('["' || replace(x.terms, ' ', '","') || '"]') j
@@ -399,7 +399,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         """
         CREATE TRIGGER facts_deleted_leave_search AFTER DELETE ON facts
         BEGIN
-            UPDATE fact_search_terms SET docs = docs - 1, size = size - CASE
+            UPDATE fact_term_counts SET docs = docs - 1, size = size - CASE
                    WHEN length(term) = 10 THEN (SELECT length(terms) -
                         length(replace(terms, ' ', '')) FROM fact_search
                         WHERE rowid = old.fid) ELSE 0 END
@@ -410,20 +410,20 @@ MIGRATIONS: tuple[Migration, ...] = (
         END
         """,
         """
-        CREATE TABLE item_search_terms (
+        CREATE TABLE item_term_counts (
             term TEXT PRIMARY KEY,
             docs INTEGER NOT NULL,
             size INTEGER NOT NULL
         ) WITHOUT ROWID
         """,
         """
-        INSERT INTO item_search_terms (term, docs, size)
+        INSERT INTO item_term_counts (term, docs, size)
                SELECT substr(terms, 1, 10), count(*),
                       sum(length(terms) - length(replace(terms, ' ', '')))
                FROM item_search GROUP BY 1
         """,
         """
-        INSERT INTO item_search_terms (term, docs, size)
+        INSERT INTO item_term_counts (term, docs, size)
                SELECT term, count(*), 0 FROM (
                    SELECT DISTINCT x.rowid, j.value AS term FROM item_search x,
                           json_each('["' || replace(x.terms, ' ', '","') || '"]') j
@@ -434,7 +434,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         """
         CREATE TRIGGER items_deleted_leave_search AFTER DELETE ON items
         BEGIN
-            UPDATE item_search_terms SET docs = docs - 1, size = size - CASE
+            UPDATE item_term_counts SET docs = docs - 1, size = size - CASE
                    WHEN length(term) = 10 THEN (SELECT length(terms) -
                         length(replace(terms, ' ', '')) FROM item_search
                         WHERE rowid = old.id) ELSE 0 END
