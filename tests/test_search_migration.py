@@ -115,3 +115,23 @@ def test_postgres_migrate_indexes_what_was_written_before() -> None:
                 assert len(memory.search("email")) == 2
         finally:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def test_migrate_counts_the_terms_of_what_was_indexed(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    _version_3(path)
+    with ownstate.connect(f"sqlite:///{path}") as client:
+        client.check()
+    conn = sqlite3.connect(path)
+    for kind in ("fact", "item"):
+        want: dict[str, list[int]] = {}
+        for (text,) in conn.execute(f"SELECT terms FROM {kind}_search"):
+            found = text.split(" ")
+            for term in set(found):
+                want.setdefault(term, [0, 0])[0] += 1
+            want[found[0]][1] += len(found) - 1
+        got = {t: [d, s] for t, d, s in conn.execute(
+            f"SELECT term, docs, size FROM {kind}_term_counts")}
+        assert got == want
+        assert got  # the data written before is counted
+    conn.close()

@@ -12,6 +12,52 @@ from __future__ import annotations
 
 from .._migrations import Migration
 
+
+def _term_counts(kind: str, key: str) -> tuple[str, ...]:
+    """Migration 8 for ``{kind}_search``: per prefixed term, the documents holding it; per
+    scope (the bare 10-character prefix), its documents and their total size in terms
+    (search.py). A document's index text is its prefix, a space, and its terms joined by
+    spaces, none of which holds a quote or a backslash: it splits as a JSON array."""
+    split = "json_each('[\"' || replace({}, ' ', '\",\"') || '\"]')"
+    old_terms = f"(SELECT terms FROM {kind}_search WHERE rowid = old.{key})"
+    return (
+        f"""
+        CREATE TABLE {kind}_term_counts (
+            term TEXT PRIMARY KEY,
+            docs INTEGER NOT NULL,
+            size INTEGER NOT NULL
+        ) WITHOUT ROWID
+        """,
+        f"""
+        INSERT INTO {kind}_term_counts (term, docs, size)
+               SELECT substr(terms, 1, 10), count(*),
+                      sum(length(terms) - length(replace(terms, ' ', '')))
+               FROM {kind}_search GROUP BY 1
+        """,
+        f"""
+        INSERT INTO {kind}_term_counts (term, docs, size)
+               SELECT term, count(*), 0 FROM (
+                   SELECT DISTINCT x.rowid, j.value AS term FROM {kind}_search x,
+                          {split.format("x.terms")} j
+                   WHERE length(j.value) > 10)
+               GROUP BY term
+        """,
+        f"DROP TRIGGER {kind}s_deleted_leave_search",
+        f"""
+        CREATE TRIGGER {kind}s_deleted_leave_search AFTER DELETE ON {kind}s
+        BEGIN
+            UPDATE {kind}_term_counts SET docs = docs - 1, size = size - CASE
+                   WHEN length(term) = 10 THEN (SELECT length(terms) -
+                        length(replace(terms, ' ', '')) FROM {kind}_search
+                        WHERE rowid = old.{key}) ELSE 0 END
+            WHERE term IN (SELECT value FROM {split.format(old_terms)});
+            DELETE FROM {kind}_search WHERE rowid = old.{key};
+        END
+        """,
+    )
+
+
+
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration"]
 
 
@@ -363,80 +409,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "CREATE INDEX facts_by_store_subject ON facts (tenant, memory_store, subject)",
     )),
     Migration(8, "term statistics for ranked search", (
-        # Per prefixed term, the documents holding it; per scope (the bare 10-character
-        # prefix), its documents and their total size in terms (search.py). A document's
-        # index text is its prefix, a space, and its terms joined by spaces, none of which
-        # holds a quote or a backslash: it splits as a JSON array.
-        """
-        CREATE TABLE fact_search_terms (
-            term TEXT PRIMARY KEY,
-            docs INTEGER NOT NULL,
-            size INTEGER NOT NULL
-        ) WITHOUT ROWID
-        """,
-        """
-        INSERT INTO fact_search_terms (term, docs, size)
-               SELECT substr(terms, 1, 10), count(*),
-                      sum(length(terms) - length(replace(terms, ' ', '')))
-               FROM fact_search GROUP BY 1
-        """,
-        """
-        INSERT INTO fact_search_terms (term, docs, size)
-               SELECT term, count(*), 0 FROM (
-                   SELECT DISTINCT x.rowid, j.value AS term FROM fact_search x,
-                          json_each('["' || replace(x.terms, ' ', '","') || '"]') j
-                   WHERE length(j.value) > 10)
-               GROUP BY term
-        """,
-        "DROP TRIGGER facts_deleted_leave_search",
-        """
-        CREATE TRIGGER facts_deleted_leave_search AFTER DELETE ON facts
-        BEGIN
-            UPDATE fact_search_terms SET docs = docs - 1, size = size - CASE
-                   WHEN length(term) = 10 THEN (SELECT length(terms) -
-                        length(replace(terms, ' ', '')) FROM fact_search
-                        WHERE rowid = old.fid) ELSE 0 END
-            WHERE term IN (SELECT value FROM json_each((SELECT '["' ||
-                  replace(terms, ' ', '","') || '"]' FROM fact_search
-                  WHERE rowid = old.fid)));
-            DELETE FROM fact_search WHERE rowid = old.fid;
-        END
-        """,
-        """
-        CREATE TABLE item_search_terms (
-            term TEXT PRIMARY KEY,
-            docs INTEGER NOT NULL,
-            size INTEGER NOT NULL
-        ) WITHOUT ROWID
-        """,
-        """
-        INSERT INTO item_search_terms (term, docs, size)
-               SELECT substr(terms, 1, 10), count(*),
-                      sum(length(terms) - length(replace(terms, ' ', '')))
-               FROM item_search GROUP BY 1
-        """,
-        """
-        INSERT INTO item_search_terms (term, docs, size)
-               SELECT term, count(*), 0 FROM (
-                   SELECT DISTINCT x.rowid, j.value AS term FROM item_search x,
-                          json_each('["' || replace(x.terms, ' ', '","') || '"]') j
-                   WHERE length(j.value) > 10)
-               GROUP BY term
-        """,
-        "DROP TRIGGER items_deleted_leave_search",
-        """
-        CREATE TRIGGER items_deleted_leave_search AFTER DELETE ON items
-        BEGIN
-            UPDATE item_search_terms SET docs = docs - 1, size = size - CASE
-                   WHEN length(term) = 10 THEN (SELECT length(terms) -
-                        length(replace(terms, ' ', '')) FROM item_search
-                        WHERE rowid = old.id) ELSE 0 END
-            WHERE term IN (SELECT value FROM json_each((SELECT '["' ||
-                  replace(terms, ' ', '","') || '"]' FROM item_search
-                  WHERE rowid = old.id)));
-            DELETE FROM item_search WHERE rowid = old.id;
-        END
-        """,
+        *_term_counts("fact", "fid"), *_term_counts("item", "id"),
     )),
 )
 

@@ -1,5 +1,5 @@
 """Ranked search in SQLite: the ``fact_search`` and ``item_search`` FTS5 indexes and their
-term statistics, ``fact_search_terms`` and ``item_search_terms``.
+term statistics, ``fact_term_counts`` and ``item_term_counts``.
 
 Both indexes are FTS5 tables of one column, ``terms``, holding the terms of
 :mod:`ownstate.backends.ports.search` joined by spaces, each behind a fixed-length opaque
@@ -13,7 +13,7 @@ FTS5 only finds documents here; it does not rank them. Its ``bm25()`` counts eac
 term's documents by reading the term's whole posting list on every query, which for the
 common words of a question in a store of 100,000 facts is most of the time a search takes,
 and scores every document holding any query term. So each scope's statistics are kept in
-``*_search_terms`` instead: per prefixed term the number of documents holding it, and for
+``*_term_counts`` instead: per prefixed term the number of documents holding it, and for
 the bare prefix the scope's number of documents and their total size in terms. A search
 reads the statistics of its terms there, the postings of its rarest terms from FTS5 (see
 "Candidates" in the ports module), and scores candidates in Python from their indexed text
@@ -107,7 +107,7 @@ def register_functions(conn: sqlite3.Connection) -> None:
 
 def count_terms(conn: sqlite3.Connection, kind: str, texts: Iterable[str]) -> None:
     """Add documents just indexed (their ``fact_search`` or ``item_search`` texts, ``kind``
-    ``fact`` or ``item``) to ``fact_search_terms`` or ``item_search_terms``."""
+    ``fact`` or ``item``) to ``fact_term_counts`` or ``item_term_counts``."""
     docs: Counter[str] = Counter()
     sizes: Counter[str] = Counter()
     for text in texts:
@@ -115,7 +115,7 @@ def count_terms(conn: sqlite3.Connection, kind: str, texts: Iterable[str]) -> No
         docs.update(set(found))
         sizes[found[0]] += len(found) - 1
     conn.executemany(
-        f"INSERT INTO {kind}_search_terms (term, docs, size) VALUES (?, ?, ?) "
+        f"INSERT INTO {kind}_term_counts (term, docs, size) VALUES (?, ?, ?) "
         "ON CONFLICT (term) DO UPDATE SET docs = docs + excluded.docs, "
         "size = size + excluded.size",
         [(term, n, sizes.get(term, 0)) for term, n in sorted(docs.items())])
@@ -134,7 +134,7 @@ def ranked(conn: sqlite3.Connection, kind: str, prefix: str, query: TextQuery, l
     """
     wanted = [prefix + t for t in query.terms]
     stats = {r[0]: (int(r[1]), int(r[2])) for r in conn.execute(
-        f"SELECT term, docs, size FROM {kind}_search_terms "
+        f"SELECT term, docs, size FROM {kind}_term_counts "
         "WHERE term IN (SELECT value FROM json_each(?))", (json.dumps([prefix, *wanted]),))}
     n, size = stats.pop(prefix, (0, 0))
     df = {t: d for t, (d, _) in stats.items() if d > 0}
