@@ -26,6 +26,7 @@ from .facts import FactsInRedis
 from .runs import RunsInRedis
 from .search import SearchInRedis
 from .sessions import SessionsInRedis
+from .transfer import TransferInRedis
 
 __all__ = ["LAYOUT_VERSION", "RedisBackend"]
 
@@ -33,8 +34,8 @@ __all__ = ["LAYOUT_VERSION", "RedisBackend"]
 LAYOUT_VERSION = 1
 
 
-class RedisBackend(FactsInRedis, SearchInRedis, SessionsInRedis, CheckpointsInRedis, RunsInRedis,
-                   AssetsInRedis, AccessInRedis, Backend):
+class RedisBackend(FactsInRedis, SearchInRedis, SessionsInRedis, TransferInRedis,
+                   CheckpointsInRedis, RunsInRedis, AssetsInRedis, AccessInRedis, Backend):
     """Every kind of state in Redis or Redis Cluster (redis-py's asyncio client).
 
     Give it a URL, or a ready ``redis.asyncio.Redis`` / ``RedisCluster`` made with
@@ -46,7 +47,8 @@ class RedisBackend(FactsInRedis, SearchInRedis, SessionsInRedis, CheckpointsInRe
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
         {Capability.OPERATOR, Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.MIGRATIONS,
-         Capability.TEXT_SEARCH, Capability.STEPWISE_STORES}
+         Capability.TEXT_SEARCH, Capability.STEPWISE_STORES,
+         Capability.TRANSFER}
     )
 
     @classmethod
