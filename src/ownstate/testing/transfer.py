@@ -3,10 +3,10 @@
 :func:`fill_every_kind` writes, through the public API, at least one row of every part an
 archive holds: stores, sessions (with labels, and a fork), items with non-ASCII text and
 mixed JSON (appended with idempotency keys), a store that does not index its items
-(``index_items=False``) holding one, every version of a corrected and of a forgotten fact, a run awaiting a human with its
-lease token, a run a human has decided on, an effect and checkpoints with pending writes
-in two namespaces, a closed run with a cost, assets shared by content and loose, grants
-and an API key.
+(``index_items=False``) holding one, every version of a corrected and of a forgotten
+fact, a run awaiting a human with its lease token, a run a human has decided on, an
+effect and checkpoints with pending writes in two namespaces, a closed run with a cost,
+assets shared by content and loose, grants and an API key.
 :func:`part_rows` reads every row of a backend back a few at a time, so that paging is
 exercised on every part.
 """

@@ -401,12 +401,13 @@ async def read_assets(core: RedisCore, tenant: str) -> list[tuple[Cursor, Row]]:
         owners.append((store, session_id))
     found = await _batched(core, commands)
     rows = []
-    for (asset_id, _), (store, session_id), raw in zip(entries, owners, found, strict=True):
+    for (asset_id, _), (owner, owner_session), raw in zip(entries, owners, found,
+                                                           strict=True):
         if raw is None:
             continue
         sha256, size, media_type, metadata, created = json.loads(raw)
         row = {"asset_id": asset_id, "sha256": sha256, "size": size, "media_type": media_type,
-               "store": store, "session_id": session_id, "metadata": metadata,
+               "store": owner, "session_id": owner_session, "metadata": metadata,
                "create_time": parse_time(created)}
         rows.append(((row["create_time"], asset_id), row))
     return rows
