@@ -126,11 +126,15 @@ while i <= #ARGV do
   if redis.call('HEXISTS', base .. 'f', id) == 0 then
     local chain = subject .. '\\0' .. key
     local ckey = base .. 'c:' .. chain
+    -- facts arrive in record order, so the place is nearly always the end
     local pivot
-    for _, other in ipairs(redis.call('LRANGE', ckey, 0, -1)) do
-      if order_of(redis.call('HGET', base .. 'f', other)) > mine then
-        pivot = other
-        break
+    local last = redis.call('LINDEX', ckey, -1)
+    if last and order_of(redis.call('HGET', base .. 'f', last)) > mine then
+      for _, other in ipairs(redis.call('LRANGE', ckey, 0, -1)) do
+        if order_of(redis.call('HGET', base .. 'f', other)) > mine then
+          pivot = other
+          break
+        end
       end
     end
     redis.call('HSET', base .. 'f', id, rec)

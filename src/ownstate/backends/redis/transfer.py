@@ -324,11 +324,11 @@ class TransferInRedis(CheckpointsInRedis, AccessInRedis):
                           [key[1], have[key], len(mine), *(item_key(r["item_id"]) for r in mine),
                            *encoded]))
         stored = 0
-        for (_, _, args), reply in zip(calls, await eval_all(self, calls), strict=True):
+        for key, reply in zip(per, await eval_all(self, calls), strict=True):
             if reply[0] == b"@gone":
-                raise SessionNotFound(store="", session_id=str(args[0]))
+                raise SessionNotFound(store=key[0], session_id=key[1])
             if reply[0] != b"ok":
-                raise InvalidInput(f"the items of session {args[0]!r} changed during the "
+                raise InvalidInput(f"the items of session {key[1]!r} changed during the "
                                    f"restore ({text(reply[0])}); restore again", field="items")
             stored += int(reply[1])
         return stored
