@@ -28,23 +28,29 @@ The servers are ``OWNSTATE_BENCH_POSTGRES_URL`` (default
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import os
-import platform
-import statistics
-import tempfile
-import time
-import uuid
-from collections.abc import Awaitable, Callable
-from datetime import date, datetime
+import sys
 from pathlib import Path
-from typing import Any
 
-import psycopg
+# bench/redis.py is named like the redis package: keep this directory off the import path
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
-import ownstate
-from ownstate import archive
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+import uuid  # noqa: E402
+from collections.abc import Awaitable, Callable  # noqa: E402
+from datetime import date, datetime  # noqa: E402
+from typing import Any  # noqa: E402
+
+import psycopg  # noqa: E402
+
+import ownstate  # noqa: E402
+from ownstate import archive  # noqa: E402
 
 PG = os.environ.get("OWNSTATE_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS = os.environ.get("OWNSTATE_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -241,6 +241,34 @@ local function items_keep(lkey, okey, n)
     redis.call('SET', okey, redis.call('GETRANGE', okey, 0, n * W - 1))
   end
 end
+-- append count items after the have items a session holds: their keys are
+-- ARGV[at + 1 .. at + count], the encoded items follow; returns the log's size instead
+-- when they would take it past the limit (then nothing is written)
+local function items_add(lkey, okey, ix, have, at, count)
+  local size = redis.call('STRLEN', lkey)
+  local pos = size
+  local parts, ends = {{}}, {{}}
+  for j = 1, count do
+    parts[j] = ARGV[at + count + j]
+    pos = pos + #parts[j] + 1
+    ends[j] = string.format('%0' .. W .. 'd', pos)
+  end
+  if pos > {MAX_LOG_BYTES} then return size end
+  redis.call('APPEND', lkey, ',' .. table.concat(parts, ','))
+  redis.call('APPEND', okey, table.concat(ends))
+  local k = 0
+  while k < count do
+    local stop = math.min(k + 500, count)
+    local seqs = {{}}
+    for j = k + 1, stop do
+      seqs[#seqs + 1] = ARGV[at + j]
+      seqs[#seqs + 1] = have + j
+    end
+    redis.call('HSET', ix, unpack(seqs))
+    k = stop
+  end
+  return nil
+end
 """
 
 _SCRIPTS: dict[str, str] = {}

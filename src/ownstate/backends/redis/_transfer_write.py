@@ -17,7 +17,7 @@ from typing import Any
 
 from redis import exceptions as redis_errors
 
-from ._core import _SCRIPTS, CHECKPOINT_KINDS, ITEMS, MAX_LOG_BYTES, RedisCore, Reply, lua
+from ._core import _SCRIPTS, CHECKPOINT_KINDS, ITEMS, RedisCore, Reply, lua
 
 __all__ = ["eval_all", "write_all"]
 
@@ -77,35 +77,16 @@ return {'ok', n}
 # In a tree: items appended after the session's ARGV[2] items, as an append stores them
 # but keeping the session's last activity. ARGV: session, count before, n, n item keys,
 # n encoded items.
-lua("xfer_items", ITEMS + f"""
+lua("xfer_items", ITEMS + """
 local sid = ARGV[1]
-if redis.call('EXISTS', base .. 's:' .. sid) == 0 then return {{'@gone'}} end
+if redis.call('EXISTS', base .. 's:' .. sid) == 0 then return {'@gone'} end
 local lkey, okey = base .. 'l:' .. sid, base .. 'o:' .. sid
 local have = items_count(okey)
-if have ~= tonumber(ARGV[2]) then return {{'@count', have}} end
+if have ~= tonumber(ARGV[2]) then return {'@count', have} end
 local count = tonumber(ARGV[3])
-local pos = redis.call('STRLEN', lkey)
-local parts, ends, seqs = {{}}, {{}}, {{}}
-for j = 1, count do
-  parts[j] = ARGV[3 + count + j]
-  pos = pos + #parts[j] + 1
-  ends[j] = string.format('%0' .. W .. 'd', pos)
-end
-if pos > {MAX_LOG_BYTES} then return {{'@full', pos}} end
-redis.call('APPEND', lkey, ',' .. table.concat(parts, ','))
-redis.call('APPEND', okey, table.concat(ends))
-local k = 0
-while k < count do
-  local stop = math.min(k + 500, count)
-  local pairs = {{}}
-  for j = k + 1, stop do
-    pairs[#pairs + 1] = ARGV[3 + j]
-    pairs[#pairs + 1] = have + j
-  end
-  redis.call('HSET', base .. 'ix:' .. sid, unpack(pairs))
-  k = stop
-end
-return {{'ok', count}}
+local full = items_add(lkey, okey, base .. 'ix:' .. sid, have, 3, count)
+if full then return {'@full', full} end
+return {'ok', count}
 """)
 
 # In a memory store's slot: facts, ARGV in groups (id, record, subject, key, order key,

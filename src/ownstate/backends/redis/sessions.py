@@ -204,21 +204,21 @@ return {'ok', p[1], p[2], p[3]}
 # ARGV[3..7]: time, idempotency key ('' for none), request hash, item keys as JSON, count;
 # then the item keys, then the encoded items. Replies the first seq, or for a replayed key
 # the seqs and the items then stored (and still there).
-lua("items_append", ITEMS + f"""
+lua("items_append", ITEMS + """
 local lkey, okey = base .. 'l:' .. sid, base .. 'o:' .. sid
 local ix = base .. 'ix:' .. sid
 if ARGV[4] ~= '' then
   local seen = redis.call('HGET', base .. 'ik:' .. sid, ARGV[4])
   if seen then
     local nl = string.find(seen, '\\n', 1, true)
-    if string.sub(seen, 1, nl - 1) ~= ARGV[5] then return {{'@reused'}} end
-    local seqs = {{}}
+    if string.sub(seen, 1, nl - 1) ~= ARGV[5] then return {'@reused'} end
+    local seqs = {}
     for _, id in ipairs(cjson.decode(string.sub(seen, nl + 1))) do
       local s = redis.call('HGET', ix, id)
       if s then seqs[#seqs + 1] = tonumber(s) end
     end
     table.sort(seqs)
-    local out = {{'@replay'}}
+    local out = {'@replay'}
     for _, s in ipairs(seqs) do
       out[#out + 1] = s
       out[#out + 1] = items_span(lkey, okey, s, s)
@@ -227,34 +227,13 @@ if ARGV[4] ~= '' then
   end
 end
 local n = items_count(okey)
-local count = tonumber(ARGV[7])
-local size = redis.call('STRLEN', lkey)
-local pos = size
-local parts, ends = {{}}, {{}}
-for j = 1, count do
-  parts[j] = ARGV[7 + count + j]
-  pos = pos + #parts[j] + 1
-  ends[j] = string.format('%0' .. W .. 'd', pos)
-end
-if pos > {MAX_LOG_BYTES} then return {{'@full', size}} end
-redis.call('APPEND', lkey, ',' .. table.concat(parts, ','))
-redis.call('APPEND', okey, table.concat(ends))
-local k = 0
-while k < count do
-  local stop = math.min(k + 500, count)
-  local seqs = {{}}
-  for j = k + 1, stop do
-    seqs[#seqs + 1] = ARGV[7 + j]
-    seqs[#seqs + 1] = n + j
-  end
-  redis.call('HSET', ix, unpack(seqs))
-  k = stop
-end
+local full = items_add(lkey, okey, ix, n, 7, tonumber(ARGV[7]))
+if full then return {'@full', full} end
 redis.call('HSET', skey, 'lat', ARGV[3])
 if ARGV[4] ~= '' then
   redis.call('HSET', base .. 'ik:' .. sid, ARGV[4], ARGV[5] .. '\\n' .. ARGV[6])
 end
-return {{'ok', n + 1}}
+return {'ok', n + 1}
 """, on="tree")
 
 # ARGV[3..5]: descending ('1'/'0'), limit, after seq ('' for none). Replies the first seq

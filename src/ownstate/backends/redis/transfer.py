@@ -230,14 +230,19 @@ class TransferInRedis(CheckpointsInRedis, AccessInRedis):
         return await self._put_named(tenant, rows, "mstore", "memory_store", "mstores",
                                      lambda n: self.memory_key(tenant, n))
 
-    async def _put_sessions(self, tenant: str, rows: Sequence[Row]) -> int:
-        stores = sorted({r["store"] for r in rows})
-        states = await self._read([("HGET", self.store_key(tenant, s) + "store", "state")
-                                   for s in stores])
+    async def _live(self, part: str, stores: Sequence[str], record: Callable[[str], str],
+                    what: str) -> None:
+        """InvalidInput unless every one of the stores is live."""
+        states = await self._read([("HGET", record(s), "state") for s in stores])
         for store, state in zip(stores, states, strict=True):
             if state != b"live":
-                raise InvalidInput(f"a session names the missing store {store!r}",
-                                   field="sessions")
+                raise InvalidInput(f"a row of {part} names the missing {what} {store!r}",
+                                   field=part)
+
+    async def _put_sessions(self, tenant: str, rows: Sequence[Row]) -> int:
+        stores = sorted({r["store"] for r in rows})
+        await self._live("sessions", stores, lambda s: self.store_key(tenant, s) + "store",
+                         "store")
         held = await self._read([
             c for r in rows for c in (
                 ("EXISTS", self.tree_key(tenant, r["store"], r["root_session_id"]) + "s:"
@@ -345,12 +350,8 @@ class TransferInRedis(CheckpointsInRedis, AccessInRedis):
 
     async def _put_facts(self, tenant: str, rows: Sequence[Row]) -> int:
         stores = sorted({r["memory_store"] for r in rows})
-        states = await self._read([("HGET", self.memory_key(tenant, s) + "mstore", "state")
-                                   for s in stores])
-        for store, state in zip(stores, states, strict=True):
-            if state != b"live":
-                raise InvalidInput(f"a fact names the missing memory store {store!r}",
-                                   field="facts")
+        await self._live("facts", stores, lambda s: self.memory_key(tenant, s) + "mstore",
+                         "memory store")
         calls = []
         for store in stores:
             args: list[Any] = []
