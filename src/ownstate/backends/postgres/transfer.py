@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+from ..._extras import requires
 from ..._ids import now as _clock
 from ...errors import InvalidInput, SessionNotFound
 from .._transfer_sql import (
@@ -40,6 +41,9 @@ from ..ports.transfer import Cursor, Row
 from ._core import EXPORT_SNAPSHOT, PostgresCore
 from ._core import Cursor as Sql
 from .search import ADD_STATS, fact_vector, item_vector
+
+with requires("postgres", "the PostgreSQL backend"):
+    import psycopg
 
 __all__ = ["TransferInPostgres"]
 
@@ -67,10 +71,19 @@ class TransferInPostgres(PostgresCore):
 
     @asynccontextmanager
     async def export_snapshot(self) -> AsyncIterator[None]:
-        """A REPEATABLE READ transaction held open on a connection of its own, whose
-        snapshot (``pg_export_snapshot()``) every page of the export adopts."""
+        """A REPEATABLE READ transaction held open on a connection of its own (outside
+        the pool, which the pages use), whose snapshot (``pg_export_snapshot()``) every
+        page of the export adopts."""
         await self._open()
-        async with self._pool.connection() as conn:
+        kwargs, conninfo = self._pool.kwargs, self._pool.conninfo
+        if isinstance(conninfo, str) and isinstance(kwargs, dict):
+            options = {k: v for k, v in kwargs.items() if k != "autocommit"}
+            opened = await psycopg.AsyncConnection.connect(conninfo, autocommit=True,
+                                                           **options)
+            holder: Any = opened
+        else:  # a pool that makes its settings on demand: one of its connections
+            holder = self._pool.connection()
+        async with holder as conn:
             await conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             try:
                 found = await (await conn.execute("SELECT pg_export_snapshot()")).fetchone()
