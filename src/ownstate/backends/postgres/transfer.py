@@ -17,9 +17,9 @@ trigger does that on INSERT; triggers subtract on DELETE only).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
 from typing import Any
 
 from ..._extras import requires
@@ -69,7 +69,7 @@ _COPY_ITEMS = ("COPY items (sid, seq, tenant, item_id, create_time, format, data
 class TransferInPostgres(PostgresCore):
     """The transfer port over the PostgreSQL tables."""
 
-    @asynccontextmanager
+    @contextlib.asynccontextmanager
     async def export_snapshot(self) -> AsyncIterator[None]:
         """A REPEATABLE READ transaction held open on a connection of its own (outside
         the pool, which the pages use), whose snapshot (``pg_export_snapshot()``) every
@@ -94,7 +94,8 @@ class TransferInPostgres(PostgresCore):
                 finally:
                     EXPORT_SNAPSHOT.reset(token)
             finally:
-                await conn.execute("ROLLBACK")
+                with contextlib.suppress(psycopg.Error):  # a lost connection ends it too
+                    await conn.execute("ROLLBACK")
 
     def _exporting(self) -> bool:
         held = EXPORT_SNAPSHOT.get()
