@@ -26,9 +26,10 @@ a restore keeps that order. Paging is by an opaque cursor the backend returns.
 
 Restoring is idempotent: a row whose key (:data:`PART_KEYS`) is already stored is left
 as it is and not counted, so a restore stopped part-way and run again stores each row
-once. A restore writes a batch in one transaction. Backends that keep derived state
-(a session's item count, a search index, a run's place in the status index) bring it up
-to date with the rows.
+once. A restore writes a batch in one transaction (on Redis, which has none across
+hash slots, one script per slot, each row's slots in the order its own writes use).
+Backends that keep derived state (a session's item count, a search index, a run's place
+in the status index) bring it up to date with the rows.
 """
 
 from __future__ import annotations
