@@ -102,3 +102,47 @@ def test_restored_checkpoints_expire_as_written_ones_do(prefixes: list[str],
                 if k.decode().rsplit(":", 2)[-2] in ("c", "cd", "cz", "cw", "cm")]
         assert held
         assert all(0 < raw.ttl(k) <= 90 for k in held)
+
+
+def _hits(client: ownstate.Client, query: str, **where: Any) -> list[tuple[Any, ...]]:
+    return [(h.store, h.item.session_id, h.item.seq, h.item.item_id, round(h.score, 9))
+            for h in client.session_stores.search_items(query, limit=50, **where)]
+
+
+def test_search_after_a_restore_equals_search_after_the_appends(prefixes: list[str],
+                                                                tmp_path: Path) -> None:
+    written_url, _ = _url(prefixes)
+    restored_url, _ = _url(prefixes)
+    queries = ("refund order", "whispered secret", "shipping", "hi ünï", "lookup_order 42")
+    with ownstate.connect(written_url) as client:
+        fill_every_kind(client)
+        store = client.session_stores.get("st-two")
+        talk = store.add(actor_id="user:5", session_id="talk")
+        talk.append_items([
+            {"type": "message", "role": "user", "content": "where is my refund order"},
+            {"type": "function_call", "name": "lookup_order", "arguments": '{"order": 42}',
+             "call_id": "c1"},
+            {"type": "message", "role": "assistant", "content": "shipping takes a week"}])
+        talk.fork(session_id="talk-fork").append_items(
+            [{"type": "message", "role": "user", "content": "refund the shipping too"}])
+        client.memory_stores.get("mem").remember("user:2", "ship", "refund by shipping")
+        expected = {q: _hits(client, q) for q in queries}
+        facts = [(h.fact.fact_id, round(h.score, 9))
+                 for h in client.memory_stores.get("mem").search("refund shipping")]
+        archive.export(client, tmp_path / "a.tar", include_keys=True)
+    assert expected["refund order"]
+    assert expected["lookup_order 42"]
+    assert facts
+    assert expected["whispered secret"] == []  # st-quiet keeps its items out of search
+    with ownstate.connect(restored_url) as copy:
+        archive.import_archive(copy, tmp_path / "a.tar")
+        assert {q: _hits(copy, q) for q in queries} == expected
+        assert [(h.fact.fact_id, round(h.score, 9))
+                for h in copy.memory_stores.get("mem").search("refund shipping")] == facts
+        # appended after the restore, as into any session: indexed alike
+        copy.session_stores.get("st-quiet").get("hush").append_items(
+            [{"type": "message", "role": "user", "content": "whispered again"}])
+        assert _hits(copy, "whispered") == []
+        copy.session_stores.get("st-two").get("talk").append_items(
+            [{"type": "message", "role": "user", "content": "whispered refund"}])
+        assert [h[1:3] for h in _hits(copy, "whispered")] == [("talk", 4)]
