@@ -14,8 +14,8 @@ same server, in fresh schemas (dropped afterwards), and prints a Markdown table:
   timed whole (reading SQLite included), then ``--verify`` separately. Rounds rotate the
   order; medians are reported.
 - ``rates``: export to an archive and import from it, items per second, for every
-  backend that transfers (memory, SQLite, PostgreSQL), on ``--items`` items (default
-  200,000).
+  backend that transfers (memory, SQLite, PostgreSQL, Redis; ``--backends`` picks some),
+  on ``--items`` items (default 200,000).
 
 The SQLite source is built once through the public API and kept in ``--dir`` (default:
 the system temp dir) between runs. Run by hand (not in CI)::
@@ -23,34 +23,43 @@ the system temp dir) between runs. Run by hand (not in CI)::
     /work/venv/bin/python bench/archive_copy.py copy
     /work/venv/bin/python bench/archive_copy.py rates
 
-The server is ``OWNSTATE_BENCH_POSTGRES_URL`` (default
-``postgresql://postgres@127.0.0.1:5432/test``).
+The servers are ``OWNSTATE_BENCH_POSTGRES_URL`` (default
+``postgresql://postgres@127.0.0.1:5432/test``) and ``OWNSTATE_BENCH_REDIS_URL`` (default
+``redis://127.0.0.1:6379/0``; each round under a prefix of its own, deleted afterwards).
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import json
-import os
-import platform
-import statistics
-import tempfile
-import time
-import uuid
-from collections.abc import Awaitable, Callable
-from datetime import date, datetime
+import sys
 from pathlib import Path
-from typing import Any
 
-import psycopg
+# bench/redis.py is named like the redis package: keep this directory off the import path
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
-import ownstate
-from ownstate import archive
-from ownstate.backends.ports.search import item_text, terms
-from ownstate.backends.postgres._tsvector import item_vector_binary
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+import uuid  # noqa: E402
+from collections.abc import Awaitable, Callable  # noqa: E402
+from datetime import date, datetime  # noqa: E402
+from typing import Any  # noqa: E402
+
+import psycopg  # noqa: E402
+
+import ownstate  # noqa: E402
+from ownstate import archive  # noqa: E402
+from ownstate.backends.ports.search import item_text, terms  # noqa: E402
+from ownstate.backends.postgres._tsvector import item_vector_binary  # noqa: E402
 
 PG = os.environ.get("OWNSTATE_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+REDIS = os.environ.get("OWNSTATE_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+KINDS = ("memory", "sqlite", "postgres", "redis")
 _COLUMNS = ("sid, seq, tenant, item_id, create_time, format, data, role, type, tool_name, "
             "model, in_tokens, out_tokens, terms, terms_len")
 #: the competitor at its best: binary COPY, the client's rows already typed, the search
@@ -92,6 +101,21 @@ def source_db(directory: Path, items: int, per_session: int) -> str:
 
 def _schema_url(schema: str) -> str:
     return f"{PG}{'&' if '?' in PG else '?'}schema={schema}"
+
+
+def _drop_prefix(prefix: str) -> None:
+    import redis
+
+    server = redis.Redis.from_url(REDIS)
+    batch = []
+    for key in server.scan_iter(match=f"{prefix}:*", count=1000):
+        batch.append(key)
+        if len(batch) >= 1000:
+            server.delete(*batch)
+            batch = []
+    if batch:
+        server.delete(*batch)
+    server.close()
 
 
 def _drop(schema: str) -> None:
@@ -238,7 +262,8 @@ async def _rates(source: str, kind: str, directory: Path) -> tuple[float, float]
             await src.close()
     schema = f"b_{uuid.uuid4().hex[:10]}"
     url = {"memory": f"memory://{schema}", "sqlite": f"sqlite:///{directory}/{schema}.db",
-           "postgres": _schema_url(schema)}[kind]
+           "postgres": _schema_url(schema),
+           "redis": f"{REDIS}{'&' if '?' in REDIS else '?'}prefix={schema}"}[kind]
     client = await ownstate.connect_async(url)
     try:
         started = time.perf_counter()
@@ -251,6 +276,8 @@ async def _rates(source: str, kind: str, directory: Path) -> tuple[float, float]
         await client.close()
     if kind == "postgres":
         _drop(schema)
+    if kind == "redis":
+        _drop_prefix(schema)
     return imported, exported
 
 
@@ -259,7 +286,7 @@ def rates_command(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(dir=args.dir) as scratch:
         results = {kind: [asyncio.run(_rates(source, kind, Path(scratch)))
                           for _ in range(args.rounds)]
-                   for kind in ("memory", "sqlite", "postgres")}
+                   for kind in args.backends.split(",")}
     print(f"\n{args.items:,} items, {args.rounds} rounds, {date.today()}, "
           f"load {os.getloadavg()[0]:.1f}")
     print("\n| backend | import items/s | export items/s |")
@@ -284,6 +311,8 @@ def main() -> None:
     rates.add_argument("--items", type=int, default=200_000)
     rates.add_argument("--per-session", type=int, default=1_000)
     rates.add_argument("--rounds", type=int, default=1)
+    rates.add_argument("--backends", default=",".join(KINDS),
+                       help="which backends, comma-separated (default: all four)")
     rates.set_defaults(run=rates_command)
     args = parser.parse_args()
     args.run(args)

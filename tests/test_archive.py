@@ -26,7 +26,7 @@ from ownstate.backends import Capability
 from ownstate.backends.ports.transfer import PARTS
 from ownstate.cli import cli
 from ownstate.errors import InvalidInput, SchemaVersion
-from ownstate.testing.transfer import fill_every_kind, part_rows
+from ownstate.testing.transfer import fill_every_kind, first_items, part_rows
 
 
 @pytest.mark.parametrize("source", KINDS)
@@ -65,13 +65,21 @@ def test_round_trip_gives_the_sameparts(source: str, target: str, make_url: Make
         session = copy.session_stores.get("st-one").get("s0")
         assert session.append_items([{"type": "message", "role": "user",
                                       "content": "next"}])[0].seq == 8
+        # an append retried after the move is recognised by its idempotency key: it
+        # returns what the first call stored and writes nothing
+        retried = copy.session_stores.get("st-one").get("s1")
+        again_items = retried.append_items(first_items(), idempotency_key="fill-1")
+        assert [i.seq for i in again_items] == list(range(1, 8))
+        assert len(list(retried.list_items())) == 7
+        with pytest.raises(ownstate.IdempotencyKeyReused):
+            retried.append_items(first_items(2), idempotency_key="fill-1")
         again = archive.import_archive(copy, first)
         assert sum(again.rows.values()) == 0
         assert again.skipped == made.rows
     assert parts(first) == parts(second)
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres", "redis"])
 def test_pages_of_three_rows_read_what_one_page_does(kind: str, make_url: Maker) -> None:
     with filled(make_url(kind)) as client:
         small, large = part_rows(client, page=3), part_rows(client, page=10_000)
@@ -140,7 +148,7 @@ def _refused_cases(good: Path, tmp: Path) -> dict[str, Path]:
     return cases
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres", "redis"])
 def test_an_archive_not_whole_is_refused_before_anything_is_written(
         kind: str, make_url: Maker, tmp_path: Path) -> None:
     good = tmp_path / "good.tar"

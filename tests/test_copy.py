@@ -83,7 +83,7 @@ def test_copy_continues_where_it_stopped(make_url: Maker) -> None:
 
 
 def test_a_restore_refuses_rows_of_a_missing_session(make_url: Maker) -> None:
-    for kind in ("memory", "sqlite", "postgres"):
+    for kind in ("memory", "sqlite", "postgres", "redis"):
         src, dst = make_url("memory"), make_url(kind)
         with filled(src) as client:
             items = part_rows(client)["items"][:3]

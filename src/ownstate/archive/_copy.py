@@ -46,6 +46,18 @@ async def copy_rows(source: Backend, target: Backend, *, tenants: Sequence[str] 
     ``target``; with ``verify``, then compare the two."""
     transfer_backend(source)
     transfer_backend(target)
+    async with source.export_snapshot():
+        report = await _copy_rows(source, target, tenants=tenants, include_keys=include_keys,
+                                  progress=progress)
+    if verify:
+        report.differences = await compare(source, target, tenants=report.tenants,
+                                           parts=list(report.rows))
+        report.verified = True
+    return report
+
+
+async def _copy_rows(source: Backend, target: Backend, *, tenants: Sequence[str] | None,
+                     include_keys: bool, progress: Progress | None) -> ArchiveReport:
     chosen = sorted(set(tenants)) if tenants is not None else await source.transfer_tenants()
     parts = parts_of(include_keys)
     report = ArchiveReport(rows=dict.fromkeys(parts, 0), skipped=dict.fromkeys(parts, 0),
@@ -70,9 +82,6 @@ async def copy_rows(source: Backend, target: Backend, *, tenants: Sequence[str] 
             reader.result()  # a failed read fails the copy
     if progress is not None:
         progress.finish()
-    if verify:
-        report.differences = await compare(source, target, tenants=chosen, parts=parts)
-        report.verified = True
     return report
 
 

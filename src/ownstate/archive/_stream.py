@@ -126,6 +126,14 @@ async def export_parts(backend: Backend, out: str | os.PathLike[str], *,
                        progress: Progress | None) -> ArchiveReport:
     """Write the archive of ``tenants`` (every tenant when None) to ``out``."""
     transfer_backend(backend)
+    async with backend.export_snapshot():
+        return await _export_parts(backend, out, tenants=tenants, include_keys=include_keys,
+                                   progress=progress)
+
+
+async def _export_parts(backend: Backend, out: str | os.PathLike[str], *,
+                        tenants: Sequence[str] | None, include_keys: bool,
+                        progress: Progress | None) -> ArchiveReport:
     chosen = sorted(set(tenants)) if tenants is not None else await backend.transfer_tenants()
     parts = parts_of(include_keys)
     report = ArchiveReport(rows=dict.fromkeys(parts, 0), tenants=list(chosen))

@@ -66,6 +66,10 @@ EXPORTS: dict[str, Export] = {
         ("store", "session_id", "actor_id", "parent_session_id", "root_session_id",
          "{j}metadata", "create_time", "last_activity_time"), "sessions", "tenant",
         (("store", True), ("create_time", False), ("session_id", True))),
+    "idempotency_keys": Export(
+        ("s.store", "s.session_id", "k.key", "k.request_hash", "{j}k.item_ids"),
+        "idempotency_keys k JOIN sessions s ON s.sid = k.sid", "k.tenant",
+        (("s.store", True), ("s.session_id", True), ("k.key", True))),
     "memory_stores": Export(("name", "create_time"), "memory_stores", "tenant",
                             (("name", True),)),
     "facts": Export(
@@ -144,6 +148,10 @@ def make_row(d: Dialect, part: str, values: Sequence[Any]) -> Row:
             row[name] = float(value)
         else:
             row[name] = value
+    if part == "idempotency_keys":
+        # compact, as the other backends hold it (PostgreSQL's jsonb reads back spaced)
+        row["item_ids"] = json.dumps(json.loads(row["item_ids"]), ensure_ascii=False,
+                                     separators=(",", ":"))
     if part == "runs":
         row["decision"] = decision_text(row["decision"], many=False)
         row["decisions"] = decision_text(row["decisions"], many=True)
@@ -178,6 +186,13 @@ RESTORES: dict[str, tuple[str, Callable[[str, Row], tuple[Any, ...]]]] = {
         lambda t, r: (t, r["store"], r["session_id"], r["actor_id"], r["parent_session_id"],
                       r["root_session_id"], json.dumps(r["metadata"], ensure_ascii=False),
                       r["create_time"], r["last_activity_time"])),
+    # the key's create time, which nothing reads, is the time of the restore
+    "idempotency_keys": (
+        "INSERT INTO idempotency_keys (sid, key, tenant, request_hash, item_ids, create_time) "
+        "SELECT sid, {p}, {p}, {p}, {j}, {p} FROM sessions "
+        "WHERE tenant = {p} AND store = {p} AND session_id = {p} ON CONFLICT DO NOTHING",
+        lambda t, r: (r["key"], t, r["request_hash"], r["item_ids"], r["_now"], t, r["store"],
+                      r["session_id"])),
     "memory_stores": (
         "INSERT INTO memory_stores (tenant, name, create_time) VALUES ({p}, {p}, {p}) "
         "ON CONFLICT DO NOTHING",

@@ -2,11 +2,11 @@
 
 :func:`fill_every_kind` writes, through the public API, at least one row of every part an
 archive holds: stores, sessions (with labels, and a fork), items with non-ASCII text and
-mixed JSON, a store that does not index its items (``index_items=False``) holding one,
-every version of a corrected and of a forgotten fact, a run awaiting a human with its
-lease token, a run a human has decided on, an effect and checkpoints with pending writes
-in two namespaces, a closed run with a cost, assets shared by content and loose, grants
-and an API key.
+mixed JSON (appended with idempotency keys), a store that does not index its items
+(``index_items=False``) holding one, every version of a corrected and of a forgotten
+fact, a run awaiting a human with its lease token, a run a human has decided on, an
+effect and checkpoints with pending writes in two namespaces, a closed run with a cost,
+assets shared by content and loose, grants and an API key.
 :func:`part_rows` reads every row of a backend back a few at a time, so that paging is
 exercised on every part.
 """
@@ -19,7 +19,14 @@ import ownstate
 from ownstate.backends.ports.transfer import PARTS, Row
 from ownstate.model import PendingWrite
 
-__all__ = ["fill_every_kind", "part_rows"]
+__all__ = ["fill_every_kind", "first_items", "part_rows"]
+
+
+def first_items(items: int = 7) -> list[dict[str, Any]]:
+    """What :func:`fill_every_kind` appends to each session first, in one call with the
+    idempotency key ``fill-N`` (N the session's number): retried, it writes nothing."""
+    return [{"type": "message", "role": "user", "content": f"hi {j} ünï", "z": 1,
+             "a": [1.5, None, True]} for j in range(items)]
 
 
 def fill_every_kind(client: ownstate.Client, *, sessions: int = 3, items: int = 7) -> None:
@@ -30,8 +37,7 @@ def fill_every_kind(client: ownstate.Client, *, sessions: int = 3, items: int = 
     for i in range(sessions):
         session = store.add(actor_id=f"user:{i}", session_id=f"s{i}",
                             metadata={"b": "1", "a": str(i)})
-        session.append_items([{"type": "message", "role": "user", "content": f"hi {j} ünï",
-                               "z": 1, "a": [1.5, None, True]} for j in range(items)])
+        session.append_items(first_items(items), idempotency_key=f"fill-{i}")
         made.append(session)
     made[0].fork(session_id="s0-child")
     lonely = other.add(actor_id="user:9", session_id="lonely")

@@ -68,6 +68,11 @@ class TransferInMemory(MemoryBase):
         if part == "sessions":
             return _keyed(part, (_session_row(s.record) for (t, _, _), s in d.sessions.items()
                                  if t == tenant))
+        if part == "idempotency_keys":
+            return _keyed(part, ({"store": store, "session_id": sid, "key": key,
+                                  "request_hash": request_hash, "item_ids": _compact(ids)}
+                                 for (t, store, sid), s in d.sessions.items() if t == tenant
+                                 for key, (request_hash, ids) in s.idempotency.items()))
         if part == "memory_stores":
             return _keyed(part, ({"name": s.record.name, "create_time": s.record.create_time}
                                  for (t, _), s in d.memory_stores.items() if t == tenant))
@@ -154,7 +159,8 @@ class TransferInMemory(MemoryBase):
 
     def _restorers(self) -> dict[str, Callable[[str, Row], bool]]:
         return {"session_stores": self._put_store, "sessions": self._put_session,
-                "items": self._put_item, "memory_stores": self._put_memory_store,
+                "items": self._put_item, "idempotency_keys": self._put_idempotency,
+                "memory_stores": self._put_memory_store,
                 "facts": self._put_fact, "runs": self._put_run, "effects": self._put_effect,
                 "checkpoints": self._put_checkpoint, "asset_contents": self._put_content,
                 "assets": self._put_asset, "grants": self._put_grant,
@@ -165,7 +171,8 @@ class TransferInMemory(MemoryBase):
         if part == "sessions" and (tenant, row["store"]) not in d.stores:
             raise InvalidInput(f"session {row['session_id']!r} names the missing store "
                                f"{row['store']!r}", field="sessions")
-        owned = part in ("items", "runs") or (part == "assets" and row["store"] is not None)
+        owned = part in ("items", "idempotency_keys", "runs") or (
+            part == "assets" and row["store"] is not None)
         if owned and (tenant, row["store"], row["session_id"]) not in d.sessions:
             raise SessionNotFound(store=row["store"], session_id=row["session_id"])
         if part == "facts" and (tenant, row["memory_store"]) not in d.memory_stores:
@@ -217,6 +224,13 @@ class TransferInMemory(MemoryBase):
             out_tokens=row["out_tokens"],
             terms=(() if (tenant, row["store"]) in self._data.unindexed
                    else tuple(terms(item_text(json.loads(row["data"])))))))
+        return True
+
+    def _put_idempotency(self, tenant: str, row: Row) -> bool:
+        held = self._data.sessions[(tenant, row["store"], row["session_id"])].idempotency
+        if row["key"] in held:
+            return False
+        held[row["key"]] = (row["request_hash"], list(json.loads(row["item_ids"])))
         return True
 
     def _put_memory_store(self, tenant: str, row: Row) -> bool:

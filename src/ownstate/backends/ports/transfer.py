@@ -26,14 +26,16 @@ a restore keeps that order. Paging is by an opaque cursor the backend returns.
 
 Restoring is idempotent: a row whose key (:data:`PART_KEYS`) is already stored is left
 as it is and not counted, so a restore stopped part-way and run again stores each row
-once. A restore writes a batch in one transaction. Backends that keep derived state
-(a session's item count, a search index, a run's place in the status index) bring it up
-to date with the rows.
+once. A restore writes a batch in one transaction (on Redis, which has none across
+hash slots, one script per slot, each row's slots in the order its own writes use).
+Backends that keep derived state (a session's item count, a search index, a run's place
+in the status index) bring it up to date with the rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Literal
 
 from ...errors import InvalidInput
@@ -66,6 +68,8 @@ PART_FIELDS: dict[str, dict[str, FieldKind]] = {
         "type": "text", "tool_name": "text", "model": "text", "in_tokens": "int",
         "out_tokens": "int",
     },
+    "idempotency_keys": {"store": "text", "session_id": "text", "key": "text",
+                         "request_hash": "text", "item_ids": "json"},
     "memory_stores": {"name": "text", "create_time": "time"},
     "facts": {
         "memory_store": "text", "fact_id": "text", "subject": "text", "key": "text",
@@ -106,6 +110,7 @@ PART_KEYS: dict[str, tuple[str, ...]] = {
     "session_stores": ("name",),
     "sessions": ("store", "session_id"),
     "items": ("store", "session_id", "seq"),
+    "idempotency_keys": ("store", "session_id", "key"),
     "memory_stores": ("name",),
     "facts": ("fact_id",),
     "runs": ("run_id",),
@@ -147,6 +152,15 @@ class TransferPort:
         """Every tenant that holds any row, sorted."""
         raise _unsupported(self)
 
+    def export_snapshot(self) -> AbstractAsyncContextManager[None]:
+        """Within it (in this task and the tasks it starts), ``transfer_tenants`` and
+        ``export_rows`` of this backend read one consistent snapshot of the database,
+        where the backend can keep one: SQLite (one read transaction on a connection of
+        its own) and PostgreSQL (an exported snapshot every page's REPEATABLE READ
+        transaction adopts). Elsewhere each page reads what is there when it is read
+        (memory: each page under the data lock; Redis: each read as of itself)."""
+        return _no_snapshot()
+
     async def export_rows(self, tenant: str, part: str, after: Cursor | None,
                           limit: int) -> tuple[list[Row], Cursor | None]:
         """Up to ``limit`` rows of ``part`` in the tenant, strictly after ``after``, in
@@ -161,6 +175,11 @@ class TransferPort:
         Raises :class:`~ownstate.errors.InvalidInput` for a row that refers to a row that
         is not stored (an item of a missing session)."""
         raise _unsupported(self)
+
+
+@asynccontextmanager
+async def _no_snapshot() -> AsyncIterator[None]:
+    yield
 
 
 def order_key(part: str, row: Row) -> Cursor:

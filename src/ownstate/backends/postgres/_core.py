@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import select
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from ..._extras import requires
@@ -38,7 +39,7 @@ with requires("postgres", "the PostgreSQL backend"):
     from psycopg.pq import TransactionStatus
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-__all__ = ["Cursor", "PostgresCore", "translate"]
+__all__ = ["EXPORT_SNAPSHOT", "Cursor", "PostgresCore", "translate"]
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
@@ -51,6 +52,11 @@ _RETRIES_AFTER_LOSS = 2
 #: How many times a transaction the server rolled back (deadlock, serialisation) is rerun.
 _RETRIES_AFTER_ROLLBACK = 3
 _PIPELINES = AsyncPipeline.is_supported()
+#: The backend whose export reads one snapshot, and the snapshot's id: its reads with
+#: ``snapshot`` (REPEATABLE READ) adopt it (``SET TRANSACTION SNAPSHOT``), so every page of
+#: an export sees the database as of one moment (see ``TransferPort.export_snapshot``).
+EXPORT_SNAPSHOT: ContextVar[tuple[object, str] | None] = ContextVar(
+    "ownstate_postgres_export_snapshot", default=None)
 _SETTINGS = ("SELECT set_config('search_path', %s, true), set_config('TimeZone', 'UTC', true)")
 _SETTINGS_FOR_TENANT = _SETTINGS + ", set_config('ownstate.tenant', %s, true)"
 
@@ -110,11 +116,14 @@ class Cursor:
     new transaction.
     """
 
-    __slots__ = ("_attempt", "_conn", "_cur", "_open", "_read", "_settings", "_snapshot")
+    __slots__ = ("_adopt", "_attempt", "_conn", "_cur", "_open", "_read", "_settings",
+                 "_snapshot")
 
     def __init__(self, conn: AsyncConnection[Any], settings: tuple[str, tuple[str, ...]],
-                 attempt: _Attempt, *, read: bool, snapshot: bool) -> None:
+                 attempt: _Attempt, *, read: bool, snapshot: bool,
+                 adopt: str | None = None) -> None:
         self._conn = conn
+        self._adopt = adopt
         self._cur: AsyncCursor[Any] = conn.cursor()
         self._settings = settings
         self._attempt = attempt
@@ -192,6 +201,9 @@ class Cursor:
     async def _begin(self) -> None:
         await self._conn.execute(
             "BEGIN ISOLATION LEVEL REPEATABLE READ" if self._snapshot else "BEGIN")
+        if self._adopt is not None:  # before any query of the transaction
+            await self._conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(
+                sql.Literal(self._adopt)))
         await self._conn.execute(*self._settings)
 
     async def _finish(self) -> None:
@@ -268,7 +280,10 @@ class PostgresCore:
             settings: tuple[str, tuple[str, ...]] = (
                 (_SETTINGS, (self._search_path,)) if tenant is None
                 else (_SETTINGS_FOR_TENANT, (self._search_path, tenant)))
-            cur = Cursor(conn, settings, attempt, read=read, snapshot=snapshot)
+            held = EXPORT_SNAPSHOT.get()
+            cur = Cursor(conn, settings, attempt, read=read, snapshot=snapshot,
+                         adopt=held[1] if snapshot and held is not None and held[0] is self
+                         else None)
             try:
                 result = await fn(cur)
                 await cur._finish()

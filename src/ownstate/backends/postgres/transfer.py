@@ -17,10 +17,12 @@ trigger does that on INSERT; triggers subtract on DELETE only).
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
+from ..._extras import requires
 from ..._ids import now as _clock
 from ..._jsontext import decode_json
 from ...errors import InvalidInput, SessionNotFound
@@ -37,10 +39,13 @@ from .._transfer_sql import (
 )
 from ..ports.search import item_text, terms
 from ..ports.transfer import Cursor, Row
+from ._core import EXPORT_SNAPSHOT, PostgresCore
 from ._core import Cursor as Sql
-from ._core import PostgresCore
 from ._tsvector import item_vector_binary
 from .search import ADD_STATS, fact_vector
+
+with requires("postgres", "the PostgreSQL backend"):
+    import psycopg
 
 __all__ = ["TransferInPostgres"]
 
@@ -70,12 +75,44 @@ _COPY_TYPES = ("int8", "int8", "text", "text", "timestamptz", "text", "text", "t
 class TransferInPostgres(PostgresCore):
     """The transfer port over the PostgreSQL tables."""
 
+    @contextlib.asynccontextmanager
+    async def export_snapshot(self) -> AsyncIterator[None]:
+        """A REPEATABLE READ transaction held open on a connection of its own (outside
+        the pool, which the pages use), whose snapshot (``pg_export_snapshot()``) every
+        page of the export adopts."""
+        await self._open()
+        kwargs, conninfo = self._pool.kwargs, self._pool.conninfo
+        if isinstance(conninfo, str) and isinstance(kwargs, dict):
+            options = {k: v for k, v in kwargs.items() if k != "autocommit"}
+            opened = await psycopg.AsyncConnection.connect(conninfo, autocommit=True,
+                                                           **options)
+            holder: Any = opened
+        else:  # a pool that makes its settings on demand: one of its connections
+            holder = self._pool.connection()
+        async with holder as conn:
+            await conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                found = await (await conn.execute("SELECT pg_export_snapshot()")).fetchone()
+                assert found is not None
+                token = EXPORT_SNAPSHOT.set((self, str(found[0])))
+                try:
+                    yield
+                finally:
+                    EXPORT_SNAPSHOT.reset(token)
+            finally:
+                with contextlib.suppress(psycopg.Error):  # a lost connection ends it too
+                    await conn.execute("ROLLBACK")
+
+    def _exporting(self) -> bool:
+        held = EXPORT_SNAPSHOT.get()
+        return held is not None and held[0] is self
+
     async def transfer_tenants(self) -> list[str]:
         async def run(cur: Sql) -> list[str]:
             await cur.execute(TENANTS)
             return [r[0] for r in await cur.fetchall()]
 
-        return await self._read(None, run)
+        return await self._read(None, run, snapshot=self._exporting())
 
     async def export_rows(self, tenant: str, part: str, after: Cursor | None,
                           limit: int) -> tuple[list[Row], Cursor | None]:
@@ -95,7 +132,7 @@ class TransferInPostgres(PostgresCore):
             rows = [make_row(DIALECT, part, r[:width]) for r in found[:limit]]
             return rows, (tuple(found[limit - 1][width:]) if len(found) > limit else None)
 
-        return await self._read(tenant, run)
+        return await self._read(tenant, run, snapshot=self._exporting())
 
     async def restore_rows(self, tenant: str, part: str, rows: Sequence[Row]) -> int:
         async def run(cur: Sql) -> int:
@@ -135,7 +172,7 @@ async def _sids(cur: Sql, tenant: str, keys: set[tuple[str, str]]) -> dict[tuple
 
 
 async def _check_refs(cur: Sql, tenant: str, part: str, rows: Sequence[Row]) -> None:
-    if part in ("runs", "assets"):
+    if part in ("runs", "assets", "idempotency_keys"):
         keys = {(r["store"], r["session_id"]) for r in rows if r["store"] is not None}
         if keys:
             await _sids(cur, tenant, keys)

@@ -26,6 +26,7 @@ from .facts import FactsInRedis
 from .runs import RunsInRedis
 from .search import SearchInRedis
 from .sessions import SessionsInRedis
+from .transfer import TransferInRedis
 from .vectors import VectorsInRedis
 
 __all__ = ["LAYOUT_VERSION", "RedisBackend"]
@@ -36,7 +37,7 @@ __all__ = ["LAYOUT_VERSION", "RedisBackend"]
 LAYOUT_VERSION = 2
 
 
-class RedisBackend(VectorsInRedis, FactsInRedis, SearchInRedis, SessionsInRedis,
+class RedisBackend(VectorsInRedis, FactsInRedis, SearchInRedis, SessionsInRedis, TransferInRedis,
                    CheckpointsInRedis, RunsInRedis, AssetsInRedis, AccessInRedis, Backend):
     """Every kind of state in Redis or Redis Cluster (redis-py's asyncio client).
 
@@ -49,7 +50,8 @@ class RedisBackend(VectorsInRedis, FactsInRedis, SearchInRedis, SessionsInRedis,
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
         {Capability.OPERATOR, Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.MIGRATIONS,
-         Capability.TEXT_SEARCH, Capability.STEPWISE_STORES, Capability.VECTORS}
+         Capability.TEXT_SEARCH, Capability.STEPWISE_STORES, Capability.VECTORS,
+         Capability.TRANSFER}
     )
 
     @classmethod

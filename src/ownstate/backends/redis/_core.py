@@ -68,6 +68,7 @@ with requires("redis", "the Redis backend"):
 __all__ = [
     "CHECKPOINT_KINDS",
     "ITEMS",
+    "ITEMS_ADD",
     "ITEM_INDEX",
     "MAX_LOG_BYTES",
     "RedisCore",
@@ -289,6 +290,46 @@ local function items_keep(lkey, okey, n)
     redis.call('SET', lkey, redis.call('GETRANGE', lkey, 0, item_end(okey, n) - 1))
     redis.call('SET', okey, redis.call('GETRANGE', okey, 0, n * W - 1))
   end
+end
+"""
+
+#: ``items_add``: append items to a session's log and its item index, the one routine
+#: every write that adds items runs (an append, a restore), so that both store alike.
+#: Needs ``ITEMS`` and ``ITEM_INDEX`` before it.
+ITEMS_ADD = f"""
+-- append count items after the have items session sid (hash skey) holds: their keys are
+-- ARGV[at + 1 .. at + count], the encoded items follow, then their search documents (see
+-- ITEM_INDEX), indexed unless the session's store keeps items out of search; returns the
+-- log's size instead when they would take it past the limit (then nothing is written)
+local function items_add(sid, skey, have, at, count)
+  local lkey, okey = base .. 'l:' .. sid, base .. 'o:' .. sid
+  local ix = base .. 'ix:' .. sid
+  local size = redis.call('STRLEN', lkey)
+  local pos = size
+  local parts, ends = {{}}, {{}}
+  for j = 1, count do
+    parts[j] = ARGV[at + count + j]
+    pos = pos + #parts[j] + 1
+    ends[j] = string.format('%0' .. W .. 'd', pos)
+  end
+  if pos > {MAX_LOG_BYTES} then return size end
+  redis.call('APPEND', lkey, ',' .. table.concat(parts, ','))
+  redis.call('APPEND', okey, table.concat(ends))
+  local k = 0
+  while k < count do
+    local stop = math.min(k + 500, count)
+    local seqs = {{}}
+    for j = k + 1, stop do
+      seqs[#seqs + 1] = ARGV[at + j]
+      seqs[#seqs + 1] = have + j
+    end
+    redis.call('HSET', ix, unpack(seqs))
+    k = stop
+  end
+  if redis.call('HGET', skey, 'nx') ~= '1' then
+    for j = 1, count do ix_add(sid, have + j, ARGV[at + 2 * count + j]) end
+  end
+  return nil
 end
 """
 

@@ -35,6 +35,7 @@ from ._core import (
     ITEM_INDEX,
     ITEM_KEY,
     ITEMS,
+    ITEMS_ADD,
     MAX_LOG_BYTES,
     RedisCore,
     Reply,
@@ -230,21 +231,21 @@ return {'ok', p[1], p[2], p[3]}
 # then the item keys, the encoded items, their search documents (see ITEM_INDEX) and their
 # vectors ('' for none). Replies the first seq, or for a replayed key the seqs and the
 # items then stored (and still there).
-lua("items_append", ITEMS + ITEM_INDEX + f"""
+lua("items_append", ITEMS + ITEM_INDEX + ITEMS_ADD + """
 local lkey, okey = base .. 'l:' .. sid, base .. 'o:' .. sid
 local ix = base .. 'ix:' .. sid
 if ARGV[4] ~= '' then
   local seen = redis.call('HGET', base .. 'ik:' .. sid, ARGV[4])
   if seen then
     local nl = string.find(seen, '\\n', 1, true)
-    if string.sub(seen, 1, nl - 1) ~= ARGV[5] then return {{'@reused'}} end
-    local seqs = {{}}
+    if string.sub(seen, 1, nl - 1) ~= ARGV[5] then return {'@reused'} end
+    local seqs = {}
     for _, id in ipairs(cjson.decode(string.sub(seen, nl + 1))) do
       local s = redis.call('HGET', ix, id)
       if s then seqs[#seqs + 1] = tonumber(s) end
     end
     table.sort(seqs)
-    local out = {{'@replay'}}
+    local out = {'@replay'}
     for _, s in ipairs(seqs) do
       out[#out + 1] = s
       out[#out + 1] = items_span(lkey, okey, s, s)
@@ -254,31 +255,10 @@ if ARGV[4] ~= '' then
 end
 local n = items_count(okey)
 local count = tonumber(ARGV[7])
-local size = redis.call('STRLEN', lkey)
-local pos = size
-local parts, ends = {{}}, {{}}
-for j = 1, count do
-  parts[j] = ARGV[7 + count + j]
-  pos = pos + #parts[j] + 1
-  ends[j] = string.format('%0' .. W .. 'd', pos)
-end
-if pos > {MAX_LOG_BYTES} then return {{'@full', size}} end
-redis.call('APPEND', lkey, ',' .. table.concat(parts, ','))
-redis.call('APPEND', okey, table.concat(ends))
-local k = 0
-while k < count do
-  local stop = math.min(k + 500, count)
-  local seqs = {{}}
-  for j = k + 1, stop do
-    seqs[#seqs + 1] = ARGV[7 + j]
-    seqs[#seqs + 1] = n + j
-  end
-  redis.call('HSET', ix, unpack(seqs))
-  k = stop
-end
+local full = items_add(sid, skey, n, 7, count)
+if full then return {'@full', full} end
 if redis.call('HGET', skey, 'nx') ~= '1' then
   for j = 1, count do
-    ix_add(sid, n + j, ARGV[7 + 2 * count + j])
     local vec = ARGV[7 + 3 * count + j]
     if vec ~= '' then redis.call('HSET', base .. 'iv:' .. sid, n + j, vec) end
   end
@@ -287,7 +267,7 @@ redis.call('HSET', skey, 'lat', ARGV[3])
 if ARGV[4] ~= '' then
   redis.call('HSET', base .. 'ik:' .. sid, ARGV[4], ARGV[5] .. '\\n' .. ARGV[6])
 end
-return {{'ok', n + 1}}
+return {'ok', n + 1}
 """, on="tree")
 
 # ARGV[3..5]: descending ('1'/'0'), limit, after seq ('' for none). Replies the first seq

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
-from typing import Any
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from typing import Any, TypeVar
 
 from ..._ids import format_time, now, parse_time
 from ...errors import InvalidInput, SessionNotFound
@@ -40,22 +43,71 @@ DIALECT = Dialect(p="?", collate="", json_out="{}", json_in="?", bytes_in="?",
 _ITEM_COLUMNS = ("seq, item_id, create_time, format, data, role, type, tool_name, model, "
                  "in_tokens, out_tokens")
 _SESSION_CHUNK = 256
+T = TypeVar("T")
+#: the backend whose export reads one snapshot here, its connection and that
+#: connection's lock (pages run on the executor's threads, one at a time)
+_SNAPSHOT: ContextVar[tuple[object, sqlite3.Connection, threading.Lock] | None] = ContextVar(
+    "ownstate_sqlite_export_snapshot", default=None)
 
 
 class TransferInSqlite(SqliteCore):
     """The transfer port over the SQLite tables."""
 
+    @asynccontextmanager
+    async def export_snapshot(self) -> AsyncIterator[None]:
+        """One read transaction, on a connection of its own, for the whole export: in
+        WAL mode writers go on committing and the export sees none of it. (A backend on
+        a connection it was given, or an in-memory database, has no second connection:
+        its pages read as of themselves.)"""
+        if self._given is not None or self._path is None or self._path == ":memory:":
+            yield
+            return
+
+        def begin(_: sqlite3.Connection) -> sqlite3.Connection:
+            assert self._path is not None
+            conn = sqlite3.connect(self._path, isolation_level=None,
+                                   check_same_thread=False, timeout=self._busy_timeout)
+            self._configure(conn)
+            conn.execute("BEGIN")
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the snapshot
+            return conn
+
+        conn = await self._run(begin)
+        token = _SNAPSHOT.set((self, conn, threading.Lock()))
+        try:
+            yield
+        finally:
+            _SNAPSHOT.reset(token)
+
+            def end(_: sqlite3.Connection) -> None:
+                conn.execute("ROLLBACK")
+                conn.close()
+
+            await self._run(end)
+
+    async def _export_read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        held = _SNAPSHOT.get()
+        if held is None or held[0] is not self:
+            return await self._run(fn)
+        _, conn, lock = held
+
+        def call(_: sqlite3.Connection) -> T:
+            with lock:
+                return fn(conn)
+
+        return await self._run(call)
+
     async def transfer_tenants(self) -> list[str]:
-        return await self._run(lambda conn: [r[0] for r in conn.execute(TENANTS)])
+        return await self._export_read(lambda conn: [r[0] for r in conn.execute(TENANTS)])
 
     async def export_rows(self, tenant: str, part: str, after: Cursor | None,
                           limit: int) -> tuple[list[Row], Cursor | None]:
         limit = min(limit, LARGE_ROWS.get(part, limit))
         if part == "items":
-            return await self._run(lambda conn: _item_page(conn, tenant, after, limit))
+            return await self._export_read(lambda conn: _item_page(conn, tenant, after, limit))
         if part == "checkpoints":
-            return await self._run(lambda conn: _checkpoint_page(conn, tenant, after,
-                                                                 limit))
+            return await self._export_read(lambda conn: _checkpoint_page(conn, tenant, after,
+                                                                         limit))
 
         def run(conn: sqlite3.Connection) -> tuple[list[Row], Cursor | None]:
             sql, params = export_query(DIALECT, part, after, limit + 1)
@@ -65,7 +117,7 @@ class TransferInSqlite(SqliteCore):
             more = len(found) > limit
             return rows, (tuple(found[limit - 1][width:]) if more else None)
 
-        return await self._run(run)
+        return await self._export_read(run)
 
     async def restore_rows(self, tenant: str, part: str, rows: Sequence[Row]) -> int:
         def run(conn: sqlite3.Connection) -> int:
@@ -106,7 +158,7 @@ def _sid(conn: sqlite3.Connection, tenant: str, store: str, session_id: str) -> 
 def _check_refs(conn: sqlite3.Connection, tenant: str, part: str, rows: Sequence[Row]) -> None:
     """Refuse rows that name a session or run that is not stored (the INSERT ... SELECT
     would store nothing for them, silently)."""
-    if part in ("runs", "assets"):
+    if part in ("runs", "assets", "idempotency_keys"):
         for key in {(r["store"], r["session_id"]) for r in rows if r["store"] is not None}:
             _sid(conn, tenant, *key)
     if part == "effects":
