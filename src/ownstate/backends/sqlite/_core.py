@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..._ids import parse_time
+from ..._jsontext import decode_json
 from ...embeddings._protocol import dot
 from ...errors import (
     BackendUnavailable,
