@@ -19,7 +19,7 @@ from typing import Literal, TypeVar
 
 from ..backends import Backend, Capability, NewItem
 from ..backends.ports.facts import NewFact
-from ..backends.ports.search import TextQuery, fact_text
+from ..backends.ports.search import TextQuery, fact_text, item_text
 from ..embeddings import Embedder, Embedding, check_vectors, fuse
 from ..errors import InvalidInput
 from ..model import Fact, ItemHit
@@ -38,6 +38,7 @@ __all__ = [
     "nearest_facts",
     "pool_size",
     "reindex_facts",
+    "reindex_items",
     "with_vectors",
 ]
 
@@ -162,10 +163,9 @@ async def nearest_facts(scope: Scope, store: str, query: str, subject: str | Non
                                              as_of)
 
 
-async def reindex_facts(scope: Scope, store: str, *, batch_size: int, replace: bool) -> int:
-    """Embed the store's current facts that lack a vector of the scope's model, in batches
-    of ``batch_size`` (each batch its own transaction); with ``replace``, first drop every
-    vector of the store. Returns how many vectors were stored."""
+def _reindexing(scope: Scope, batch_size: object) -> Embedder:
+    """The scope's embedder, for a reindex in batches of ``batch_size``. Raises
+    InvalidInput (no embedder; a bad batch_size)."""
     embedder = scope.embedder
     if embedder is None:
         raise InvalidInput("reindex needs a client with an embedder", field="embedder")
@@ -173,6 +173,14 @@ async def reindex_facts(scope: Scope, store: str, *, batch_size: int, replace: b
             1 <= batch_size <= scope.limits.max_batch_items):
         raise InvalidInput(f"batch_size must be from 1 to {scope.limits.max_batch_items}",
                            field="batch_size")
+    return embedder
+
+
+async def reindex_facts(scope: Scope, store: str, *, batch_size: int, replace: bool) -> int:
+    """Embed the store's current facts that lack a vector of the scope's model, in batches
+    of ``batch_size`` (each batch its own transaction); with ``replace``, first drop every
+    vector of the store. Returns how many vectors were stored."""
+    embedder = _reindexing(scope, batch_size)
     backend, tenant = scope.backend, scope.tenant
     if replace:
         await backend.put_fact_vectors(tenant, store, [], replace=True)
@@ -200,6 +208,31 @@ async def items_with_vectors(scope: Scope, items: list[NewItem]) -> list[NewItem
         return items
     vectors = iter(await embed(scope, texts))
     return [it.with_embedding(next(vectors)) if it.text.strip() else it for it in items]
+
+
+async def reindex_items(scope: Scope, store: str, *, batch_size: int, replace: bool) -> int:
+    """Embed the session store's items that lack a vector of the scope's model (those
+    appended without an embedder, or restored from an archive), in batches of
+    ``batch_size`` (each batch its own transaction), by session id then seq; with
+    ``replace``, first drop every item vector of the store. An item with no text gets no
+    vector, as on append. Returns how many vectors were stored."""
+    embedder = _reindexing(scope, batch_size)
+    backend, tenant = scope.backend, scope.tenant
+    if replace:
+        await backend.put_item_vectors(tenant, store, [], replace=True)
+    stored, after = 0, None
+    while True:
+        todo = await backend.items_to_embed(tenant, store, embedder.model, after, batch_size)
+        if not todo:
+            return stored
+        texts = [(it, text) for it in todo if (text := item_text(it.data)).strip()]
+        if texts:
+            vectors = await embed(scope, [text for _, text in texts])
+            stored += await backend.put_item_vectors(
+                tenant, store, [(it.session_id, it.seq, v)
+                                for (it, _), v in zip(texts, vectors, strict=True)],
+                replace=False)
+        after = (todo[-1].session_id, todo[-1].seq)
 
 
 async def nearest_items(scope: Scope, query: str, *, stores: Sequence[str] | None,
