@@ -338,3 +338,11 @@ def test_a_store_that_does_not_index_items_takes_no_vectors_on_reindex(
         assert client.session_stores.reindex("quiet") == 0
         assert client.session_stores.reindex("quiet", replace=True) == 0
         assert client.session_stores.search_items("dog", mode="semantic") == []
+
+
+def test_a_session_store_reindex_needs_an_embedder(target: Target) -> None:
+    with target.connect() as client:
+        client.session_stores.create("talks")
+        with pytest.raises(ownstate.InvalidInput) as caught:
+            client.session_stores.reindex("talks")
+        assert caught.value.field == "embedder"

@@ -156,8 +156,8 @@ class VectorsInMemory(MemoryBase):
             admit_item_vectors(self._data, tenant, store, [e for _, _, e in vectors])
             count = 0
             for sid, seq, embedding in vectors:
-                session = sessions.get(sid)
-                if session is not None and 1 <= seq <= len(session.items):
-                    session.items[seq - 1].embedding = embedding
+                found = sessions.get(sid)
+                if found is not None and 1 <= seq <= len(found.items):
+                    found.items[seq - 1].embedding = embedding
                     count += 1
             return count

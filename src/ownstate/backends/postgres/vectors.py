@@ -16,13 +16,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from ...embeddings import Embedding
 from ... import errors
+from ...embeddings import Embedding
 from ...model import Fact, Item, ItemHit, build_item
 from ..ports.vectors import VectorSpace
 from ._core import Cursor, PostgresCore
-from ._vector_rows import space as _space
 from ._vector_rows import put_item_vectors as _put_item_vectors
+from ._vector_rows import space as _space
 from ._vector_rows import store_fact_vectors
 from .facts import _FACT_COLUMNS, FactsInPostgres, _fact
 

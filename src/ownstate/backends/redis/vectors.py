@@ -24,9 +24,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from ... import errors
 from ...embeddings import Embedding
 from ...embeddings._protocol import dot, one_model
-from ... import errors
 from ...model import Fact, Item, ItemHit
 from ..ports.vectors import VectorSpace
 from ._core import ITEMS, lua, text

@@ -22,8 +22,8 @@ from ...errors import StoreNotFound
 from ...model import Fact, Item, ItemHit
 from ..ports.vectors import VectorSpace
 from ._core import ITEM_COLUMNS, SqliteCore, to_items, write
-from ._vector_rows import space as _space
 from ._vector_rows import admit_items, store_fact_vector
+from ._vector_rows import space as _space
 from .facts import _FACT_COLUMNS, FactsInSqlite, _fact
 
 __all__ = ["VectorsInSqlite"]
