@@ -18,6 +18,7 @@ import pytest
 from conftest import _require
 
 import ownstate
+from ownstate import archive
 from ownstate.backends import Capability
 from ownstate.embeddings import Embedder, fuse
 from ownstate.testing import Target
@@ -346,3 +347,16 @@ def test_a_session_store_reindex_needs_an_embedder(target: Target) -> None:
         with pytest.raises(ownstate.InvalidInput) as caught:
             client.session_stores.reindex("talks")
         assert caught.value.field == "embedder"
+
+
+def test_items_restored_from_an_archive_are_found_by_meaning_after_a_reindex(
+        vectors: Target, semantic: ownstate.Client, tmp_path: Path) -> None:
+    if not vectors.has(Capability.TRANSFER):
+        pytest.skip(f"{vectors.name} does not transfer")
+    _conversation(semantic)
+    archive.export(semantic, tmp_path / "a.tar")
+    with ownstate.connect(f"sqlite:///{tmp_path}/copy.db", embedder=Letters()) as copy:
+        archive.import_archive(copy, tmp_path / "a.tar")
+        assert copy.session_stores.search_items("dog", mode="semantic") == []
+        assert copy.session_stores.reindex("talks") == 3
+        assert len(copy.session_stores.search_items("dog", mode="semantic")) == 3
