@@ -18,6 +18,7 @@ import pytest
 from conftest import _require
 
 import ownstate
+from ownstate import archive
 from ownstate.backends import Capability
 from ownstate.embeddings import Embedder, fuse
 from ownstate.testing import Target
@@ -267,3 +268,95 @@ def test_ownstates_own_subjects_stay_out_of_semantic_search(semantic: ownstate.C
         assert len(hits) == len(FACTS)
         named = mem.search("a dog", mode=mode, subject="ownstate:distill")
         assert [h.fact.fact_id for h in named] == [mark.fact_id]
+
+
+def test_session_store_reindex_backfills_items_appended_without_an_embedder(
+        vectors: Target, minilm: Embedder) -> None:
+    with vectors.connect() as plain:
+        _conversation(plain)
+        plain.session_stores.get("talks").add(actor_id="user:2", session_id="s-2") \
+            .append_items([{"role": "user", "content": "Planning a holiday in Portugal"},
+                           {"type": "marker"}])
+        with pytest.raises(ownstate.InvalidInput):
+            plain.session_stores.reindex("talks")
+    with vectors.connect(embedder=minilm) as client:
+        stores = client.session_stores
+        assert stores.search_items("travel abroad", mode="semantic") == []
+        assert stores.reindex("talks", batch_size=2) == 4
+        assert stores.reindex("talks") == 0
+        trips = stores.search_items("travel abroad", mode="semantic", limit=2)
+        assert {(h.item.session_id, h.item.seq) for h in trips} == {("s-1", 3), ("s-2", 1)}
+        with pytest.raises(ownstate.InvalidInput):
+            stores.reindex("talks", batch_size=0)
+        with pytest.raises(ownstate.StoreNotFound):
+            stores.reindex("nowhere")
+
+
+def test_session_store_reindex_keeps_one_model_unless_replacing(
+        vectors: Target, semantic: ownstate.Client) -> None:
+    _conversation(semantic)
+    with vectors.connect(embedder=Letters()) as other:
+        stores = other.session_stores
+        with pytest.raises(ownstate.EmbedderMismatch):
+            stores.reindex("talks")
+        assert stores.search_items("dog", mode="semantic") == []
+        assert stores.reindex("talks", replace=True) == 3
+        assert stores.reindex("talks") == 0
+        assert len(stores.search_items("dog", mode="semantic")) == 3
+    assert semantic.session_stores.search_items("travel abroad", mode="semantic") == []
+    with pytest.raises(ownstate.EmbedderMismatch):
+        semantic.session_stores.get("talks").get("s-1").append_items(
+            [{"role": "user", "content": "a parrot"}])
+
+
+def test_an_interrupted_session_store_reindex_resumes(vectors: Target) -> None:
+    class Failing(Letters):
+        calls = 0
+
+        def embed(self, texts: Sequence[str]) -> list[list[float]]:
+            Failing.calls += 1
+            if Failing.calls == 2:
+                raise RuntimeError("the model went away")
+            return super().embed(texts)
+
+    with vectors.connect() as plain:
+        _conversation(plain)
+    with vectors.connect(embedder=Failing()) as client:
+        with pytest.raises(RuntimeError):
+            client.session_stores.reindex("talks", batch_size=2)
+        assert len(client.session_stores.search_items("dog", mode="semantic")) == 2
+        assert client.session_stores.reindex("talks", batch_size=2) == 1
+        assert len(client.session_stores.search_items("dog", mode="semantic")) == 3
+
+
+def test_a_store_that_does_not_index_items_takes_no_vectors_on_reindex(
+        vectors: Target) -> None:
+    with vectors.connect() as plain:
+        plain.session_stores.create("quiet", index_items=False).add(
+            actor_id="user:1", session_id="s-1").append_items(
+            [{"role": "user", "content": "My golden retriever Max"}])
+    with vectors.connect(embedder=Letters()) as client:
+        assert client.session_stores.reindex("quiet") == 0
+        assert client.session_stores.reindex("quiet", replace=True) == 0
+        assert client.session_stores.search_items("dog", mode="semantic") == []
+
+
+def test_a_session_store_reindex_needs_an_embedder(target: Target) -> None:
+    with target.connect() as client:
+        client.session_stores.create("talks")
+        with pytest.raises(ownstate.InvalidInput) as caught:
+            client.session_stores.reindex("talks")
+        assert caught.value.field == "embedder"
+
+
+def test_items_restored_from_an_archive_are_found_by_meaning_after_a_reindex(
+        vectors: Target, semantic: ownstate.Client, tmp_path: Path) -> None:
+    if not vectors.has(Capability.TRANSFER):
+        pytest.skip(f"{vectors.name} does not transfer")
+    _conversation(semantic)
+    archive.export(semantic, tmp_path / "a.tar")
+    with ownstate.connect(f"sqlite:///{tmp_path}/copy.db", embedder=Letters()) as copy:
+        archive.import_archive(copy, tmp_path / "a.tar")
+        assert copy.session_stores.search_items("dog", mode="semantic") == []
+        assert copy.session_stores.reindex("talks") == 3
+        assert len(copy.session_stores.search_items("dog", mode="semantic")) == 3

@@ -19,10 +19,10 @@ from typing import Literal, TypeVar
 
 from ..backends import Backend, Capability, NewItem
 from ..backends.ports.facts import NewFact
-from ..backends.ports.search import TextQuery, fact_text
+from ..backends.ports.search import TextQuery, fact_text, item_text
 from ..embeddings import Embedder, Embedding, check_vectors, fuse
 from ..errors import InvalidInput
-from ..model import Fact, ItemHit
+from ..model import Fact, Item, ItemHit
 from ._scope import Scope
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "nearest_facts",
     "pool_size",
     "reindex_facts",
+    "reindex_items",
     "with_vectors",
 ]
 
@@ -162,10 +163,19 @@ async def nearest_facts(scope: Scope, store: str, query: str, subject: str | Non
                                              as_of)
 
 
-async def reindex_facts(scope: Scope, store: str, *, batch_size: int, replace: bool) -> int:
-    """Embed the store's current facts that lack a vector of the scope's model, in batches
-    of ``batch_size`` (each batch its own transaction); with ``replace``, first drop every
-    vector of the store. Returns how many vectors were stored."""
+R = TypeVar("R")
+C = TypeVar("C")
+
+
+async def _reindex(scope: Scope, batch_size: object, replace: bool,
+                   todo: Callable[[str, C | None, int], Awaitable[list[R]]],
+                   text_of: Callable[[R], str], cursor: Callable[[R], C],
+                   put: Callable[[list[tuple[R, Embedding]], bool], Awaitable[int]]) -> int:
+    """The reindex loop: ``todo(model, after, limit)`` lists a batch of rows lacking a
+    vector of the scope's model, strictly after the ``cursor`` of the previous batch's
+    last row; each row with text is embedded and ``put`` (with ``replace``, ``put`` first
+    drops every vector). Returns how many vectors were stored. Raises InvalidInput (no
+    embedder; a bad batch_size)."""
     embedder = scope.embedder
     if embedder is None:
         raise InvalidInput("reindex needs a client with an embedder", field="embedder")
@@ -173,19 +183,35 @@ async def reindex_facts(scope: Scope, store: str, *, batch_size: int, replace: b
             1 <= batch_size <= scope.limits.max_batch_items):
         raise InvalidInput(f"batch_size must be from 1 to {scope.limits.max_batch_items}",
                            field="batch_size")
-    backend, tenant = scope.backend, scope.tenant
     if replace:
-        await backend.put_fact_vectors(tenant, store, [], replace=True)
+        await put([], True)
     stored, after = 0, None
     while True:
-        todo = await backend.facts_to_embed(tenant, store, embedder.model, after, batch_size)
-        if not todo:
+        rows = await todo(embedder.model, after, batch_size)
+        if not rows:
             return stored
-        vectors = await embed(scope, [_fact_text(f.key, f.value) for f in todo])
-        stored += await backend.put_fact_vectors(
-            tenant, store, [(f.fact_id, v) for f, v in zip(todo, vectors, strict=True)],
-            replace=False)
-        after = todo[-1].fact_id
+        texts = [(row, text) for row in rows if (text := text_of(row)).strip()]
+        if texts:
+            vectors = await embed(scope, [text for _, text in texts])
+            stored += await put([(row, v) for (row, _), v in zip(texts, vectors, strict=True)],
+                                False)
+        after = cursor(rows[-1])
+
+
+async def reindex_facts(scope: Scope, store: str, *, batch_size: int, replace: bool) -> int:
+    """Embed the store's current facts that lack a vector of the scope's model, in batches
+    of ``batch_size`` (each batch its own transaction); with ``replace``, first drop every
+    vector of the store. Returns how many vectors were stored."""
+    backend, tenant = scope.backend, scope.tenant
+
+    def put(vectors: list[tuple[Fact, Embedding]], drop: bool) -> Awaitable[int]:
+        return backend.put_fact_vectors(tenant, store, [(f.fact_id, v) for f, v in vectors],
+                                        replace=drop)
+
+    return await _reindex(
+        scope, batch_size, replace,
+        lambda model, after, limit: backend.facts_to_embed(tenant, store, model, after, limit),
+        lambda f: _fact_text(f.key, f.value), lambda f: f.fact_id, put)
 
 
 # items ---------------------------------------------------------------------------------
@@ -200,6 +226,24 @@ async def items_with_vectors(scope: Scope, items: list[NewItem]) -> list[NewItem
         return items
     vectors = iter(await embed(scope, texts))
     return [it.with_embedding(next(vectors)) if it.text.strip() else it for it in items]
+
+
+async def reindex_items(scope: Scope, store: str, *, batch_size: int, replace: bool) -> int:
+    """Embed the session store's items that lack a vector of the scope's model (those
+    appended without an embedder, or restored from an archive), in batches of
+    ``batch_size`` (each batch its own transaction), by session id then seq; with
+    ``replace``, first drop every item vector of the store. An item with no text gets no
+    vector, as on append. Returns how many vectors were stored."""
+    backend, tenant = scope.backend, scope.tenant
+
+    def put(vectors: list[tuple[Item, Embedding]], drop: bool) -> Awaitable[int]:
+        return backend.put_item_vectors(
+            tenant, store, [(it.session_id, it.seq, v) for it, v in vectors], replace=drop)
+
+    return await _reindex(
+        scope, batch_size, replace,
+        lambda model, after, limit: backend.items_to_embed(tenant, store, model, after, limit),
+        lambda it: item_text(it.data), lambda it: (it.session_id, it.seq), put)
 
 
 async def nearest_items(scope: Scope, query: str, *, stores: Sequence[str] | None,

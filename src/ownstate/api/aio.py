@@ -268,6 +268,24 @@ class AsyncSessionStores:
         return AsyncPager(
             lambda token: self.list_page(page_size=page_size, page_token=token), page_token)
 
+    async def reindex(self, store: str, *, batch_size: int = 256,
+                      replace: bool = False) -> int:
+        """Give every item of ``store`` that has none a vector from the client's embedder
+        (items appended before the embedder was configured, by a client without one, or
+        restored from an archive, which carries no vectors), so that semantic and hybrid
+        :meth:`search_items` find them; returns how many were embedded. Works in batches of
+        ``batch_size`` by session id and seq, each committed on its own, so an interrupted
+        reindex resumes where it stopped. ``replace=True`` first drops every item vector
+        of the store, to switch models. Items with no text get none, as on append, and a
+        store created with ``index_items=False`` takes none (the count is 0).
+
+        Raises :class:`~ownstate.errors.InvalidInput` (no embedder; a bad batch_size),
+        :class:`~ownstate.errors.EmbedderMismatch` (the store holds another model's item
+        vectors and ``replace`` is false), :class:`~ownstate.errors.StoreNotFound`.
+        """
+        return await _semantic.reindex_items(self._scope, _validate.store_name(store),
+                                             batch_size=batch_size, replace=replace)
+
     async def search_items(
         self,
         query: str,

@@ -407,6 +407,22 @@ class SessionStores:
         """Every store, by name, fetched a page at a time."""
         return self._portal.iterate(self._impl.list(page_size=page_size, page_token=page_token), lambda e: _twin(self._portal, e))
 
+    def reindex(self, store: str, *, batch_size: int = 256, replace: bool = False) -> int:
+        """Give every item of ``store`` that has none a vector from the client's embedder
+        (items appended before the embedder was configured, by a client without one, or
+        restored from an archive, which carries no vectors), so that semantic and hybrid
+        :meth:`search_items` find them; returns how many were embedded. Works in batches of
+        ``batch_size`` by session id and seq, each committed on its own, so an interrupted
+        reindex resumes where it stopped. ``replace=True`` first drops every item vector
+        of the store, to switch models. Items with no text get none, as on append, and a
+        store created with ``index_items=False`` takes none (the count is 0).
+
+        Raises :class:`~ownstate.errors.InvalidInput` (no embedder; a bad batch_size),
+        :class:`~ownstate.errors.EmbedderMismatch` (the store holds another model's item
+        vectors and ``replace`` is false), :class:`~ownstate.errors.StoreNotFound`.
+        """
+        return self._portal.call(self._impl.reindex(store, batch_size=batch_size, replace=replace))
+
     def search_items(self, query: str, *, store: str | None = None, stores: Sequence[str] | None = None, actor_id: str | None = None, session_id: str | None = None, limit: int = 10, mode: Mode | None = None) -> builtins.list[ItemHit]:
         """The conversation items that best match ``query``, best first, across the
         tenant's session stores: each an :class:`ItemHit` with the item, its store, its

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ...embeddings import Embedding
 from ...embeddings._protocol import one_model
-from ..ports.sessions import NewItem
 from ._data import _Data
 
 __all__ = ["admit_item_vectors"]
 
 
-def admit_item_vectors(data: _Data, tenant: str, store: str, items: Sequence[NewItem]) -> None:
-    """Refuse items whose vectors are of another model or dimension than the store's
-    item vectors (or than each other's). Call under the data lock."""
-    new = [it.embedding for it in items if it.embedding is not None]
+def admit_item_vectors(data: _Data, tenant: str, store: str,
+                       embeddings: Sequence[Embedding | None]) -> None:
+    """Refuse vectors of another model or dimension than the store's item vectors (or
+    than each other's). Call under the data lock."""
+    new = [e for e in embeddings if e is not None]
     if not new:
         return
     fixed = None

@@ -208,7 +208,7 @@ class SessionsInMemory(MemoryBase):
             first = len(stored.items) + 1
             indexed = (tenant, store) not in self._data.unindexed
             if indexed:
-                admit_item_vectors(self._data, tenant, store, items)
+                admit_item_vectors(self._data, tenant, store, [it.embedding for it in items])
             new = [
                 _StoredItem(
                     item_id=it.item_id, seq=first + n, create_time=now, data_json=it.data_json,

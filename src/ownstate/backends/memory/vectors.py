@@ -13,9 +13,10 @@ from datetime import datetime
 from ...embeddings import Embedding
 from ...embeddings._protocol import dot
 from ...errors import StoreNotFound
-from ...model import Fact, ItemHit
+from ...model import Fact, Item, ItemHit
 from ..ports.vectors import VectorSpace
-from ._data import MemoryBase
+from ._admit import admit_item_vectors
+from ._data import MemoryBase, _StoredSession
 from .facts import _admit_vectors, _current, _StoredFact, _StoreFacts
 
 __all__ = ["VectorsInMemory"]
@@ -114,3 +115,49 @@ class VectorsInMemory(MemoryBase):
                         count += 1
             return count
 
+
+    def _item_sessions(self, tenant: str, store: str) -> list[tuple[str, _StoredSession]]:
+        """The store's sessions by id, none when it does not index items. Raises
+        StoreNotFound."""
+        if (tenant, store) not in self._data.stores:
+            raise StoreNotFound(store=store)
+        if (tenant, store) in self._data.unindexed:
+            return []
+        return sorted((sid, s) for (t, st, sid), s in self._data.sessions.items()
+                      if t == tenant and st == store)
+
+    async def items_to_embed(self, tenant: str, store: str, model: str,
+                             after: tuple[str, int] | None, limit: int) -> list[Item]:
+        with self._data.lock:
+            todo: list[Item] = []
+            for sid, session in self._item_sessions(tenant, store):
+                if after is not None and sid < after[0]:
+                    continue
+                for it in session.items:
+                    if after is not None and (sid, it.seq) <= after:
+                        continue
+                    if it.embedding is None or it.embedding.model != model:
+                        todo.append(it.to_item(sid))
+                        if len(todo) >= limit:
+                            return todo
+            return todo
+
+    async def put_item_vectors(self, tenant: str, store: str,
+                               vectors: Sequence[tuple[str, int, Embedding]],
+                               replace: bool) -> int:
+        with self._data.lock:
+            sessions = dict(self._item_sessions(tenant, store))
+            if replace:
+                for session in sessions.values():
+                    for it in session.items:
+                        it.embedding = None
+            if not sessions:
+                return 0
+            admit_item_vectors(self._data, tenant, store, [e for _, _, e in vectors])
+            count = 0
+            for sid, seq, embedding in vectors:
+                found = sessions.get(sid)
+                if found is not None and 1 <= seq <= len(found.items):
+                    found.items[seq - 1].embedding = embedding
+                    count += 1
+            return count

@@ -9,6 +9,10 @@ vector of a store comes from one model: a write or a reindex that brings another
 inside that transaction, so nothing of it is stored. An item's vector is written the same way by
 :meth:`~ownstate.backends.ports.sessions.SessionPort.append_items` (one model per session
 store; none for a store created with ``index_items=False``) and goes with the item.
+Items stored without one (appended before the client had an embedder, or restored from an
+archive, which carries no vectors) get theirs from :meth:`VectorPort.items_to_embed` and
+:meth:`VectorPort.put_item_vectors`, a session store's reindex; a store that does not
+index items takes none that way either.
 
 Vectors are unit length (see :class:`~ownstate.embeddings.Embedding`), so similarity is
 the dot product; ties order newest fact first. Ranking is the backend's own: sqlite-vec's
@@ -23,7 +27,7 @@ from datetime import datetime
 
 from ...embeddings import Embedding
 from ...errors import InvalidInput
-from ...model import Fact, FactHit, ItemHit
+from ...model import Fact, FactHit, Item, ItemHit
 from .search import TextQuery
 
 __all__ = ["VectorPort", "VectorSpace"]
@@ -93,4 +97,22 @@ class VectorPort:
         transaction; with ``replace``, first drop every vector of the store. Facts that
         no longer exist are skipped; returns how many were stored. Raises StoreNotFound,
         EmbedderMismatch."""
+        raise self._no_vectors()
+
+    async def items_to_embed(self, tenant: str, store: str, model: str,
+                             after: tuple[str, int] | None, limit: int) -> list[Item]:
+        """The session store's items without a vector of ``model`` (after a replacing
+        ``put_item_vectors``: every item), by session id then seq, strictly after
+        ``after`` (``(session_id, seq)``); at most ``limit``. None for a store created with
+        ``index_items=False``. Raises StoreNotFound."""
+        raise self._no_vectors()
+
+    async def put_item_vectors(self, tenant: str, store: str,
+                               vectors: Sequence[tuple[str, int, Embedding]],
+                               replace: bool) -> int:
+        """Store each ``(session_id, seq, vector)`` (replacing the item's earlier one), in
+        one transaction; with ``replace``, first drop every item vector of the store.
+        Items that no longer exist are skipped, and a store created with
+        ``index_items=False`` takes none; returns how many were stored. Raises
+        StoreNotFound, EmbedderMismatch."""
         raise self._no_vectors()

@@ -15,7 +15,7 @@ from ..ports.sessions import NewItem
 from ..ports.vectors import VectorSpace
 from ._core import Cursor
 
-__all__ = ["space", "store_fact_vectors", "store_item_vectors"]
+__all__ = ["admit_items", "put_item_vectors", "space", "store_fact_vectors", "store_item_vectors"]
 
 
 async def space(cur: Cursor, tenant: str, store: str) -> VectorSpace | None:
@@ -50,6 +50,39 @@ def _literal(embedding: Embedding) -> str:
     return "{" + ",".join(repr(x) for x in embedding.unpack()) + "}"
 
 
+async def admit_items(cur: Cursor, tenant: str, store: str,
+                      embeddings: Sequence[Embedding]) -> None:
+    """Refuse item vectors of another model or dimension than the session store's (or
+    than each other's). Raises EmbedderMismatch."""
+    await cur.execute(
+        "SELECT model, array_length(vector, 1) FROM item_vectors "
+        "WHERE tenant = %s AND store = %s LIMIT 1", (tenant, store))
+    row = await cur.fetchone()
+    one_model(store, (str(row[0]), int(row[1])) if row is not None else None, embeddings)
+
+
+async def put_item_vectors(cur: Cursor, tenant: str, store: str,
+                           vectors: Sequence[tuple[str, int, Embedding]]) -> int:
+    """Write each ``(session_id, seq, vector)`` of the session store in the caller's
+    transaction (replacing an item's earlier vector; skipping items that do not exist);
+    returns how many were written. Raises EmbedderMismatch."""
+    if not vectors:
+        return 0
+    await admit_items(cur, tenant, store, [e for _, _, e in vectors])
+    await cur.execute(
+        "INSERT INTO item_vectors (id, tenant, store, model, vector) "
+        "SELECT i.id, i.tenant, s.store, v.model, v.vector::real[] "
+        "FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::text[]) "
+        "AS v(session_id, seq, model, vector) "
+        "JOIN sessions s ON s.tenant = %s AND s.store = %s AND s.session_id = v.session_id "
+        "JOIN items i ON i.sid = s.sid AND i.seq = v.seq "
+        "ON CONFLICT (id) DO UPDATE SET model = excluded.model, vector = excluded.vector",
+        ([sid for sid, _, _ in vectors], [seq for _, seq, _ in vectors],
+         [e.model for _, _, e in vectors], [_literal(e) for _, _, e in vectors],
+         tenant, store))
+    return int(cur.rowcount)
+
+
 async def store_item_vectors(cur: Cursor, tenant: str, store: str,
                              items: Sequence[NewItem]) -> None:
     """Write the vectors of ``items``, just appended to a session of ``store``, in the
@@ -58,12 +91,7 @@ async def store_item_vectors(cur: Cursor, tenant: str, store: str,
     rows = [(it.item_id, it.embedding) for it in items if it.embedding is not None]
     if not rows:
         return
-    await cur.execute(
-        "SELECT model, array_length(vector, 1) FROM item_vectors "
-        "WHERE tenant = %s AND store = %s LIMIT 1", (tenant, store))
-    row = await cur.fetchone()
-    one_model(store, (str(row[0]), int(row[1])) if row is not None else None,
-              [e for _, e in rows])
+    await admit_items(cur, tenant, store, [e for _, e in rows])
     await cur.execute(
         "INSERT INTO item_vectors (id, tenant, store, model, vector) "
         "SELECT i.id, i.tenant, %s, v.model, v.vector::real[] "

@@ -16,10 +16,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from ... import errors
 from ...embeddings import Embedding
-from ...model import Fact, ItemHit, build_item
+from ...model import Fact, Item, ItemHit, build_item
 from ..ports.vectors import VectorSpace
 from ._core import Cursor, PostgresCore
+from ._vector_rows import put_item_vectors as _put_item_vectors
 from ._vector_rows import space as _space
 from ._vector_rows import store_fact_vectors
 from .facts import _FACT_COLUMNS, FactsInPostgres, _fact
@@ -113,3 +115,44 @@ class VectorsInPostgres(PostgresCore):
             return await store_fact_vectors(cur, tenant, store, vectors)
 
         return await self._write(tenant, run)
+
+    async def items_to_embed(self, tenant: str, store: str, model: str,
+                             after: tuple[str, int] | None, limit: int) -> list[Item]:
+        last_sid, last_seq = after if after is not None else ("", 0)
+
+        async def run(cur: Cursor) -> list[Item]:
+            if not await _indexes_items(cur, tenant, store):
+                return []
+            await cur.execute(
+                f"SELECT {_ITEMS}, s.session_id FROM sessions s JOIN items i ON i.sid = s.sid "
+                "LEFT JOIN item_vectors v ON v.id = i.id "
+                "WHERE s.tenant = %s AND s.store = %s AND (v.id IS NULL OR v.model <> %s) "
+                "AND (s.session_id, i.seq) > (%s, %s) "
+                "ORDER BY s.session_id, i.seq LIMIT %s",
+                (tenant, store, model, last_sid, last_seq, limit))
+            return [build_item(r[0], r[11], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8],
+                               r[9], r[10]) for r in await cur.fetchall()]
+
+        return await self._read(tenant, run)
+
+    async def put_item_vectors(self, tenant: str, store: str,
+                               vectors: Sequence[tuple[str, int, Embedding]],
+                               replace: bool) -> int:
+        async def run(cur: Cursor) -> int:
+            indexed = await _indexes_items(cur, tenant, store, "FOR KEY SHARE")
+            if replace:
+                await cur.execute("DELETE FROM item_vectors WHERE tenant = %s AND store = %s",
+                                  (tenant, store))
+            return await _put_item_vectors(cur, tenant, store, vectors) if indexed else 0
+
+        return await self._write(tenant, run)
+
+
+async def _indexes_items(cur: Cursor, tenant: str, store: str, lock: str = "") -> bool:
+    """Whether the session store indexes its items. Raises StoreNotFound."""
+    await cur.execute("SELECT index_items FROM session_stores WHERE tenant = %s AND name = %s "
+                      + lock, (tenant, store))
+    row = await cur.fetchone()
+    if row is None:
+        raise errors.StoreNotFound(store=store)
+    return bool(row[0])

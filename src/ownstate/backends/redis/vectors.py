@@ -6,7 +6,10 @@ the store's model and dimension are ``vm`` and ``vd`` in ``mstore``, fixed by it
 vector. An item's vector is ``iv:X`` in its session tree (seq -> bytes), written by the
 append's script and dropped with the item; the session store's item model is ``ivm`` and
 ``ivd`` in its record (see sessions.py). Erasing a subject, deleting a session or a store
-removes their vectors in the same scripts that remove the rows.
+removes their vectors in the same scripts that remove the rows. A session store's reindex
+fixes ``ivm``/``ivd`` as an append does, then writes ``iv:X`` for the seqs that exist, one
+script per session (a replacing reindex first drops each session's ``iv:X``, then the
+model, so it is not atomic with appends running at the same time).
 
 Plain Redis has no vector index, so a semantic search reads every vector of the memory
 store (or of the session stores searched) and takes dot products in Python (numpy where
@@ -21,11 +24,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from ... import errors
 from ...embeddings import Embedding
 from ...embeddings._protocol import dot, one_model
-from ...model import Fact, ItemHit
+from ...model import Fact, Item, ItemHit
 from ..ports.vectors import VectorSpace
-from ._core import lua, text
+from ._core import ITEMS, lua, text
 from .facts import FactsInRedis, _fact
 from .search import SearchInRedis
 
@@ -71,6 +75,34 @@ return {'ok', n}
 lua("facts_current_ids", _LIVE + """
 return {'ok', redis.call('ZRANGE', base .. 'cur', 0, -1), redis.call('HKEYS', base .. 'fv')}
 """)
+
+# In a session's tree. ARGV[3..]: (seq, vector) pairs. Writes those of items that exist,
+# unless the session's store keeps items out of search; replies how many were written.
+lua("items_put_vectors", ITEMS + """
+if redis.call('HGET', skey, 'nx') == '1' then return {'ok', 0} end
+local n = items_count(base .. 'o:' .. sid)
+local written = 0
+for i = 3, #ARGV, 2 do
+  if tonumber(ARGV[i]) <= n then
+    redis.call('HSET', base .. 'iv:' .. sid, ARGV[i], ARGV[i + 1])
+    written = written + 1
+  end
+end
+return {'ok', written}
+""", on="tree")
+
+lua("items_drop_vectors", """
+redis.call('DEL', base .. 'iv:' .. sid)
+return {'ok'}
+""", on="tree")
+
+lua("store_drop_item_space", """
+if redis.call('HGET', base .. 'store', 'state') ~= 'live' then return {'@nostore'} end
+redis.call('HDEL', base .. 'store', 'ivm', 'ivd')
+return {'ok'}
+""")
+
+_PAGE = 256
 
 
 def _believed(fact: Fact, as_of: datetime | None) -> bool:
@@ -170,3 +202,71 @@ class VectorsInRedis(FactsInRedis, SearchInRedis):
             if (store, sid) in actors and (actor_id is None or actors[(store, sid)] == actor_id)
             for seq, vector in found.items())
         return await self._hits(tenant, roots, actors, scored[:limit])
+
+    async def _store_sessions(self, tenant: str, store: str) -> dict[str, str] | None:
+        """The session store's sessions (session id -> tree root), None when it does not
+        index items. Raises StoreNotFound."""
+        await self.get_store(tenant, store)
+        if int(await self._command("SISMEMBER", self.tenant_key(tenant) + "unindexed", store,
+                                   write=False)):
+            return None
+        (members,) = await self._read([("ZRANGE", self.store_key(tenant, store) + "index",
+                                        0, -1)])
+        return {sid: root for _, sid, root in map(self.parse_member, members)}
+
+    async def items_to_embed(self, tenant: str, store: str, model: str,
+                             after: tuple[str, int] | None, limit: int) -> list[Item]:
+        sessions = await self._store_sessions(tenant, store)
+        if not sessions:
+            return []
+        (space,) = await self._read([("HMGET", self.store_key(tenant, store) + "store",
+                                      "ivm", "ivd")])
+        same_model = space[0] is not None and text(space[0]) == model
+        todo: list[Item] = []
+        for sid in sorted(s for s in sessions if after is None or s >= after[0]):
+            embedded: set[int] = set()
+            if same_model:
+                (seqs,) = await self._read([("HKEYS", self.tree_key(
+                    tenant, store, sessions[sid]) + "iv:" + sid)])
+                embedded = {int(seq) for seq in seqs}
+            start = after[1] if after is not None and sid == after[0] else 0
+            while True:
+                try:
+                    page = await self.list_items(tenant, store, sid, descending=False,
+                                                 limit=_PAGE, after_seq=start)
+                except errors.SessionNotFound:
+                    break
+                todo += [it for it in page if it.seq not in embedded]
+                if len(todo) >= limit:
+                    return todo[:limit]
+                if len(page) < _PAGE:
+                    break
+                start = page[-1].seq
+        return todo
+
+    async def put_item_vectors(self, tenant: str, store: str,
+                               vectors: Sequence[tuple[str, int, Embedding]],
+                               replace: bool) -> int:
+        sessions = await self._store_sessions(tenant, store)
+        if replace:
+            for sid, root in (sessions or {}).items():
+                await self._eval("items_drop_vectors", [self.tree_key(tenant, store, root)],
+                                 [sid, root])
+            await self._eval("store_drop_item_space", [self.store_key(tenant, store)], [])
+        if not sessions or not vectors:
+            return 0
+        embeddings = [e for _, _, e in vectors]
+        one_model(store, None, embeddings)
+        await self._admit_item_vectors(tenant, store, embeddings)
+        by_session: dict[str, list[Any]] = {}
+        for sid, seq, e in vectors:
+            if sid in sessions:
+                by_session.setdefault(sid, []).extend((seq, e.data))
+        written = 0
+        for sid, args in sorted(by_session.items()):
+            try:
+                _, reply = await self._tree(tenant, store, sid, "items_put_vectors", args)
+            except errors.SessionNotFound:
+                continue
+            written += int(reply[1])
+        return written

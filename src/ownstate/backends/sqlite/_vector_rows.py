@@ -15,7 +15,7 @@ from ...embeddings._protocol import one_model
 from ..ports.sessions import NewItem
 from ..ports.vectors import VectorSpace
 
-__all__ = ["admit", "space", "store_fact_vector", "store_item_vectors"]
+__all__ = ["admit", "admit_items", "space", "store_fact_vector", "store_item_vectors"]
 
 
 def space(conn: sqlite3.Connection, tenant: str, store: str) -> VectorSpace | None:
@@ -40,6 +40,16 @@ def store_fact_vector(conn: sqlite3.Connection, tenant: str, store: str, fid: in
         "VALUES (?, ?, ?, ?, ?)", (fid, tenant, store, embedding.model, embedding.data))
 
 
+def admit_items(conn: sqlite3.Connection, tenant: str, store: str,
+                embeddings: Sequence[Embedding]) -> None:
+    """Refuse item vectors of another model or dimension than the session store's (or
+    than each other's)."""
+    row = conn.execute(
+        "SELECT model, length(vector) / 4 FROM item_vectors WHERE tenant = ? AND store = ? "
+        "LIMIT 1", (tenant, store)).fetchone()
+    one_model(store, (str(row[0]), int(row[1])) if row is not None else None, embeddings)
+
+
 def store_item_vectors(conn: sqlite3.Connection, tenant: str, store: str, sid: int,
                        first_seq: int, items: Sequence[NewItem]) -> None:
     """Write the vectors of ``items``, just appended to session ``sid`` from ``first_seq``
@@ -48,11 +58,7 @@ def store_item_vectors(conn: sqlite3.Connection, tenant: str, store: str, sid: i
             if it.embedding is not None]
     if not rows:
         return
-    row = conn.execute(
-        "SELECT model, length(vector) / 4 FROM item_vectors WHERE tenant = ? AND store = ? "
-        "LIMIT 1", (tenant, store)).fetchone()
-    one_model(store, (str(row[0]), int(row[1])) if row is not None else None,
-              [e for _, e in rows])
+    admit_items(conn, tenant, store, [e for _, e in rows])
     conn.executemany(
         "INSERT INTO item_vectors (id, tenant, store, model, vector) "
         "SELECT id, ?, ?, ?, ? FROM items WHERE sid = ? AND seq = ?",

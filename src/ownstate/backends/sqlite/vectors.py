@@ -18,11 +18,12 @@ from datetime import datetime
 
 from ..._ids import format_time
 from ...embeddings import Embedding
-from ...model import Fact, ItemHit
+from ...errors import StoreNotFound
+from ...model import Fact, Item, ItemHit
 from ..ports.vectors import VectorSpace
 from ._core import ITEM_COLUMNS, SqliteCore, to_items, write
+from ._vector_rows import admit_items, store_fact_vector
 from ._vector_rows import space as _space
-from ._vector_rows import store_fact_vector
 from .facts import _FACT_COLUMNS, FactsInSqlite, _fact
 
 __all__ = ["VectorsInSqlite"]
@@ -117,3 +118,53 @@ class VectorsInSqlite(SqliteCore):
             return stored
 
         return await self._run(run)
+
+    async def items_to_embed(self, tenant: str, store: str, model: str,
+                             after: tuple[str, int] | None, limit: int) -> list[Item]:
+        last_sid, last_seq = after if after is not None else ("", 0)
+
+        def run(conn: sqlite3.Connection) -> list[Item]:
+            if not _indexes_items(conn, tenant, store):
+                return []
+            rows = conn.execute(
+                f"SELECT {_ITEMS}, s.session_id FROM sessions s JOIN items i ON i.sid = s.sid "
+                "LEFT JOIN item_vectors v ON v.id = i.id "
+                "WHERE s.tenant = ? AND s.store = ? AND (v.id IS NULL OR v.model != ?) "
+                "AND (s.session_id > ? OR (s.session_id = ? AND i.seq > ?)) "
+                "ORDER BY s.session_id, i.seq LIMIT ?",
+                (tenant, store, model, last_sid, last_sid, last_seq, limit)).fetchall()
+            return [to_items([r], r[11])[0] for r in rows]
+
+        return await self._run(run)
+
+    async def put_item_vectors(self, tenant: str, store: str,
+                               vectors: Sequence[tuple[str, int, Embedding]],
+                               replace: bool) -> int:
+        def run(conn: sqlite3.Connection) -> int:
+            with write(conn):
+                if replace:
+                    conn.execute("DELETE FROM item_vectors WHERE tenant = ? AND store = ?",
+                                 (tenant, store))
+                if not _indexes_items(conn, tenant, store) or not vectors:
+                    return 0
+                admit_items(conn, tenant, store, [e for _, _, e in vectors])
+                stored = 0
+                for session_id, seq, e in vectors:
+                    stored += conn.execute(
+                        "INSERT OR REPLACE INTO item_vectors (id, tenant, store, model, vector) "
+                        "SELECT i.id, s.tenant, s.store, ?, ? FROM sessions s "
+                        "JOIN items i ON i.sid = s.sid WHERE s.tenant = ? AND s.store = ? "
+                        "AND s.session_id = ? AND i.seq = ?",
+                        (e.model, e.data, tenant, store, session_id, seq)).rowcount
+            return stored
+
+        return await self._run(run)
+
+
+def _indexes_items(conn: sqlite3.Connection, tenant: str, store: str) -> bool:
+    """Whether the session store indexes its items. Raises StoreNotFound."""
+    row = conn.execute("SELECT index_items FROM session_stores WHERE tenant = ? AND name = ?",
+                       (tenant, store)).fetchone()
+    if row is None:
+        raise StoreNotFound(store=store)
+    return bool(row[0])
