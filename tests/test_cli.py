@@ -25,8 +25,10 @@ def _runner() -> CliRunner:
 
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test reads OWNSTATE_URL from the caller or writes ownstate.db outside tmp_path."""
+    """No test reads OWNSTATE_URL from the caller or writes ownstate.db outside tmp_path,
+    and transcripts wrap at 100 columns whatever terminal (or test worker) runs the tests."""
     monkeypatch.delenv("OWNSTATE_URL", raising=False)
+    monkeypatch.setenv("COLUMNS", "100")
     monkeypatch.chdir(tmp_path)
 
 
