@@ -20,12 +20,21 @@ reads the statistics of its terms there, the postings of its rarest terms from F
 (the FTS5 content table, ``*_search_content``), with the scope's own statistics, as the
 memory backend does.
 
-Rows enter in the same transaction as their fact or item, and their terms are counted
-there (:func:`count_terms`; for the data of earlier versions, in migrations 4 and 8,
-through the SQL functions :func:`register_functions` defines and SQL); triggers remove
-them, and uncount their terms, when the row is deleted. A closed fact stays indexed, so a
-search as of an earlier valid time finds what held then. A store made with
-``index_items=False`` adds no rows for its items.
+Indexing later. A write does not index what it writes: it records the new row's id in
+``fact_index_queue`` or ``item_index_queue``, in the same transaction (:func:`defer`),
+and the next search indexes every pending row, computing its terms from the stored fact or
+item, and counts their terms, in one write transaction of its own before it reads
+(:func:`index_pending`); so does a write that finds some :data:`PENDING_LIMIT` rows
+waiting, which bounds what a search can find to do. Indexing many rows at once costs less
+per row than indexing each write's few (one FTS5 segment and one upsert per distinct term
+for all of them), and a write pays only for one small row per document. It is PostgreSQL's
+GIN "pending list", at the level of rows. A search sees every write that committed before
+it began: what it indexes is what those writes would have indexed themselves. (The data of
+earlier versions was indexed by migrations 4 and 8, through the SQL functions
+:func:`register_functions` defines and SQL.) Triggers remove a deleted row's entry, and
+uncount its terms, or its pending id. A closed fact stays indexed, so a search as of an
+earlier valid time finds what held then. A store made with ``index_items=False`` adds no
+rows for its items.
 """
 
 from __future__ import annotations
@@ -55,10 +64,22 @@ from ..ports.search import (
     top,
     useful_terms,
 )
-from ._core import ITEM_COLUMNS, SqliteCore, to_items
+from ._core import ITEM_COLUMNS, SqliteCore, to_items, write
 
-__all__ = ["SearchInSqlite", "count_terms", "fact_prefix", "fact_terms", "item_terms", "ranked",
-           "register_functions"]
+__all__ = ["PENDING_LIMIT", "SearchInSqlite", "count_terms", "defer", "fact_prefix",
+           "fact_terms", "index_pending", "item_terms", "ranked", "register_functions"]
+
+#: About how many rows may wait for indexing before a write indexes them itself.
+PENDING_LIMIT = 10_000
+
+_KEY = {"fact": "fid", "item": "id"}
+# per kind, the pending documents: (rowid, the arguments of its terms function)
+_PENDING_ROWS = {
+    "fact": "SELECT p.fid, f.tenant, f.memory_store, f.key, f.value FROM fact_index_queue p "
+            "CROSS JOIN facts f ON f.fid = p.fid",
+    "item": "SELECT p.id, i.tenant, i.data FROM item_index_queue p "
+            "CROSS JOIN items i ON i.id = p.id",
+}
 
 T = TypeVar("T")
 
@@ -77,7 +98,9 @@ def _prefix(*parts: str) -> str:
 def _joined(prefix: str, found: Sequence[str]) -> str:
     # the bare prefix marks each document of the scope, so that its document frequency
     # is the scope's number of documents
-    return " ".join([prefix, *(prefix + t for t in found)])
+    if not found:
+        return prefix
+    return prefix + " " + prefix + (" " + prefix).join(found)
 
 
 def fact_prefix(tenant: str, store: str) -> str:
@@ -97,6 +120,10 @@ def item_terms(tenant: str, text: str) -> str:
 
 def _item_terms_of_data(tenant: str, data_json: str) -> str:
     return item_terms(tenant, item_text(json.loads(data_json)))
+
+
+def _fact_terms_of_row(tenant: str, store: str, key: str, value: str | bytes) -> str:
+    return fact_terms(tenant, store, key, value if isinstance(value, str) else value.decode())
 
 
 def register_functions(conn: sqlite3.Connection) -> None:
@@ -121,6 +148,36 @@ def count_terms(conn: sqlite3.Connection, kind: str, texts: Iterable[str]) -> No
         [(term, n, sizes.get(term, 0)) for term, n in sorted(docs.items())])
 
 
+def defer(conn: sqlite3.Connection, kind: str, ids_sql: str, params: Sequence[object]) -> None:
+    """Record the rows ``ids_sql`` selects (their ``fid`` or ``id``) for indexing later, in
+    the caller's write transaction; index everything pending when about
+    :data:`PENDING_LIMIT` rows wait."""
+    key = _KEY[kind]
+    conn.execute(f"INSERT OR IGNORE INTO {kind}_index_queue ({key}) {ids_sql}", params)
+    # ids are mostly consecutive: their span bounds their number from above, in two lookups
+    low, high = conn.execute(
+        f"SELECT min({key}), max({key}) FROM {kind}_index_queue").fetchone()
+    if low is not None and high - low + 1 >= PENDING_LIMIT:
+        _index(conn, kind)
+
+
+def _index(conn: sqlite3.Connection, kind: str) -> None:
+    make = _fact_terms_of_row if kind == "fact" else _item_terms_of_data
+    rows = [(r[0], make(*r[1:])) for r in conn.execute(_PENDING_ROWS[kind])]
+    conn.executemany(f"INSERT INTO {kind}_search (rowid, terms) VALUES (?, ?)", rows)
+    count_terms(conn, kind, (text for _, text in rows))
+    conn.execute(f"DELETE FROM {kind}_index_queue")
+
+
+def index_pending(conn: sqlite3.Connection, kind: str) -> None:
+    """Index the ``fact`` or ``item`` rows waiting for it, in a write transaction of their
+    own, if there are any (outside a transaction: what a search does before it reads)."""
+    if conn.execute(f"SELECT 1 FROM {kind}_index_queue LIMIT 1").fetchone() is None:
+        return
+    with write(conn):
+        _index(conn, kind)
+
+
 def ranked(conn: sqlite3.Connection, kind: str, prefix: str, query: TextQuery, limit: int,
            fetch: Callable[[list[int]], Iterable[tuple[T, str, Any]]],
            narrow: Callable[[], list[int]] | None = None) -> list[tuple[T, float]]:
@@ -132,6 +189,7 @@ def ranked(conn: sqlite3.Connection, kind: str, prefix: str, query: TextQuery, l
     documents, returns the ids of all it keeps, and those are scored instead of reading
     postings.
     """
+    index_pending(conn, kind)
     wanted = [prefix + t for t in query.terms]
     stats = {r[0]: (int(r[1]), int(r[2])) for r in conn.execute(
         f"SELECT term, docs, size FROM {kind}_term_counts "
