@@ -140,7 +140,7 @@ class FactsInSqlite(SqliteCore):
                 self._require_memory_store(conn, tenant, store)
                 for new in facts:
                     made.append(self._remember_one(conn, tenant, store, new, stamp, indexed))
-                defer(conn, "fact", "SELECT value FROM json_each(?)", (json.dumps(indexed),))
+                defer(conn, "fact", "SELECT value AS id FROM json_each(?)", (json.dumps(indexed),))
             return made
 
         return await self._run(run)

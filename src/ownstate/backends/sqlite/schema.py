@@ -57,30 +57,6 @@ def _term_counts(kind: str, key: str) -> tuple[str, ...]:
     )
 
 
-def _pending(kind: str, key: str) -> tuple[str, ...]:
-    """Migration 9 for ``{kind}_search``: the rows written but not yet indexed, and the
-    delete trigger of migration 8 that also forgets a deleted row still waiting there
-    (search.py: "Indexing later")."""
-    split = "json_each('[\"' || replace({}, ' ', '\",\"') || '\"]')"
-    old_terms = f"(SELECT terms FROM {kind}_search WHERE rowid = old.{key})"
-    return (
-        f"CREATE TABLE {kind}_index_queue ({key} INTEGER PRIMARY KEY)",
-        f"DROP TRIGGER {kind}s_deleted_leave_search",
-        f"""
-        CREATE TRIGGER {kind}s_deleted_leave_search AFTER DELETE ON {kind}s
-        BEGIN
-            DELETE FROM {kind}_index_queue WHERE {key} = old.{key};
-            UPDATE {kind}_term_counts SET docs = docs - 1, size = size - CASE
-                   WHEN length(term) = 10 THEN (SELECT length(terms) -
-                        length(replace(terms, ' ', '')) FROM {kind}_search
-                        WHERE rowid = old.{key}) ELSE 0 END
-            WHERE term IN (SELECT value FROM {split.format(old_terms)});
-            DELETE FROM {kind}_search WHERE rowid = old.{key};
-        END
-        """,
-    )
-
-
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration"]
 
 
@@ -435,7 +411,19 @@ MIGRATIONS: tuple[Migration, ...] = (
         *_term_counts("fact", "fid"), *_term_counts("item", "id"),
     )),
     Migration(9, "search indexing deferred to the next search", (
-        *_pending("fact", "fid"), *_pending("item", "id"),
+        # ranges of fact fids and item ids written but not yet indexed (search.py)
+        """
+        CREATE TABLE fact_index_queue (
+            first INTEGER PRIMARY KEY,
+            last  INTEGER NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE item_index_queue (
+            first INTEGER PRIMARY KEY,
+            last  INTEGER NOT NULL
+        )
+        """,
     )),
 )
 

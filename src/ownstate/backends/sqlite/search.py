@@ -47,8 +47,10 @@ import math
 import sqlite3
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from itertools import chain
 from typing import Any, TypeVar
 
+from ..._jsontext import decode_json
 from ...model import Item, ItemHit
 from ..ports.search import (
     CANDIDATE_POSTINGS,
@@ -69,19 +71,25 @@ from ._core import ITEM_COLUMNS, SqliteCore, to_items, write
 __all__ = ["PENDING_LIMIT", "SearchInSqlite", "count_terms", "defer", "fact_prefix",
            "fact_terms", "index_pending", "item_terms", "ranked", "register_functions"]
 
+T = TypeVar("T")
+
 #: About how many rows may wait for indexing before a write indexes them itself.
 PENDING_LIMIT = 10_000
 
-_KEY = {"fact": "fid", "item": "id"}
-# per kind, the pending documents: (rowid, the arguments of its terms function)
-_PENDING_ROWS = {
-    "fact": "SELECT p.fid, f.tenant, f.memory_store, f.key, f.value FROM fact_index_queue p "
-            "CROSS JOIN facts f ON f.fid = p.fid",
-    "item": "SELECT p.id, i.tenant, i.data FROM item_index_queue p "
-            "CROSS JOIN items i ON i.id = p.id",
+# per kind, the documents of the queued ranges not yet indexed, each with the arguments of
+# its terms function: a range may hold ids that were deleted, and (after a deleted row's id
+# was reused) rows indexed since or, for items, of a store that does not index them
+_QUEUED = {
+    "fact": "SELECT f.fid, f.tenant, f.memory_store, f.key, f.value FROM fact_index_queue q "
+            "CROSS JOIN facts f ON f.fid BETWEEN q.first AND q.last "
+            "WHERE NOT EXISTS (SELECT 1 FROM fact_search_content c WHERE c.id = f.fid)",
+    "item": "SELECT i.id, i.tenant, i.data FROM item_index_queue q "
+            "CROSS JOIN items i ON i.id BETWEEN q.first AND q.last "
+            "CROSS JOIN sessions s ON s.sid = i.sid "
+            "CROSS JOIN session_stores t ON t.tenant = s.tenant AND t.name = s.store "
+            "WHERE t.index_items AND NOT EXISTS "
+            "(SELECT 1 FROM item_search_content c WHERE c.id = i.id)",
 }
-
-T = TypeVar("T")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -119,7 +127,7 @@ def item_terms(tenant: str, text: str) -> str:
 
 
 def _item_terms_of_data(tenant: str, data_json: str) -> str:
-    return item_terms(tenant, item_text(json.loads(data_json)))
+    return item_terms(tenant, item_text(decode_json(data_json)))
 
 
 def _fact_terms_of_row(tenant: str, store: str, key: str, value: str | bytes) -> str:
@@ -135,43 +143,48 @@ def register_functions(conn: sqlite3.Connection) -> None:
 def count_terms(conn: sqlite3.Connection, kind: str, texts: Iterable[str]) -> None:
     """Add documents just indexed (their ``fact_search`` or ``item_search`` texts, ``kind``
     ``fact`` or ``item``) to ``fact_term_counts`` or ``item_term_counts``."""
-    docs: Counter[str] = Counter()
+    split = [text.split(" ") for text in texts]
+    docs = Counter(chain.from_iterable(map(set, split)))
     sizes: Counter[str] = Counter()
-    for text in texts:
-        found = text.split(" ")
-        docs.update(set(found))
+    for found in split:
         sizes[found[0]] += len(found) - 1
-    conn.executemany(
-        f"INSERT INTO {kind}_term_counts (term, docs, size) VALUES (?, ?, ?) "
+    conn.execute(
+        f"INSERT INTO {kind}_term_counts (term, docs, size) "
+        "SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(?) WHERE true "
         "ON CONFLICT (term) DO UPDATE SET docs = docs + excluded.docs, "
         "size = size + excluded.size",
-        [(term, n, sizes.get(term, 0)) for term, n in sorted(docs.items())])
+        (json.dumps([(term, n, sizes.get(term, 0)) for term, n in sorted(docs.items())]),))
 
 
 def defer(conn: sqlite3.Connection, kind: str, ids_sql: str, params: Sequence[object]) -> None:
-    """Record the rows ``ids_sql`` selects (their ``fid`` or ``id``) for indexing later, in
-    the caller's write transaction; index everything pending when about
-    :data:`PENDING_LIMIT` rows wait."""
-    key = _KEY[kind]
-    conn.execute(f"INSERT OR IGNORE INTO {kind}_index_queue ({key}) {ids_sql}", params)
-    # ids are mostly consecutive: their span bounds their number from above, in two lookups
+    """Queue the rows just written, whose ``fid`` or ``id`` ``ids_sql`` selects (as ``id``),
+    for indexing later, in the caller's write transaction, as the range from the lowest to
+    the highest; index everything queued when about :data:`PENDING_LIMIT` rows wait."""
+    conn.execute(
+        f"INSERT INTO {kind}_index_queue (first, last) SELECT lo, hi FROM "
+        f"(SELECT min(id) AS lo, max(id) AS hi FROM ({ids_sql})) WHERE lo IS NOT NULL "
+        "ON CONFLICT (first) DO UPDATE SET last = max(last, excluded.last)", params)
+    # the ids queued are mostly consecutive: their span bounds their number from above
     low, high = conn.execute(
-        f"SELECT min({key}), max({key}) FROM {kind}_index_queue").fetchone()
+        f"SELECT (SELECT first FROM {kind}_index_queue ORDER BY first LIMIT 1), "
+        f"(SELECT last FROM {kind}_index_queue ORDER BY first DESC LIMIT 1)").fetchone()
     if low is not None and high - low + 1 >= PENDING_LIMIT:
         _index(conn, kind)
 
 
 def _index(conn: sqlite3.Connection, kind: str) -> None:
     make = _fact_terms_of_row if kind == "fact" else _item_terms_of_data
-    rows = [(r[0], make(*r[1:])) for r in conn.execute(_PENDING_ROWS[kind])]
+    seen: set[int] = set()  # ranges may overlap
+    rows = [(r[0], make(*r[1:])) for r in conn.execute(_QUEUED[kind])
+            if r[0] not in seen and not seen.add(r[0])]
     conn.executemany(f"INSERT INTO {kind}_search (rowid, terms) VALUES (?, ?)", rows)
     count_terms(conn, kind, (text for _, text in rows))
     conn.execute(f"DELETE FROM {kind}_index_queue")
 
 
 def index_pending(conn: sqlite3.Connection, kind: str) -> None:
-    """Index the ``fact`` or ``item`` rows waiting for it, in a write transaction of their
-    own, if there are any (outside a transaction: what a search does before it reads)."""
+    """Index the ``fact`` or ``item`` rows queued for it, in a write transaction of their
+    own, if any are (outside a transaction: what a search does before it reads)."""
     if conn.execute(f"SELECT 1 FROM {kind}_index_queue LIMIT 1").fetchone() is None:
         return
     with write(conn):

@@ -226,9 +226,8 @@ def _restore_items(conn: sqlite3.Connection, tenant: str, rows: Sequence[Row]) -
         (tenant, key[0])).fetchone()[0]}
     ids = [[sids[(r["store"], r["session_id"])], r["seq"]] for r in rows
            if (r["store"], r["session_id"]) in indexed]
-    defer(conn, "item", "SELECT i.id FROM json_each(?) j CROSS JOIN items i "
-          "ON i.sid = j.value ->> 0 AND i.seq = j.value ->> 1 WHERE NOT EXISTS "
-          "(SELECT 1 FROM item_search_content c WHERE c.id = i.id)", (json.dumps(ids),))
+    defer(conn, "item", "SELECT i.id AS id FROM json_each(?) j CROSS JOIN items i "
+          "ON i.sid = j.value ->> 0 AND i.seq = j.value ->> 1", (json.dumps(ids),))
     highest: dict[int, int] = {}
     for r in rows:
         sid = sids[(r["store"], r["session_id"])]
@@ -262,7 +261,7 @@ def _restore_facts(conn: sqlite3.Connection, tenant: str, rows: Sequence[Row]) -
         stored += 1
         # every fact is indexed, closed ones too, as a remember writes it
         fids.append(int(cur.lastrowid or 0))
-    defer(conn, "fact", "SELECT value FROM json_each(?)", (json.dumps(fids),))
+    defer(conn, "fact", "SELECT value AS id FROM json_each(?)", (json.dumps(fids),))
     return stored
 
 
