@@ -20,21 +20,23 @@ reads the statistics of its terms there, the postings of its rarest terms from F
 (the FTS5 content table, ``*_search_content``), with the scope's own statistics, as the
 memory backend does.
 
-Indexing later. A write does not index what it writes: it records the new row's id in
-``fact_index_queue`` or ``item_index_queue``, in the same transaction (:func:`defer`),
-and the next search indexes every pending row, computing its terms from the stored fact or
-item, and counts their terms, in one write transaction of its own before it reads
-(:func:`index_pending`); so does a write that finds some :data:`PENDING_LIMIT` rows
-waiting, which bounds what a search can find to do. Indexing many rows at once costs less
-per row than indexing each write's few (one FTS5 segment and one upsert per distinct term
-for all of them), and a write pays only for one small row per document. It is PostgreSQL's
-GIN "pending list", at the level of rows. A search sees every write that committed before
-it began: what it indexes is what those writes would have indexed themselves. (The data of
-earlier versions was indexed by migrations 4 and 8, through the SQL functions
-:func:`register_functions` defines and SQL.) Triggers remove a deleted row's entry, and
-uncount its terms, or its pending id. A closed fact stays indexed, so a search as of an
-earlier valid time finds what held then. A store made with ``index_items=False`` adds no
-rows for its items.
+Indexing later. A write does not index what it writes: it adds the range of its new rows'
+ids to ``fact_index_queue`` or ``item_index_queue``, in its own transaction
+(:func:`defer`), and the next search indexes the rows of every queued range, computing
+their terms from the stored facts and items, counts those terms and empties the queue, in
+one write transaction of its own before it reads (:func:`index_pending`); so does a write
+that finds some :data:`PENDING_LIMIT` ids queued, which bounds what a search can find to
+do. Indexing many rows at once costs less per row than indexing each write's few (one
+FTS5 segment, and one upsert per distinct term of them all), and a write pays for one
+small row. It is PostgreSQL's GIN "pending list", kept as ranges of row ids. A search sees
+every write that committed before it began, ranked as if each write had indexed its own
+rows. A range may come to cover ids of rows deleted since, or indexed already (SQLite
+reuses the id of a deleted last row), or, for items, of a store that does not index them:
+indexing skips those. (The data of earlier versions was indexed by migrations 4 and 8,
+through the SQL functions :func:`register_functions` defines and SQL.) A trigger removes
+a deleted row's entry and uncounts its terms. A closed fact stays indexed, so a search as
+of an earlier valid time finds what held then. A store made with ``index_items=False``
+adds nothing to the queue.
 """
 
 from __future__ import annotations
