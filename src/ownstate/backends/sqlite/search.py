@@ -49,7 +49,6 @@ import math
 import sqlite3
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from itertools import chain
 from typing import Any, TypeVar
 
 from ..._jsontext import decode_json
@@ -132,9 +131,6 @@ def _item_terms_of_data(tenant: str, data_json: str) -> str:
     return item_terms(tenant, item_text(decode_json(data_json)))
 
 
-def _fact_terms_of_row(tenant: str, store: str, key: str, value: str | bytes) -> str:
-    return fact_terms(tenant, store, key, value if isinstance(value, str) else value.decode())
-
 
 def register_functions(conn: sqlite3.Connection) -> None:
     """The SQL functions migrations call to index rows written before an index existed."""
@@ -142,20 +138,30 @@ def register_functions(conn: sqlite3.Connection) -> None:
     conn.create_function("ownstate_item_terms", 2, _item_terms_of_data, deterministic=True)
 
 
-def count_terms(conn: sqlite3.Connection, kind: str, texts: Iterable[str]) -> None:
-    """Add documents just indexed (their ``fact_search`` or ``item_search`` texts, ``kind``
-    ``fact`` or ``item``) to ``fact_term_counts`` or ``item_term_counts``."""
-    split = [text.split(" ") for text in texts]
-    docs = Counter(chain.from_iterable(map(set, split)))
-    sizes: Counter[str] = Counter()
-    for found in split:
-        sizes[found[0]] += len(found) - 1
+def count_terms(conn: sqlite3.Connection, kind: str,
+                documents: Iterable[tuple[str, Sequence[str]]]) -> None:
+    """Add documents just indexed, each as its scope's prefix and its terms (unprefixed),
+    to ``fact_term_counts`` or ``item_term_counts`` (``kind`` ``fact`` or ``item``)."""
+    docs: dict[str, Counter[str]] = {}
+    scopes: dict[str, list[int]] = {}  # prefix: [documents, size]
+    for prefix, found in documents:
+        counter = docs.get(prefix)
+        if counter is None:
+            counter = docs[prefix] = Counter()
+            scopes[prefix] = [0, 0]
+        counter.update(set(found))
+        scope = scopes[prefix]
+        scope[0] += 1
+        scope[1] += len(found)
+    rows = [(prefix, n, size) for prefix, (n, size) in scopes.items()]
+    rows += [(prefix + term, n, 0) for prefix, counter in docs.items()
+             for term, n in counter.items()]
+    rows.sort()
     conn.execute(
         f"INSERT INTO {kind}_term_counts (term, docs, size) "
         "SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(?) WHERE true "
         "ON CONFLICT (term) DO UPDATE SET docs = docs + excluded.docs, "
-        "size = size + excluded.size",
-        (json.dumps([(term, n, sizes.get(term, 0)) for term, n in sorted(docs.items())]),))
+        "size = size + excluded.size", (json.dumps(rows),))
 
 
 def defer(conn: sqlite3.Connection, kind: str, ids_sql: str, params: Sequence[object]) -> None:
@@ -174,13 +180,21 @@ def defer(conn: sqlite3.Connection, kind: str, ids_sql: str, params: Sequence[ob
         _index(conn, kind)
 
 
+def _queued_documents(kind: str, row: Sequence[Any]) -> tuple[str, list[str]]:
+    """A queued row's scope prefix and terms."""
+    if kind == "fact":
+        value = row[4] if isinstance(row[4], str) else bytes(row[4]).decode()
+        return _prefix(row[1], row[2]), terms(fact_text(row[3], decode_json(value)))
+    return _prefix(row[1]), terms(item_text(decode_json(row[2])))
+
+
 def _index(conn: sqlite3.Connection, kind: str) -> None:
-    make = _fact_terms_of_row if kind == "fact" else _item_terms_of_data
     seen: set[int] = set()  # ranges may overlap
-    rows = [(r[0], make(*r[1:])) for r in conn.execute(_QUEUED[kind])
-            if r[0] not in seen and not seen.add(r[0])]
-    conn.executemany(f"INSERT INTO {kind}_search (rowid, terms) VALUES (?, ?)", rows)
-    count_terms(conn, kind, (text for _, text in rows))
+    documents = [(r[0], *_queued_documents(kind, r)) for r in conn.execute(_QUEUED[kind])
+                 if r[0] not in seen and not seen.add(r[0])]
+    conn.executemany(f"INSERT INTO {kind}_search (rowid, terms) VALUES (?, ?)",
+                     [(rowid, _joined(prefix, found)) for rowid, prefix, found in documents])
+    count_terms(conn, kind, ((prefix, found) for _, prefix, found in documents))
     conn.execute(f"DELETE FROM {kind}_index_queue")
 
 
