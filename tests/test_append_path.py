@@ -49,10 +49,14 @@ def test_unindexed_stores_never_work_out_search_text(
         assert [i.data for i in session.list_items()] == [a.data for a in appended]
         assert client.session_stores.search_items("unsearched") == []
         loud = client.session_stores.create("loud").add(actor_id="u")
-        with pytest.raises(AssertionError, match="search text"):
+
+        def append_and_search() -> None:
             # at the append, or (SQLite) at the search that indexes what it queued
             loud.append_items([{"role": "user", "content": "searched"}])
             client.session_stores.search_items("searched")
+
+        with pytest.raises(AssertionError, match="search text"):
+            append_and_search()
 
 
 def test_an_item_that_contains_itself_is_refused(client: ownstate.Client) -> None:

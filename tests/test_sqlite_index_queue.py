@@ -82,11 +82,13 @@ def test_a_search_indexes_what_writes_queued(db: tuple[Path, ownstate.Client]) -
     memory = client.memory_stores.create("mem")
     memory.remember_many([{"subject": "u", "key": "colour", "value": "red"},
                           {"subject": "u", "key": "drink", "value": "tea kettle"}])
-    assert queued(path, "item") == 2 and queued(path, "fact") == 1
+    assert queued(path, "item") == 2
+    assert queued(path, "fact") == 1
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT count(*) FROM item_search_content").fetchone() == (0,)
     assert [h.item.seq for h in client.session_stores.search_items("red")] == [1]
-    assert queued(path, "item") == 0 and queued(path, "fact") == 1  # each kind on its own
+    assert queued(path, "item") == 0
+    assert queued(path, "fact") == 1  # each kind is indexed by its own search
     assert [h.fact.key for h in memory.search("kettle")] == ["drink"]
     assert queued(path, "fact") == 0
     check(path)
@@ -132,7 +134,7 @@ def test_counts_match_a_recount_after_writes_and_deletes(
 
 def test_an_import_queues_what_it_restores(db: tuple[Path, ownstate.Client],
                                            tmp_path: Path) -> None:
-    path, client = db
+    _, client = db
     session = client.session_stores.create("chats").add(actor_id="u")
     session.append_items([{"role": "user", "content": f"exported tea {n}"} for n in range(4)])
     client.session_stores.create("quiet", index_items=False).add(actor_id="u").append_items(
