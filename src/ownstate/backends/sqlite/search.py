@@ -189,12 +189,13 @@ def _queued_documents(kind: str, row: Sequence[Any]) -> tuple[str, list[str]]:
 
 
 def _index(conn: sqlite3.Connection, kind: str) -> None:
-    seen: set[int] = set()  # ranges may overlap
-    documents = [(r[0], *_queued_documents(kind, r)) for r in conn.execute(_QUEUED[kind])
-                 if r[0] not in seen and not seen.add(r[0])]
+    documents: dict[int, tuple[str, list[str]]] = {}  # by rowid: ranges may overlap
+    for r in conn.execute(_QUEUED[kind]):
+        if r[0] not in documents:
+            documents[r[0]] = _queued_documents(kind, r)
     conn.executemany(f"INSERT INTO {kind}_search (rowid, terms) VALUES (?, ?)",
-                     [(rowid, _joined(prefix, found)) for rowid, prefix, found in documents])
-    count_terms(conn, kind, ((prefix, found) for _, prefix, found in documents))
+                     [(rowid, _joined(*doc)) for rowid, doc in documents.items()])
+    count_terms(conn, kind, documents.values())
     conn.execute(f"DELETE FROM {kind}_index_queue")
 
 
