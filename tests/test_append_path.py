@@ -8,6 +8,7 @@ import pytest
 
 import ownstate
 from ownstate.backends.ports import sessions as sessions_port
+from ownstate.backends.sqlite import search as sqlite_search
 
 
 def test_items_are_indexed_as_stored(client: ownstate.Client) -> None:
@@ -41,13 +42,21 @@ def test_unindexed_stores_never_work_out_search_text(
         raise AssertionError("an item's search text was worked out for a store without search")
 
     monkeypatch.setattr(sessions_port, "item_text", refuse)
+    monkeypatch.setattr(sqlite_search, "item_text", refuse)  # SQLite's, at the next search
     with ownstate.connect(local_url) as client:
         session = client.session_stores.create("quiet", index_items=False).add(actor_id="u")
         appended = session.append_items([{"role": "user", "content": "unsearched"}])
         assert [i.data for i in session.list_items()] == [a.data for a in appended]
+        assert client.session_stores.search_items("unsearched") == []
         loud = client.session_stores.create("loud").add(actor_id="u")
-        with pytest.raises(AssertionError, match="search text"):
+
+        def append_and_search() -> None:
+            # at the append, or (SQLite) at the search that indexes what it queued
             loud.append_items([{"role": "user", "content": "searched"}])
+            client.session_stores.search_items("searched")
+
+        with pytest.raises(AssertionError, match="search text"):
+            append_and_search()
 
 
 def test_an_item_that_contains_itself_is_refused(client: ownstate.Client) -> None:

@@ -6,7 +6,8 @@ The partial unique index ``facts_current`` lets at most one fact per (subject, k
 current, so the rule holds even against writers that bypass ownstate.
 
 ``fact_search`` is the FTS5 index ranked search reads (``search.py`` describes it); a
-fact's row enters it in the fact's own transaction.
+fact's id enters ``fact_index_queue`` in the fact's own transaction, and the next
+search indexes it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from ..ports.search import TextQuery
 from ._core import ITEM_COLUMNS, SqliteCore, to_items, write
 from ._vector_rows import store_fact_vector
 from .access import drop_grants, start_grants
-from .search import count_terms, fact_prefix, fact_terms, ranked
+from .search import defer, fact_prefix, ranked
 
 __all__ = ["FactsInSqlite"]
 
@@ -134,19 +135,19 @@ class FactsInSqlite(SqliteCore):
 
         def run(conn: sqlite3.Connection) -> list[Fact]:
             made: list[Fact] = []
-            indexed: list[str] = []
+            indexed: list[int] = []
             with write(conn):
                 self._require_memory_store(conn, tenant, store)
                 for new in facts:
                     made.append(self._remember_one(conn, tenant, store, new, stamp, indexed))
-                count_terms(conn, "fact", indexed)
+                defer(conn, "fact", "SELECT value AS id FROM json_each(?)", (json.dumps(indexed),))
             return made
 
         return await self._run(run)
 
     def _remember_one(self, conn: sqlite3.Connection, tenant: str, store: str, new: NewFact,
-                      stamp: str, indexed: list[str]) -> Fact:
-        """The fact stored; its index text is added to ``indexed``, for ``count_terms``."""
+                      stamp: str, indexed: list[int]) -> Fact:
+        """The fact stored; its ``fid`` is added to ``indexed``, for ``defer``."""
         source_store = self._source_store(conn, tenant, new.source) if new.source else None
         last = conn.execute(
             "SELECT fid, fact_id, valid_from, recorded_at, superseded_at FROM facts "
@@ -172,9 +173,7 @@ class FactsInSqlite(SqliteCore):
         if new.embedding is not None:
             store_fact_vector(conn, tenant, store, int(inserted.lastrowid or 0), new.embedding)
         value = json.loads(new.value_json)
-        indexed.append(fact_terms(tenant, store, new.key, new.value_json))
-        conn.execute("INSERT INTO fact_search (rowid, terms) VALUES (?, ?)",
-                     (inserted.lastrowid, indexed[-1]))
+        indexed.append(int(inserted.lastrowid or 0))
         return Fact(
             fact_id=new.fact_id, memory_store=store, subject=new.subject, key=new.key,
             value=value, confidence=new.confidence, source_type=new.source_type,

@@ -57,7 +57,6 @@ def _term_counts(kind: str, key: str) -> tuple[str, ...]:
     )
 
 
-
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration"]
 
 
@@ -410,6 +409,21 @@ MIGRATIONS: tuple[Migration, ...] = (
     )),
     Migration(8, "term statistics for ranked search", (
         *_term_counts("fact", "fid"), *_term_counts("item", "id"),
+    )),
+    Migration(9, "search indexing deferred to the next search", (
+        # ranges of fact fids and item ids written but not yet indexed (search.py)
+        """
+        CREATE TABLE fact_index_queue (
+            first INTEGER PRIMARY KEY,
+            last  INTEGER NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE item_index_queue (
+            first INTEGER PRIMARY KEY,
+            last  INTEGER NOT NULL
+        )
+        """,
     )),
 )
 

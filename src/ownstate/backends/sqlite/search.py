@@ -20,12 +20,23 @@ reads the statistics of its terms there, the postings of its rarest terms from F
 (the FTS5 content table, ``*_search_content``), with the scope's own statistics, as the
 memory backend does.
 
-Rows enter in the same transaction as their fact or item, and their terms are counted
-there (:func:`count_terms`; for the data of earlier versions, in migrations 4 and 8,
-through the SQL functions :func:`register_functions` defines and SQL); triggers remove
-them, and uncount their terms, when the row is deleted. A closed fact stays indexed, so a
-search as of an earlier valid time finds what held then. A store made with
-``index_items=False`` adds no rows for its items.
+Indexing later. A write does not index what it writes: it adds the range of its new rows'
+ids to ``fact_index_queue`` or ``item_index_queue``, in its own transaction
+(:func:`defer`), and the next search indexes the rows of every queued range, computing
+their terms from the stored facts and items, counts those terms and empties the queue, in
+one write transaction of its own before it reads (:func:`index_pending`); so does a write
+that finds some :data:`PENDING_LIMIT` ids queued, which bounds what a search can find to
+do. Indexing many rows at once costs less per row than indexing each write's few (one
+FTS5 segment, and one upsert per distinct term of them all), and a write pays for one
+small row. It is PostgreSQL's GIN "pending list", kept as ranges of row ids. A search sees
+every write that committed before it began, ranked as if each write had indexed its own
+rows. A range may come to cover ids of rows deleted since, or indexed already (SQLite
+reuses the id of a deleted last row), or, for items, of a store that does not index them:
+indexing skips those. (The data of earlier versions was indexed by migrations 4 and 8,
+through the SQL functions :func:`register_functions` defines and SQL.) A trigger removes
+a deleted row's entry and uncounts its terms. A closed fact stays indexed, so a search as
+of an earlier valid time finds what held then. A store made with ``index_items=False``
+adds nothing to the queue.
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
+from ..._jsontext import decode_json
 from ...model import Item, ItemHit
 from ..ports.search import (
     CANDIDATE_POSTINGS,
@@ -55,12 +67,30 @@ from ..ports.search import (
     top,
     useful_terms,
 )
-from ._core import ITEM_COLUMNS, SqliteCore, to_items
+from ._core import ITEM_COLUMNS, SqliteCore, to_items, write
 
-__all__ = ["SearchInSqlite", "count_terms", "fact_prefix", "fact_terms", "item_terms", "ranked",
-           "register_functions"]
+__all__ = ["PENDING_LIMIT", "SearchInSqlite", "count_terms", "defer", "fact_prefix",
+           "fact_terms", "index_pending", "item_terms", "ranked", "register_functions"]
 
 T = TypeVar("T")
+
+#: About how many rows may wait for indexing before a write indexes them itself.
+PENDING_LIMIT = 10_000
+
+# per kind, the documents of the queued ranges not yet indexed, each with the arguments of
+# its terms function: a range may hold ids that were deleted, and (after a deleted row's id
+# was reused) rows indexed since or, for items, of a store that does not index them
+_QUEUED = {
+    "fact": "SELECT f.fid, f.tenant, f.memory_store, f.key, f.value FROM fact_index_queue q "
+            "CROSS JOIN facts f ON f.fid BETWEEN q.first AND q.last "
+            "WHERE NOT EXISTS (SELECT 1 FROM fact_search_content c WHERE c.id = f.fid)",
+    "item": "SELECT i.id, i.tenant, i.data FROM item_index_queue q "
+            "CROSS JOIN items i ON i.id BETWEEN q.first AND q.last "
+            "CROSS JOIN sessions s ON s.sid = i.sid "
+            "CROSS JOIN session_stores t ON t.tenant = s.tenant AND t.name = s.store "
+            "WHERE t.index_items AND NOT EXISTS "
+            "(SELECT 1 FROM item_search_content c WHERE c.id = i.id)",
+}
 
 
 @functools.lru_cache(maxsize=1024)
@@ -77,7 +107,9 @@ def _prefix(*parts: str) -> str:
 def _joined(prefix: str, found: Sequence[str]) -> str:
     # the bare prefix marks each document of the scope, so that its document frequency
     # is the scope's number of documents
-    return " ".join([prefix, *(prefix + t for t in found)])
+    if not found:
+        return prefix
+    return prefix + " " + prefix + (" " + prefix).join(found)
 
 
 def fact_prefix(tenant: str, store: str) -> str:
@@ -96,7 +128,8 @@ def item_terms(tenant: str, text: str) -> str:
 
 
 def _item_terms_of_data(tenant: str, data_json: str) -> str:
-    return item_terms(tenant, item_text(json.loads(data_json)))
+    return item_terms(tenant, item_text(decode_json(data_json)))
+
 
 
 def register_functions(conn: sqlite3.Connection) -> None:
@@ -105,20 +138,74 @@ def register_functions(conn: sqlite3.Connection) -> None:
     conn.create_function("ownstate_item_terms", 2, _item_terms_of_data, deterministic=True)
 
 
-def count_terms(conn: sqlite3.Connection, kind: str, texts: Iterable[str]) -> None:
-    """Add documents just indexed (their ``fact_search`` or ``item_search`` texts, ``kind``
-    ``fact`` or ``item``) to ``fact_term_counts`` or ``item_term_counts``."""
-    docs: Counter[str] = Counter()
-    sizes: Counter[str] = Counter()
-    for text in texts:
-        found = text.split(" ")
-        docs.update(set(found))
-        sizes[found[0]] += len(found) - 1
-    conn.executemany(
-        f"INSERT INTO {kind}_term_counts (term, docs, size) VALUES (?, ?, ?) "
+def count_terms(conn: sqlite3.Connection, kind: str,
+                documents: Iterable[tuple[str, Sequence[str]]]) -> None:
+    """Add documents just indexed, each as its scope's prefix and its terms (unprefixed),
+    to ``fact_term_counts`` or ``item_term_counts`` (``kind`` ``fact`` or ``item``)."""
+    docs: dict[str, Counter[str]] = {}
+    scopes: dict[str, list[int]] = {}  # prefix: [documents, size]
+    for prefix, found in documents:
+        counter = docs.get(prefix)
+        if counter is None:
+            counter = docs[prefix] = Counter()
+            scopes[prefix] = [0, 0]
+        counter.update(set(found))
+        scope = scopes[prefix]
+        scope[0] += 1
+        scope[1] += len(found)
+    rows = [(prefix, n, size) for prefix, (n, size) in scopes.items()]
+    rows += [(prefix + term, n, 0) for prefix, counter in docs.items()
+             for term, n in counter.items()]
+    rows.sort()
+    conn.execute(
+        f"INSERT INTO {kind}_term_counts (term, docs, size) "
+        "SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(?) WHERE true "
         "ON CONFLICT (term) DO UPDATE SET docs = docs + excluded.docs, "
-        "size = size + excluded.size",
-        [(term, n, sizes.get(term, 0)) for term, n in sorted(docs.items())])
+        "size = size + excluded.size", (json.dumps(rows),))
+
+
+def defer(conn: sqlite3.Connection, kind: str, ids_sql: str, params: Sequence[object]) -> None:
+    """Queue the rows just written, whose ``fid`` or ``id`` ``ids_sql`` selects (as ``id``),
+    for indexing later, in the caller's write transaction, as the range from the lowest to
+    the highest; index everything queued when about :data:`PENDING_LIMIT` rows wait."""
+    conn.execute(
+        f"INSERT INTO {kind}_index_queue (first, last) SELECT lo, hi FROM "
+        f"(SELECT min(id) AS lo, max(id) AS hi FROM ({ids_sql})) WHERE lo IS NOT NULL "
+        "ON CONFLICT (first) DO UPDATE SET last = max(last, excluded.last)", params)
+    # the ids queued are mostly consecutive: their span bounds their number from above
+    low, high = conn.execute(
+        f"SELECT (SELECT first FROM {kind}_index_queue ORDER BY first LIMIT 1), "
+        f"(SELECT last FROM {kind}_index_queue ORDER BY first DESC LIMIT 1)").fetchone()
+    if low is not None and high - low + 1 >= PENDING_LIMIT:
+        _index(conn, kind)
+
+
+def _queued_documents(kind: str, row: Sequence[Any]) -> tuple[str, list[str]]:
+    """A queued row's scope prefix and terms."""
+    if kind == "fact":
+        value = row[4] if isinstance(row[4], str) else bytes(row[4]).decode()
+        return _prefix(row[1], row[2]), terms(fact_text(row[3], decode_json(value)))
+    return _prefix(row[1]), terms(item_text(decode_json(row[2])))
+
+
+def _index(conn: sqlite3.Connection, kind: str) -> None:
+    documents: dict[int, tuple[str, list[str]]] = {}  # by rowid: ranges may overlap
+    for r in conn.execute(_QUEUED[kind]):
+        if r[0] not in documents:
+            documents[r[0]] = _queued_documents(kind, r)
+    conn.executemany(f"INSERT INTO {kind}_search (rowid, terms) VALUES (?, ?)",
+                     [(rowid, _joined(*doc)) for rowid, doc in documents.items()])
+    count_terms(conn, kind, documents.values())
+    conn.execute(f"DELETE FROM {kind}_index_queue")
+
+
+def index_pending(conn: sqlite3.Connection, kind: str) -> None:
+    """Index the ``fact`` or ``item`` rows queued for it, in a write transaction of their
+    own, if any are (outside a transaction: what a search does before it reads)."""
+    if conn.execute(f"SELECT 1 FROM {kind}_index_queue LIMIT 1").fetchone() is None:
+        return
+    with write(conn):
+        _index(conn, kind)
 
 
 def ranked(conn: sqlite3.Connection, kind: str, prefix: str, query: TextQuery, limit: int,
@@ -132,6 +219,7 @@ def ranked(conn: sqlite3.Connection, kind: str, prefix: str, query: TextQuery, l
     documents, returns the ids of all it keeps, and those are scored instead of reading
     postings.
     """
+    index_pending(conn, kind)
     wanted = [prefix + t for t in query.terms]
     stats = {r[0]: (int(r[1]), int(r[2])) for r in conn.execute(
         f"SELECT term, docs, size FROM {kind}_term_counts "

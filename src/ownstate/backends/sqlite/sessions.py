@@ -24,7 +24,7 @@ from ._core import (
 )
 from ._vector_rows import store_item_vectors
 from .access import drop_grants, start_grants
-from .search import count_terms, item_terms
+from .search import defer
 
 __all__ = ["SessionsInSqlite"]
 
@@ -220,14 +220,10 @@ class SessionsInSqlite(SqliteCore):
                     (child_sid, parent_sid, last_seq if last_seq is not None else 2**62))
                 conn.execute("UPDATE sessions SET item_count = ? WHERE sid = ?",
                              (copied.rowcount, child_sid))
-                conn.execute(
-                    "INSERT INTO item_search (rowid, terms) SELECT c.id, x.terms "
-                    "FROM items c JOIN items p ON p.sid = ? AND p.seq = c.seq "
-                    "JOIN item_search x ON x.rowid = p.id WHERE c.sid = ?",
-                    (parent_sid, child_sid))
-                count_terms(conn, "item", (r[0] for r in conn.execute(
-                    "SELECT x.terms FROM items c JOIN item_search x ON x.rowid = c.id "
-                    "WHERE c.sid = ?", (child_sid,))))
+                if conn.execute(
+                        "SELECT index_items FROM session_stores WHERE tenant = ? AND name = ?",
+                        (tenant, store)).fetchone()[0]:
+                    defer(conn, "item", "SELECT id FROM items WHERE sid = ?", (child_sid,))
                 conn.execute(
                     "INSERT INTO item_vectors (id, tenant, store, model, vector) "
                     "SELECT c.id, v.tenant, v.store, v.model, v.vector FROM items c "
@@ -273,12 +269,8 @@ class SessionsInSqlite(SqliteCore):
                      for n, it in enumerate(items, start=1)],
                 )
                 if indexed:
-                    texts = [item_terms(tenant, it.text) for it in items]
-                    conn.executemany(
-                        "INSERT INTO item_search (rowid, terms) "
-                        "SELECT id, ? FROM items WHERE sid = ? AND seq = ?",
-                        [(text, sid, count + n) for n, text in enumerate(texts, start=1)])
-                    count_terms(conn, "item", texts)
+                    defer(conn, "item", "SELECT id FROM items WHERE sid = ? AND seq > ?",
+                          (sid, count))
                     store_item_vectors(conn, tenant, store, sid, count + 1, items)
                 conn.execute(
                     "UPDATE sessions SET item_count = ?, last_activity_time = ? WHERE sid = ?",

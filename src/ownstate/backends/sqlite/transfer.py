@@ -4,8 +4,8 @@ Pages are keyset queries of :mod:`ownstate.backends._transfer_sql`; items are re
 session at a time (SQLite's per-query cost is small) along the sessions' unique index.
 A restore batch is one ``BEGIN IMMEDIATE`` transaction of ``executemany`` inserts that
 do nothing for a stored key; it keeps the derived state in step: a session's item count,
-the search indexes (``fact_search`` for every fact, ``item_search`` for the items of a
-store that indexes them, with the terms ``search.py`` computes for a normal write).
+the search indexes (every fact, and the items of a store that indexes them, wait for the
+next search as a normal write's do: ``search.py``, "Indexing later").
 """
 
 from __future__ import annotations
@@ -31,10 +31,9 @@ from .._transfer_sql import (
     restore_sql,
     stored_row,
 )
-from ..ports.search import item_text
 from ..ports.transfer import Cursor, Row
 from ._core import SqliteCore, write
-from .search import count_terms, fact_terms, item_terms
+from .search import defer
 
 __all__ = ["TransferInSqlite"]
 
@@ -225,17 +224,10 @@ def _restore_items(conn: sqlite3.Connection, tenant: str, rows: Sequence[Row]) -
     indexed = {key for key in sids if conn.execute(
         "SELECT index_items FROM session_stores WHERE tenant = ? AND name = ?",
         (tenant, key[0])).fetchone()[0]}
-    texts = []
-    for r in rows:
-        if (r["store"], r["session_id"]) in indexed:
-            text = item_terms(tenant, item_text(json.loads(r["data"])))
-            if conn.execute(
-                    "INSERT INTO item_search (rowid, terms) SELECT i.id, ? FROM items i "
-                    "WHERE i.sid = ? AND i.seq = ? AND NOT EXISTS "
-                    "(SELECT 1 FROM item_search x WHERE x.rowid = i.id)",
-                    (text, sids[(r["store"], r["session_id"])], r["seq"])).rowcount:
-                texts.append(text)
-    count_terms(conn, "item", texts)
+    ids = [[sids[(r["store"], r["session_id"])], r["seq"]] for r in rows
+           if (r["store"], r["session_id"]) in indexed]
+    defer(conn, "item", "SELECT i.id AS id FROM json_each(?) j CROSS JOIN items i "
+          "ON i.sid = j.value ->> 0 AND i.seq = j.value ->> 1", (json.dumps(ids),))
     highest: dict[int, int] = {}
     for r in rows:
         sid = sids[(r["store"], r["session_id"])]
@@ -247,7 +239,7 @@ def _restore_items(conn: sqlite3.Connection, tenant: str, rows: Sequence[Row]) -
 
 def _restore_facts(conn: sqlite3.Connection, tenant: str, rows: Sequence[Row]) -> int:
     stored = 0
-    texts: list[str] = []
+    fids: list[int] = []
     for store in {r["memory_store"] for r in rows}:
         if conn.execute("SELECT 1 FROM memory_stores WHERE tenant = ? AND name = ?",
                         (tenant, store)).fetchone() is None:
@@ -268,10 +260,8 @@ def _restore_facts(conn: sqlite3.Connection, tenant: str, rows: Sequence[Row]) -
             continue
         stored += 1
         # every fact is indexed, closed ones too, as a remember writes it
-        texts.append(fact_terms(tenant, t["memory_store"], t["key"], _as_text(t["value"])))
-        conn.execute("INSERT INTO fact_search (rowid, terms) VALUES (?, ?)",
-                     (cur.lastrowid, texts[-1]))
-    count_terms(conn, "fact", texts)
+        fids.append(int(cur.lastrowid or 0))
+    defer(conn, "fact", "SELECT value AS id FROM json_each(?)", (json.dumps(fids),))
     return stored
 
 
