@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from ... import _ids
+from ..._jsontext import decode_json
 from ...errors import AlreadyExists, FactNotFound, ItemNotFound, StoreNotFound
 from ...model import Fact, FactExplanation, FactHit, Item, MemoryStoreRecord
 from ..ports.facts import NewFact
@@ -321,13 +322,17 @@ class FactsInPostgres(PostgresCore):
 
     async def search(self, tenant: str, store: str, query: TextQuery, subject: str | None,
                      valid_at: datetime | None, limit: int) -> list[FactHit]:
-        columns = ", ".join("f." + c for c in _FACT_COLUMNS.split(", "))
+        # the value as text: decoded for the hits only
+        columns = ", ".join("f." + c + ("::text" if c == "value" else "")
+                            for c in _FACT_COLUMNS.split(", "))
         # The facts recall would return: those covering the moment as believed now, of
         # which a closed one is also not overridden by a later-recorded one covering it.
         sql = (
-            f"SELECT f.fid, {columns}, {term_counts_sql('f')} FROM facts f "
-            "WHERE f.fid = ANY(%(ids)s::bigint[]) "
-            "AND f.tenant = %(tenant)s AND f.memory_store = %(scope)s "
+            # from the ids, one row at a time by primary key (whatever the statistics say)
+            f"SELECT f.fid, {columns}, {term_counts_sql('f')} FROM "
+            "unnest(%(ids)s::bigint[]) AS j (fid) CROSS JOIN LATERAL "
+            "(SELECT * FROM facts f WHERE f.fid = j.fid OFFSET 0) AS f "
+            "WHERE f.tenant = %(tenant)s AND f.memory_store = %(scope)s "
             "AND (%(subject)s::text IS NULL OR f.subject = %(subject)s) "
             "AND f.valid_from <= %(at)s AND (f.superseded_at IS NULL OR (f.valid_to > %(at)s "
             "AND NOT EXISTS (SELECT 1 FROM facts g WHERE g.tenant = f.tenant "
@@ -342,17 +347,17 @@ class FactsInPostgres(PostgresCore):
                                   "at": valid_at or _ids.now()}
 
         async def run(cur: Cursor) -> list[FactHit]:
-            await self._require_memory_store(cur, tenant, store)
-
-            async def fetch(ids: list[int]) -> list[tuple[int, Fact, str, int, Any]]:
+            async def fetch(ids: list[int]) -> list[tuple[int, Any, str, int, Any]]:
                 await cur.execute(sql, {**params, "ids": ids})
-                return [(r[0], _fact(r[1:17]), r[1], r[17], r[18])
-                        for r in await cur.fetchall()]
+                return [(r[0], r, r[1], r[17], r[18]) for r in await cur.fetchall()]
 
             hits = await ranked(cur, "facts", "fid", "fact", scope_prefix(tenant, store),
                                 params, query, limit, fetch,
                                 narrow if subject is not None else None)
-            return [FactHit(fact, score) for fact, score in hits]
+            if not hits:  # a store that is missing has no documents either
+                await self._require_memory_store(cur, tenant, store)
+            return [FactHit(_fact((*r[1:5], decode_json(r[5]), *r[6:17])), score)
+                    for r, score in hits]
 
         return await self._read(tenant, run)
 

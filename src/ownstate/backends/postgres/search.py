@@ -34,7 +34,8 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
-from ...model import Item, ItemHit, build_item
+from ..._jsontext import decode_json
+from ...model import ItemHit, build_item
 from ..ports.search import (
     CANDIDATE_POSTINGS,
     RESCORED,
@@ -208,11 +209,14 @@ async def ranked(cur: Cursor, table: str, key: str, kind: str, prefix: str,
     rarest terms.
     """
     wanted = [lexeme(prefix, t) for t in query.terms]
+    # each lexeme looked up by the whole key (a plan that holds however stale the
+    # table's statistics are)
     await cur.execute(
         "SELECT NULL, sum(docs), sum(length) FROM search_stats WHERE tenant = %(tenant)s "
         "AND kind = %(kind)s AND scope = %(scope)s UNION ALL "
-        "SELECT lexeme, sum(docs), 0 FROM search_terms WHERE tenant = %(tenant)s "
-        "AND kind = %(kind)s AND lexeme = ANY(%(wanted)s::text[]) GROUP BY lexeme",
+        "SELECT w.t, c.docs, 0 FROM unnest(%(wanted)s::text[]) AS w (t) CROSS JOIN LATERAL "
+        "(SELECT sum(docs) AS docs FROM search_terms WHERE tenant = %(tenant)s "
+        "AND kind = %(kind)s AND lexeme = w.t COLLATE \"C\") AS c",
         {"tenant": params["tenant"], "scope": params["scope"], "kind": kind,
          "wanted": wanted})
     n, size = 0, 0
@@ -220,7 +224,7 @@ async def ranked(cur: Cursor, table: str, key: str, kind: str, prefix: str,
     for lex, docs, total in await cur.fetchall():
         if lex is None:
             n, size = int(docs or 0), int(total or 0)
-        elif docs > 0:
+        elif docs is not None and docs > 0:
             df[lex] = int(docs)
     kept = [t for t in useful_terms(wanted, df, n) if t in df]
     if n <= 0 or not kept:
@@ -240,15 +244,12 @@ async def ranked(cur: Cursor, table: str, key: str, kind: str, prefix: str,
                    cap: int | None) -> list[tuple[T, float]]:
         # top() scores a chunk at a time; the candidates from the one it asks for on are
         # fetched and scored a batch at a time, so that most searches take one round trip
-        position: dict[int, int] | None = None
         ahead = RESCORED
         while True:
             try:
                 return top(found, unread_idf, limit, score, cap)
             except _Unscored as missing:
-                if position is None:
-                    position = {i: n for n, (_, i) in enumerate(found)}
-                start = position[missing.args[0]]
+                start = next(n for n, (_, i) in enumerate(found) if i == missing.args[0])
                 batch = [i for _, i in found[start:start + ahead] if i not in scored]
                 ahead *= 4
                 for i in batch:
@@ -263,10 +264,13 @@ async def ranked(cur: Cursor, table: str, key: str, kind: str, prefix: str,
         return await rank([(0.0, int(r[0])) for r in await cur.fetchall()], math.inf, None)
 
     async def postings(read: Sequence[str]) -> dict[str, list[int]]:
+        # by the GIN index alone (a lexeme names its scope; fetch checks the scope on
+        # the row): a tenant predicate here could lead the planner to intersect the
+        # postings with every row of the tenant
         await cur.execute(
             f"SELECT q.t, f.{key} FROM unnest(%(read)s::text[]) AS q (t) CROSS JOIN LATERAL "
-            f"(SELECT f.{key} FROM {table} f WHERE f.terms @@ q.t::tsquery "
-            "AND f.tenant = %(tenant)s) AS f", {"tenant": params["tenant"], "read": list(read)})
+            f"(SELECT f.{key} FROM {table} f WHERE f.terms @@ q.t::tsquery) AS f",
+            {"read": list(read)})
         found: dict[str, list[int]] = {t: [] for t in read}
         for t, i in await cur.fetchall():
             found[t].append(int(i))
@@ -331,7 +335,7 @@ async def backfill(cur: Cursor) -> None:
         await cur.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
 
 
-_ITEM_COLUMNS = ("f.item_id, f.seq, f.create_time, f.data, f.format, f.role, f.type, "
+_ITEM_COLUMNS = ("f.item_id, f.seq, f.create_time, f.data::text, f.format, f.role, f.type, "
                  "f.tool_name, f.model, f.in_tokens, f.out_tokens")
 
 
@@ -348,9 +352,12 @@ class SearchInPostgres(PostgresCore):
             + "AND (%(actor)s::text IS NULL OR s.actor_id = %(actor)s) "
             "AND (%(session)s::text IS NULL OR s.session_id = %(session)s)"
         )
+        # from the ids, one row at a time by primary key (whatever the statistics say)
         sql = (f"SELECT f.id, {_ITEM_COLUMNS}, s.store, s.session_id, s.actor_id, "
-               f"{term_counts_sql('f')} FROM items f JOIN sessions s ON s.sid = f.sid "
-               f"WHERE f.id = ANY(%(ids)s::bigint[]) AND {where}")
+               f"{term_counts_sql('f')} FROM unnest(%(ids)s::bigint[]) AS j (id) "
+               "CROSS JOIN LATERAL (SELECT * FROM items f WHERE f.id = j.id OFFSET 0) AS f "
+               "CROSS JOIN LATERAL (SELECT * FROM sessions s WHERE s.sid = f.sid OFFSET 0) AS s "
+               f"WHERE {where}")
         narrow = ("SELECT f.id FROM items f JOIN sessions s ON s.sid = f.sid "
                   f"WHERE {where} AND f.terms @@ %(any)s::tsquery")
         params: dict[str, Any] = {
@@ -358,16 +365,16 @@ class SearchInPostgres(PostgresCore):
             "stores": list(stores) if stores is not None else None}
 
         async def run(cur: Cursor) -> list[ItemHit]:
-            async def fetch(ids: list[int]) -> list[tuple[int, tuple[str, str, Item], Any,
-                                                          int, Any]]:
+            async def fetch(ids: list[int]) -> list[tuple[int, Any, Any, int, Any]]:
                 await cur.execute(sql, {**params, "ids": ids})
-                return [(r[0], (r[12], r[14], build_item(
-                            r[1], r[13], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9],
-                            r[10], r[11])), (r[12], r[13], r[2]), r[15], r[16])
+                return [(r[0], r, (r[12], r[13], r[2]), r[15], r[16])
                         for r in await cur.fetchall()]
 
             hits = await ranked(cur, "items", "id", "item", scope_prefix(tenant), params,
                                 query, limit, fetch, narrow if session_id is not None else None)
-            return [ItemHit(*found, value) for found, value in hits]
+            # data as text, decoded for the hits only
+            return [ItemHit(r[12], r[14], build_item(
+                        r[1], r[13], r[2], r[3], decode_json(r[4]), r[5], r[6], r[7], r[8],
+                        r[9], r[10], r[11]), value) for r, value in hits]
 
         return await self._read(tenant, run)
