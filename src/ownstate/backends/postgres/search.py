@@ -120,12 +120,36 @@ def _text(positions: dict[str, list[int]], length: int) -> str:
 
 def _vector(prefix: str, found: Sequence[str]) -> tuple[str, int]:
     """The ``tsvector`` text of a document's terms, and its length in terms."""
-    return _text(_lexeme_positions(prefix, found), len(found)), len(found)
+    made = _made(prefix, found)
+    return made.text, made.length
+
+
+#: positions as text
+_NUMBERS = [str(n) for n in range(MAX_POSITION + 1)]
 
 
 def _made(prefix: str, found: Sequence[str]) -> Vector:
-    positions = _lexeme_positions(prefix, found)
-    return Vector(_text(positions, len(found)), len(found), positions.keys())
+    if len(found) <= MAX_POSITION:
+        # the usual document: no position to cap, and (when no term is long enough to
+        # be hashed) one lexeme per term; a term seen once keeps its position as an int
+        positions: dict[str, Any] = {}
+        for n, term in enumerate(found, start=1):
+            at = positions.get(term)
+            if at is None:
+                positions[term] = n
+            elif at.__class__ is int:
+                positions[term] = [at, n]
+            else:
+                at.append(n)
+        if all(len(term) * 4 <= LONGEST_LEXEME for term in positions):
+            numbers = _NUMBERS
+            return Vector(" ".join([
+                f"{prefix}{term}:{numbers[at]}" if at.__class__ is int else
+                f"{prefix}{term}:{','.join([numbers[n] for n in at[:MAX_POSITIONS]])}"
+                for term, at in positions.items()]), len(found),
+                [prefix + term for term in positions])
+    exact = _lexeme_positions(prefix, found)
+    return Vector(_text(exact, len(found)), len(found), exact.keys())
 
 
 def fact_vector(tenant: str, store: str, key: str, value: Any) -> Vector:
