@@ -450,7 +450,7 @@ class SessionsInPostgres(PostgresCore):
         params["kind"] = "item"
         if not indexed:
             params["terms"] = params["lens"] = [None] * len(items)
-            params.update(lexemes=[], counts=[])
+            params.update(lexemes="", counts="")
             return
         vectors = [item_vector(tenant, it.text) for it in items]
         params["terms"] = [v.text for v in vectors]
