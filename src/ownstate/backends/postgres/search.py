@@ -170,8 +170,8 @@ ADD_STATS = (
 #: The rows of ``search_terms`` a write adds to: ``lexemes`` in code-point order (the
 #: order of ``COLLATE "C"``, so two writers take the rows they share in one order) and
 #: the documents each gained, each list sent as one text, split by spaces (a lexeme holds
-#: none: far cheaper for the driver than an array of many); joined to the CTE or table ``{after}``, so that they are
-#: written after it, and not at all when it has no row.
+#: none: far cheaper for the driver than an array of many); joined to the CTE or table
+#: ``{after}``, so that they are written after it, and not at all when it has no row.
 TERMS_FROM = (
     "INSERT INTO search_terms AS c (tenant, kind, lexeme, shard, docs) "
     "SELECT %(tenant)s, %(kind)s, u.lexeme, pg_backend_pid() %% 8, u.docs "
@@ -214,6 +214,31 @@ def term_counts_sql(alias: str) -> str:
             "AS k (t, ord) ON k.t = u.lexeme)")
 
 
+#: The statistics of a query's scope (the row whose lexeme is NULL), and each query
+#: lexeme with its documents (``search_terms`` read by its whole key: a plan that holds
+#: however stale the table's statistics are) and, for those ``read_terms`` reads first,
+#: their postings, by the GIN index alone (a lexeme names its scope, and the candidates
+#: are checked on their rows; a tenant predicate here could lead the planner to intersect
+#: the postings with every row of the tenant). The kept terms are those of
+#: ``useful_terms``.
+_STATS_AND_POSTINGS = (
+    "WITH st AS (SELECT coalesce(sum(docs), 0) AS n, coalesce(sum(length), 0) AS len "
+    "FROM search_stats WHERE tenant = %(tenant)s AND kind = %(kind)s "
+    "AND scope = %(scope)s), "
+    "d AS (SELECT w.t, coalesce(c.docs, 0) AS docs FROM unnest(%(wanted)s::text[]) AS w (t) "
+    "CROSS JOIN LATERAL (SELECT sum(docs) AS docs FROM search_terms "
+    "WHERE tenant = %(tenant)s AND kind = %(kind)s AND lexeme = w.t COLLATE \"C\") AS c), "
+    "k AS (SELECT d.t, d.docs FROM d, st WHERE d.docs > 0 AND (2 * d.docs < st.n "
+    "OR NOT EXISTS (SELECT 1 FROM d AS e WHERE 2 * e.docs < st.n))), "
+    "r AS (SELECT k.t, row_number() OVER w AS rn, sum(k.docs) OVER w AS cum FROM k "
+    "WINDOW w AS (ORDER BY k.docs, k.t COLLATE \"C\" ROWS UNBOUNDED PRECEDING)) "
+    "SELECT NULL, st.n, st.len, NULL FROM st UNION ALL "
+    "SELECT d.t, d.docs, 0, CASE WHEN r.rn = 1 OR r.cum <= %(budget)s THEN "
+    "ARRAY(SELECT f.{key} FROM {table} f WHERE f.terms @@ d.t::tsquery) END "
+    "FROM d LEFT JOIN r ON r.t = d.t"
+)
+
+
 class _Unscored(Exception):
     """``top`` asked for a candidate not fetched yet (the argument: its id)."""
 
@@ -235,23 +260,19 @@ async def ranked(cur: Cursor, table: str, key: str, kind: str, prefix: str,
     rarest terms.
     """
     wanted = [lexeme(prefix, t) for t in query.terms]
-    # each lexeme looked up by the whole key (a plan that holds however stale the
-    # table's statistics are)
-    await cur.execute(
-        "SELECT NULL, sum(docs), sum(length) FROM search_stats WHERE tenant = %(tenant)s "
-        "AND kind = %(kind)s AND scope = %(scope)s UNION ALL "
-        "SELECT w.t, c.docs, 0 FROM unnest(%(wanted)s::text[]) AS w (t) CROSS JOIN LATERAL "
-        "(SELECT sum(docs) AS docs FROM search_terms WHERE tenant = %(tenant)s "
-        "AND kind = %(kind)s AND lexeme = w.t COLLATE \"C\") AS c",
-        {"tenant": params["tenant"], "scope": params["scope"], "kind": kind,
-         "wanted": wanted})
+    await cur.execute(_STATS_AND_POSTINGS.format(key=key, table=table), {
+        "tenant": params["tenant"], "scope": params["scope"], "kind": kind,
+        "wanted": wanted, "budget": CANDIDATE_POSTINGS}, binary=True)
     n, size = 0, 0
     df: dict[str, int] = {}
-    for lex, docs, total in await cur.fetchall():
+    read_first: dict[str, list[int]] = {}  # the postings the statement read
+    for lex, docs, total, ids in await cur.fetchall():
         if lex is None:
-            n, size = int(docs or 0), int(total or 0)
-        elif docs is not None and docs > 0:
+            n, size = int(docs), int(total)
+        elif docs > 0:
             df[lex] = int(docs)
+            if ids is not None:
+                read_first[lex] = ids
     kept = [t for t in useful_terms(wanted, df, n) if t in df]
     if n <= 0 or not kept:
         return []
@@ -290,18 +311,19 @@ async def ranked(cur: Cursor, table: str, key: str, kind: str, prefix: str,
         return await rank([(0.0, int(r[0])) for r in await cur.fetchall()], math.inf, None)
 
     async def postings(read: Sequence[str]) -> dict[str, list[int]]:
-        # by the GIN index alone (a lexeme names its scope; fetch checks the scope on
-        # the row): a tenant predicate here could lead the planner to intersect the
-        # postings with every row of the tenant
+        # as _STATS_AND_POSTINGS reads them
         await cur.execute(
             f"SELECT q.t, ARRAY(SELECT f.{key} FROM {table} f WHERE f.terms @@ q.t::tsquery) "
             "FROM unnest(%(read)s::text[]) AS q (t)", {"read": list(read)}, binary=True)
-        return {t: ids for t, ids in await cur.fetchall()}
+        return {t: ids for t, ids in await cur.fetchall()}  # noqa: C416 - typed rows
 
     budget = CANDIDATE_POSTINGS
     found: dict[str, list[int]] = {}
     while True:
         read, unread = read_terms(kept, df, budget)
+        for t in read:
+            if t not in found and t in read_first:
+                found[t] = read_first.pop(t)
         fresh = [t for t in read if t not in found]
         if fresh:
             found.update(await postings(fresh))
