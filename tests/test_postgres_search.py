@@ -11,6 +11,7 @@ from typing import Any
 
 import psycopg
 import pytest
+import test_postgres_roles as roles
 from conftest import POSTGRES_URL
 
 import ownstate
@@ -21,6 +22,10 @@ from ownstate.backends.postgres import search as pg_search
 from ownstate.backends.postgres import sessions as pg_sessions
 
 Maker = Callable[[str], str]
+# the fixtures of real roles: a connection as the test URL's role, a new schema's name,
+# roles made for a test, a schema made for an owner role
+admin, schema, make_role, owned_schema = (roles.admin, roles.schema, roles.make_role,
+                                          roles.owned_schema)
 
 
 def _schema(url: str) -> str:
@@ -294,3 +299,28 @@ def test_pruned_candidates_still_give_the_best_hits(make_url: Maker,
         assert client.session_stores.search_items(query, limit=40) == items
         assert client.session_stores.search_items(
             query, session_id=session.session_id, limit=5) == items[:5]
+
+
+def test_counts_are_kept_under_row_level_security(admin: Any, owned_schema: tuple[str, str],
+                                                  make_role: Callable[..., str]) -> None:
+    """The application role, which row-level security binds, keeps the counts of its
+    tenant through writes and the delete triggers, and sees no other tenant's."""
+    schema, owner = owned_schema
+    app = make_role("app", "LOGIN")
+    assert roles._cli(roles._url(owner, schema), "migrate", "--app-role", app).exit_code == 0
+    for tenant, word, other in (("tenant-a", "apple", "banana"),
+                                ("tenant-b", "banana", "apple")):
+        with ownstate.connect(roles._url(app, schema), tenant=tenant,
+                              migrate=False) as client:
+            memory = client.memory_stores.create("notes")
+            memory.remember_many([{"subject": f"user:{n}", "key": "k", "value": f"{word} {n}"}
+                                  for n in range(3)])
+            session = client.session_stores.create("chats").add(actor_id="user:1")
+            session.append_items([{"role": "user", "content": f"{word} pie"}] * 2)
+            memory.erase_subject("user:0")
+            assert [h.fact.subject for h in memory.search(word)] == ["user:1", "user:2"]
+            assert memory.search(other) == []
+            assert len(client.session_stores.search_items(f"{word} pie")) == 2
+            session.delete(force=True)
+            assert client.session_stores.search_items(word) == []
+    _consistent(f"{POSTGRES_URL}?schema={schema}")
