@@ -18,11 +18,12 @@ order; deletes, cascades included, subtract through statement-level triggers (st
 first, then terms, as writers do). Counting a common term's documents at query time
 would read up to half the scope's rows.
 
-A search (:func:`ranked`) reads those counts, then the postings of its rarest terms only
-through the GIN index, and scores the candidates they give best first and exactly, in
-Python from their term counts, as "Candidates" in the ports module says (SQLite does the
-same). Closed facts stay indexed, so a search as of an earlier valid time finds what held
-then; a store made with ``index_items=False`` leaves its items' ``terms`` NULL.
+A search (:func:`ranked`) reads those counts and the postings of its rarest terms (through
+the GIN index) in one statement, then the rows of the first candidates they give, and
+scores them best first and exactly, in Python from their counts of the kept lexemes, as
+"Candidates" in the ports module says (SQLite does the same). Closed facts stay indexed,
+so a search as of an earlier valid time finds what held then; a store made with
+``index_items=False`` leaves its items' ``terms`` NULL, and its appends make no terms.
 """
 
 from __future__ import annotations
@@ -52,9 +53,10 @@ from ..ports.search import (
 )
 from ._core import Cursor, PostgresCore
 
-__all__ = ["ADD_COUNTS", "ADD_STATS", "LONGEST_LEXEME", "MAX_POSITION", "MAX_POSITIONS",
+__all__ = ["ADD_COUNTS", "LONGEST_LEXEME", "MAX_POSITION", "MAX_POSITIONS", "TERMS_FROM",
            "SearchInPostgres", "Vector", "add_counts", "backfill", "fact_vector", "item_vector",
-           "lexeme", "ranked", "scope_prefix", "term_positions"]
+           "lexeme", "lexeme_counts", "ranked", "scope_prefix", "term_counts_sql",
+           "term_positions"]
 
 T = TypeVar("T")
 
@@ -160,13 +162,6 @@ def item_vector(tenant: str, text: str) -> Vector:
     return _made(scope_prefix(tenant), terms(text))
 
 
-#: Adds documents to a scope's statistics: ``docs`` and ``length`` of the rows written.
-ADD_STATS = (
-    "INSERT INTO search_stats AS s (tenant, kind, scope, shard, docs, length) "
-    "VALUES (%s, %s, %s, pg_backend_pid() %% 8, %s, %s) ON CONFLICT (tenant, kind, scope, shard) "
-    "DO UPDATE SET docs = s.docs + excluded.docs, length = s.length + excluded.length"
-)
-
 #: The rows of ``search_terms`` a write adds to: ``lexemes`` in code-point order (the
 #: order of ``COLLATE "C"``, so two writers take the rows they share in one order) and
 #: the documents each gained, each list sent as one text, split by spaces (a lexeme holds
@@ -206,9 +201,9 @@ async def add_counts(cur: Cursor, tenant: str, kind: str, scope: str, docs: int,
                                        **lexeme_counts(counts)})
 
 
-#: Fetches, for row ids, what a search scores a document by: its ``terms_len`` and, for
-#: each kept lexeme it holds, that lexeme's place in ``kept`` (from 1) and its count.
 def term_counts_sql(alias: str) -> str:
+    """The columns a search scores row ``alias`` by: its ``terms_len`` and, for each kept
+    lexeme it holds, that lexeme's place in ``kept`` (from 1) and its count."""
     return (f"{alias}.terms_len, (SELECT array_agg(array[k.ord, cardinality(u.positions)]) "
             f"FROM unnest({alias}.terms) AS u JOIN unnest(%(kept)s::text[]) WITH ORDINALITY "
             "AS k (t, ord) ON k.t = u.lexeme)")
