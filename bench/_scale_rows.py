@@ -155,7 +155,7 @@ def payloads(count: int = POOL, seed: int = 7) -> list[Payload]:
         data = _payload_data(j, rng)
         (text,) = limits.encode_items([data])
         found = item_text(data)
-        vector, length = item_vector(TENANT, found)
+        vector, length, _ = item_vector(TENANT, found)
         made.append(Payload(data, text, infer_format(data), tuple(derive_columns(data)),
                             item_terms(TENANT, found), vector, length))
     return made
@@ -231,7 +231,7 @@ def _fact_values(key: str, rng: random.Random, count: int = 200,
     made = []
     for _ in range(count):
         value = json.dumps(_value(rng, key), ensure_ascii=False)
-        vector, length = fact_vector(TENANT, MEMORY, key, json.loads(value))
+        vector, length, _ = fact_vector(TENANT, MEMORY, key, json.loads(value))
         made.append((value, fact_terms(TENANT, MEMORY, key, value), vector, length))
     return made
 

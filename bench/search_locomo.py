@@ -298,8 +298,8 @@ def run_latency(args: argparse.Namespace) -> None:
 def facts_unindexed(backend: str) -> Iterator[None]:
     """Facts written without search terms: the backend's term function patched to give
     none (SQLite: an empty ``fact_search`` row and no term statistics; PostgreSQL: an
-    empty ``terms``), so the rest of ``remember_many`` is the same. Facts have no switch
-    of their own, as items have ``index_items=False``."""
+    empty ``terms`` and no ``search_terms`` rows), so the rest of ``remember_many`` is the
+    same. Facts have no switch of their own, as items have ``index_items=False``."""
     from unittest import mock
     if backend == "sqlite":
         from ownstate.backends.sqlite import facts
@@ -312,7 +312,8 @@ def facts_unindexed(backend: str) -> Iterator[None]:
             yield
     elif backend == "postgres":
         from ownstate.backends.postgres import facts as pg_facts
-        with mock.patch.object(pg_facts, "fact_vector", return_value=("", 0)):
+        from ownstate.backends.postgres.search import Vector
+        with mock.patch.object(pg_facts, "fact_vector", return_value=Vector("", 0, ())):
             yield
     else:
         raise SystemExit(f"writes compares indexing on SQLite and PostgreSQL, not {backend}")

@@ -140,8 +140,9 @@ def _postgres_shared() -> tuple[str, str] | None:
             "WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND c.relname <> "
             "'ownstate_schema' ORDER BY c.oid DESC", (schema,))]
     # Newest table first: a table is created after the tables it references. The search
-    # statistics go last, after the deletes whose triggers subtract from them.
-    tables.sort(key=lambda t: t == "search_stats")
+    # statistics and term counts go last, after the deletes whose triggers subtract from
+    # them.
+    tables.sort(key=lambda t: t in ("search_stats", "search_terms"))
     return schema, "; ".join(f'DELETE FROM {schema}."{t}"' for t in tables)
 
 

@@ -248,6 +248,10 @@ class PostgresCore:
         self._opened = False
         self._search_path = '"' + schema.replace('"', '""') + '", public'
         self._replay = ReplayCache(replay_cache)
+        #: whether a session store indexes its items, as last seen: (tenant, store) to
+        #: the flag. A write that relies on it checks it in its statement (a store may be
+        #: deleted and made again with the other flag).
+        self._indexes_items: dict[tuple[str, str], bool] = {}
 
     @property
     def schema(self) -> str:

@@ -18,6 +18,7 @@ server sorts the lexemes itself.
 from __future__ import annotations
 
 import struct
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -54,8 +55,18 @@ def _capped(at: list[int]) -> list[int]:
     return kept
 
 
-def vector_binary(prefix: str, found: Sequence[str]) -> bytes:
-    """The binary ``tsvector`` of the terms ``found``, in order, in scope ``prefix``."""
+def vector_binary(prefix: str, found: Sequence[str],
+                  seen: Counter[bytes] | None = None) -> bytes:
+    """The binary ``tsvector`` of the terms ``found``, in order, in scope ``prefix``; its
+    lexemes (each with its NUL) are counted into ``seen``, when given."""
+    made = _vector_binary(prefix, found)
+    if seen is not None:
+        # a lexeme and its positions alternate after the count
+        seen.update(made[1::2])
+    return b"".join(made)
+
+
+def _vector_binary(prefix: str, found: Sequence[str]) -> list[bytes]:
     lexemes = _LEXEMES.get(prefix)
     if lexemes is None or len(lexemes) > _CACHED:
         lexemes = _LEXEMES[prefix] = {}
@@ -86,10 +97,10 @@ def vector_binary(prefix: str, found: Sequence[str]) -> bytes:
         else:
             del at[MAX_POSITIONS:]
             add(struct.pack(f">{len(at) + 1}H", len(at), *at))
-    return b"".join(out)
+    return out
 
 
-def _exact(lexemes: dict[str, bytes], prefix: str, found: Sequence[str]) -> bytes:
+def _exact(lexemes: dict[str, bytes], prefix: str, found: Sequence[str]) -> list[bytes]:
     entries: dict[bytes, list[int]] = {}
     for term, at in term_positions(found).items():
         lex = lexemes.get(term)
@@ -105,15 +116,16 @@ def _exact(lexemes: dict[str, bytes], prefix: str, found: Sequence[str]) -> byte
             at = _capped(at)
         out.append(lex)
         out.append(struct.pack(f">{len(at) + 1}H", len(at), *at))
-    return b"".join(out)
+    return out
 
 
-def item_vector_binary(tenant: str, found: Sequence[str]) -> tuple[bytes, int]:
+def item_vector_binary(tenant: str, found: Sequence[str],
+                       seen: Counter[bytes] | None = None) -> tuple[bytes, int]:
     """An item's ``terms`` (binary) and ``terms_len`` from its terms, as ``item_vector``
-    gives them in text."""
+    gives them in text; its lexemes are counted into ``seen`` (see ``vector_binary``)."""
     prefix = _PREFIXES.get(tenant)
     if prefix is None:
         if len(_PREFIXES) > _CACHED:
             _PREFIXES.clear()
         prefix = _PREFIXES[tenant] = scope_prefix(tenant)
-    return vector_binary(prefix, found), len(found)
+    return vector_binary(prefix, found, seen), len(found)

@@ -4,12 +4,14 @@ One batch is one transaction of a fixed number of statements, however many sessi
 holds: the sessions in one ``INSERT ... SELECT FROM unnest(...)`` that returns those it
 made (a session already stored is skipped, and so is everything of its bundle); their
 items with ``COPY``; the runs and checkpoints as ``unnest`` inserts; the pending writes
-with ``executemany`` (pipelined). Items get the search terms and ``search_stats`` an
-append gives them, and each session the item count and activity time its appends leave.
+with ``executemany`` (pipelined). Items get the search terms, ``search_stats`` and
+``search_terms`` an append gives them, and each session the item count and activity time
+its appends leave.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -17,7 +19,7 @@ from typing import Any
 from ...errors import AlreadyExists, StoreNotFound
 from ..ports.bulk import NewSessionBundle
 from ._core import Cursor, PostgresCore
-from .search import ADD_STATS, item_vector
+from .search import Vector, add_counts, item_vector
 from .sessions import _labels_json
 
 __all__ = ["BulkInPostgres"]
@@ -63,17 +65,21 @@ class BulkInPostgres(PostgresCore):
                               ) -> list[bool]:
         if not bundles:
             return []
-        # the search terms an append stores, made before the transaction opens (and kept
-        # only if the store indexes its items)
-        vectors = [[item_vector(tenant, it.text) for it in b.items] for b in bundles]
+        # the search terms an append stores, made before the transaction opens when the
+        # store is known to index its items (and kept only if it does)
+        vectors = ([[item_vector(tenant, it.text) for it in b.items] for b in bundles]
+                   if self._indexes_items.get((tenant, store), True) else None)
 
         async def run(cur: Cursor) -> list[bool]:
+            nonlocal vectors
             await cur.execute("SELECT index_items FROM session_stores WHERE tenant = %s AND "
                               "name = %s FOR KEY SHARE", (tenant, store))
             found = await cur.fetchone()
             if found is None:
                 raise StoreNotFound(store=store)
             indexed = bool(found[0])
+            if indexed and vectors is None:
+                vectors = [[item_vector(tenant, it.text) for it in b.items] for b in bundles]
             await cur.execute(_SESSIONS, (
                 tenant, store, now, now, [b.session_id for b in bundles],
                 [b.actor_id for b in bundles], [_labels_json(b.metadata) for b in bundles],
@@ -81,26 +87,33 @@ class BulkInPostgres(PostgresCore):
             sids = {r[0]: int(r[1]) for r in await cur.fetchall()}
             made = [n for n, b in enumerate(bundles) if b.session_id in sids]
             if made:
-                await _items(cur, tenant, [(bundles[n], vectors[n] if indexed else None)
-                                           for n in made], sids, now)
+                docs, length, counts = await _items(cur, tenant, [
+                    (bundles[n], vectors[n] if indexed and vectors is not None else None)
+                    for n in made], sids, now)
                 await _runs(cur, tenant, store, [bundles[n] for n in made], sids, now)
+                # last, so that the rows counted into are held for the shortest time
+                await add_counts(cur, tenant, "item", "", docs, length, counts)
             return [b.session_id in sids for b in bundles]
 
         return await self._write(tenant, run)
 
 
 async def _items(cur: Cursor, tenant: str,
-                 made: Sequence[tuple[NewSessionBundle, list[tuple[str, int]] | None]],
-                 sids: dict[str, int], now: datetime) -> None:
+                 made: Sequence[tuple[NewSessionBundle, list[Vector] | None]],
+                 sids: dict[str, int], now: datetime) -> tuple[int, int, Counter[str]]:
+    """Copy the bundles' items; returns the number of indexed ones, their length in
+    terms and the documents per lexeme, for ``add_counts``."""
     rows: list[tuple[Any, ...]] = []
     docs = length = 0
+    counts: Counter[str] = Counter()
     for bundle, vectors in made:
         sid = sids[bundle.session_id]
         for seq, it in enumerate(bundle.items, start=1):
             terms: str | None = None
             size: int | None = None
             if vectors is not None:  # a store that indexes its items
-                terms, size = vectors[seq - 1]
+                terms, size, lexemes = vectors[seq - 1]
+                counts.update(lexemes)
                 docs += 1
                 length += size
             rows.append((sid, seq, tenant, it.item_id, now, it.format, it.data_json, it.role,
@@ -108,8 +121,7 @@ async def _items(cur: Cursor, tenant: str,
                          size))
     if rows:
         await cur.copy_rows(_COPY_ITEMS, rows)
-    if docs:
-        await cur.execute(ADD_STATS, (tenant, "item", "", docs, length))
+    return docs, length, counts
 
 
 async def _runs(cur: Cursor, tenant: str, store: str, made: Sequence[NewSessionBundle],

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from ... import _ids
+from ..._jsontext import decode_json
 from ...errors import AlreadyExists, FactNotFound, ItemNotFound, StoreNotFound
 from ...model import Fact, FactExplanation, FactHit, Item, MemoryStoreRecord
 from ..ports.facts import NewFact
@@ -30,15 +32,7 @@ from ..ports.search import TextQuery
 from ._core import Cursor, PostgresCore
 from ._vector_rows import store_fact_vectors
 from .access import drop_store, start_grants
-from .search import (
-    ADD_STATS,
-    WEIGHTS,
-    fact_vector,
-    query_lexemes,
-    scope_prefix,
-    score_sql,
-    weigh,
-)
+from .search import add_counts, fact_vector, ranked, scope_prefix, term_counts_sql
 
 __all__ = ["FactsInPostgres"]
 
@@ -54,9 +48,6 @@ _ITEM_COLUMNS = ("i.item_id, i.seq, i.create_time, i.data, i.format, i.role, i.t
 def _fact(row: Sequence[Any]) -> Fact:
     return Fact(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
                 row[9], row[10], row[11], row[12], row[13], row[14], row[15])
-
-
-_FACT_SCOPE = "f.tenant = %(tenant)s AND f.memory_store = %(scope)s"
 
 
 def _lock_key(tenant: str, store: str, subject: str, key: str) -> int:
@@ -159,18 +150,21 @@ class FactsInPostgres(PostgresCore):
             await self._require_memory_store(cur, tenant, store, "FOR KEY SHARE")
             await cur.execute("SELECT pg_advisory_xact_lock(k) FROM unnest(%s::bigint[]) k",
                               (locks,))
-            made = [await self._remember_one(cur, tenant, store, new, now) for new in facts]
+            counts: Counter[str] = Counter()
+            made = [await self._remember_one(cur, tenant, store, new, now, counts)
+                    for new in facts]
             await store_fact_vectors(cur, tenant, store, [
                 (new.fact_id, new.embedding) for new in facts if new.embedding is not None])
-            await cur.execute(ADD_STATS, (tenant, "fact", store, len(made), sum(
-                f[1] for f in made)))
+            await add_counts(cur, tenant, "fact", store, len(made), sum(f[1] for f in made),
+                             counts)
             return [f[0] for f in made]
 
         return await self._write(tenant, run)
 
     async def _remember_one(self, cur: Cursor, tenant: str, store: str, new: NewFact,
-                            now: datetime) -> tuple[Fact, int]:
-        """The fact stored, and its length in search terms."""
+                            now: datetime, counts: Counter[str]) -> tuple[Fact, int]:
+        """The fact stored, and its length in search terms; its lexemes are added to
+        ``counts``."""
         source_store = await self._source_store(cur, tenant, new.source) if new.source else None
         await cur.execute(
             "SELECT fid, fact_id, valid_from, recorded_at, superseded_at FROM facts "
@@ -187,7 +181,8 @@ class FactsInPostgres(PostgresCore):
                 "closed_reason = 'superseded' WHERE fid = %s",
                 (moment, max(valid_from, last[2]), last[0]))
         value = json.loads(new.value_json)
-        vector, length = fact_vector(tenant, store, new.key, value)
+        vector, length, lexemes = fact_vector(tenant, store, new.key, value)
+        counts.update(lexemes)
         session_id = new.source[1] if new.source else None
         item_id = new.source[2] if new.source else None
         await cur.execute(
@@ -327,32 +322,42 @@ class FactsInPostgres(PostgresCore):
 
     async def search(self, tenant: str, store: str, query: TextQuery, subject: str | None,
                      valid_at: datetime | None, limit: int) -> list[FactHit]:
-        columns = ", ".join("f." + c for c in _FACT_COLUMNS.split(", "))
+        # the value as text: decoded for the hits only
+        columns = ", ".join("f." + c + ("::text" if c == "value" else "")
+                            for c in _FACT_COLUMNS.split(", "))
         # The facts recall would return: those covering the moment as believed now, of
         # which a closed one is also not overridden by a later-recorded one covering it.
         sql = (
-            f"WITH {WEIGHTS}, cand AS (SELECT f.* FROM facts f "
-            "WHERE f.terms @@ %(any)s::tsquery "
-            "AND f.tenant = %(tenant)s AND f.memory_store = %(scope)s "
+            # from the ids, one row at a time by primary key (whatever the statistics say)
+            f"SELECT f.fid, {columns}, {term_counts_sql('f')} FROM "
+            "unnest(%(ids)s::bigint[]) AS j (fid) CROSS JOIN LATERAL "
+            "(SELECT * FROM facts f WHERE f.fid = j.fid OFFSET 0) AS f "
+            "WHERE f.tenant = %(tenant)s AND f.memory_store = %(scope)s "
             "AND (%(subject)s::text IS NULL OR f.subject = %(subject)s) "
             "AND f.valid_from <= %(at)s AND (f.superseded_at IS NULL OR (f.valid_to > %(at)s "
             "AND NOT EXISTS (SELECT 1 FROM facts g WHERE g.tenant = f.tenant "
             "AND g.subject = f.subject AND g.memory_store = f.memory_store AND g.key = f.key "
             "AND g.fid > f.fid AND g.valid_from <= %(at)s "
-            "AND (g.superseded_at IS NULL OR g.valid_to > %(at)s))))) "
-            f"SELECT {columns}, {score_sql('f')} AS score FROM cand f "
-            "ORDER BY score DESC, f.fact_id LIMIT %(limit)s"
+            "AND (g.superseded_at IS NULL OR g.valid_to > %(at)s))))"
         )
-        params = {"lexemes": query_lexemes(scope_prefix(tenant, store), query),
-                  "tenant": tenant,
-                  "kind": "fact", "scope": store, "subject": subject,
-                  "at": valid_at or _ids.now(), "limit": limit}
+        narrow = ("SELECT f.fid FROM facts f WHERE f.tenant = %(tenant)s "
+                  "AND f.memory_store = %(scope)s AND f.subject = %(subject)s "
+                  "AND f.terms @@ %(any)s::tsquery")
+        params: dict[str, Any] = {"tenant": tenant, "scope": store, "subject": subject,
+                                  "at": valid_at or _ids.now()}
 
         async def run(cur: Cursor) -> list[FactHit]:
-            await self._require_memory_store(cur, tenant, store)
-            await weigh(cur, "facts", _FACT_SCOPE, params)
-            await cur.execute(sql, params)
-            return [FactHit(_fact(r), float(r[16])) for r in await cur.fetchall()]
+            async def fetch(ids: list[int]) -> list[tuple[int, Any, str, int, Any]]:
+                await cur.execute(sql, {**params, "ids": ids})
+                return [(r[0], r, r[1], r[17], r[18]) for r in await cur.fetchall()]
+
+            hits = await ranked(cur, "facts", "fid", "fact", scope_prefix(tenant, store),
+                                params, query, limit, fetch,
+                                narrow if subject is not None else None)
+            if not hits:  # a store that is missing has no documents either
+                await self._require_memory_store(cur, tenant, store)
+            return [FactHit(_fact((*r[1:5], decode_json(r[5]), *r[6:17])), score)
+                    for r, score in hits]
 
         return await self._read(tenant, run)
 

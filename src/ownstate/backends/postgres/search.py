@@ -1,37 +1,64 @@
-"""Ranked search in PostgreSQL: ``terms`` tsvectors, GIN indexes and ``search_stats``.
+"""Ranked search in PostgreSQL: ``terms`` tsvectors, GIN indexes, ``search_stats`` and
+``search_terms``.
 
 A fact's and an item's terms (:mod:`ownstate.backends.ports.search`, computed here in
 Python, never by a text-search parser: no stemming, no stop words) are stored in its row
 as a ``tsvector`` named ``terms`` whose lexemes carry a fixed-length opaque prefix naming
 the scope (the tenant and memory store for a fact, the tenant for an item) and whose
 positions count the term's occurrences; ``terms_len`` holds the number of terms. One GIN
-index per table finds the rows holding a query's lexemes. Terms too long for a lexeme are
-stored as their hash.
+index per table finds the rows holding a lexeme. Terms too long for a lexeme are stored
+as their hash.
 
 BM25 needs the number of documents in the scope and their total length: ``search_stats``
-keeps them, in eight shards per scope (a writer adds to the shard of its connection, so
-concurrent writers rarely wait on one row). Writes add to it in their own statement;
-deletes, cascades included, subtract through statement-level triggers. The document
-frequency of each query term is counted at query time through the GIN index, and a query
-scores its candidates with the formula of :func:`~ownstate.backends.ports.search.bm25`,
-in SQL. Closed facts stay indexed, so a search as of an earlier valid time finds what held
-then; a store made with ``index_items=False`` leaves its items' ``terms`` NULL.
+keeps them; and the number of documents holding each query term: ``search_terms`` keeps
+it per lexeme (a lexeme names its scope). Both are kept in eight shards per row (a writer
+adds to the shard of its connection, so concurrent writers rarely wait on one row), in
+the transaction that writes the documents, as its last statement, lexemes in code-point
+order; deletes, cascades included, subtract through statement-level triggers (stats
+first, then terms, as writers do). Counting a common term's documents at query time
+would read up to half the scope's rows.
+
+A search (:func:`ranked`) reads those counts and the postings of its rarest terms (through
+the GIN index) in one statement, then the rows of the first candidates they give, and
+scores them best first and exactly, in Python from their counts of the kept lexemes, as
+"Candidates" in the ports module says (SQLite does the same). Closed facts stay indexed,
+so a search as of an earlier valid time finds what held then; a store made with
+``index_items=False`` leaves its items' ``terms`` NULL, and its appends make no terms.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
-from typing import Any
+import math
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, NamedTuple, TypeVar
 
+from ..._jsontext import decode_json
 from ...model import ItemHit, build_item
-from ..ports.search import K1, B, TextQuery, fact_text, idf, item_text, terms, useful_terms
+from ..ports.search import (
+    CANDIDATE_POSTINGS,
+    RESCORED,
+    TextQuery,
+    bm25_of,
+    candidates,
+    fact_text,
+    idf,
+    item_text,
+    read_terms,
+    terms,
+    top,
+    useful_terms,
+)
 from ._core import Cursor, PostgresCore
 
-__all__ = ["LONGEST_LEXEME", "MAX_POSITION", "MAX_POSITIONS", "WEIGHTS", "SearchInPostgres",
-           "backfill", "fact_vector", "item_vector", "lexeme", "query_lexemes", "scope_prefix",
-           "score_sql", "term_positions", "weigh"]
+__all__ = ["ADD_COUNTS", "LONGEST_LEXEME", "MAX_POSITION", "MAX_POSITIONS", "TERMS_FROM",
+           "SearchInPostgres", "Vector", "add_counts", "backfill", "fact_vector", "item_vector",
+           "lexeme", "lexeme_counts", "ranked", "scope_prefix", "term_counts_sql",
+           "term_positions"]
+
+T = TypeVar("T")
 
 #: Longest term (in UTF-8 bytes) stored as itself; longer ones are stored by their hash.
 LONGEST_LEXEME = 200
@@ -39,6 +66,15 @@ LONGEST_LEXEME = 200
 #: later one is stored as it).
 MAX_POSITIONS = 255
 MAX_POSITION = 16383
+
+
+class Vector(NamedTuple):
+    """A document's ``terms`` as ``tsvector`` text, its ``terms_len``, and its distinct
+    lexemes (what ``search_terms`` counts)."""
+
+    text: str
+    length: int
+    lexemes: Iterable[str]
 
 
 def scope_prefix(*parts: str) -> str:
@@ -65,71 +101,232 @@ def term_positions(found: Sequence[str]) -> dict[str, list[int]]:
     return positions
 
 
-def _vector(prefix: str, found: Sequence[str]) -> tuple[str, int]:
-    """The ``tsvector`` text of a document's terms, and its length in terms. Terms hold
-    only letters and digits, so they need no quoting."""
+def _lexeme_positions(prefix: str, found: Sequence[str]) -> dict[str, list[int]]:
     positions: dict[str, list[int]] = {}
     for term, at in term_positions(found).items():
         lex = lexeme(prefix, term)
         held = positions.get(lex)  # a long term's hash may spell a stored term
         positions[lex] = at if held is None else sorted(held + at)
-    if len(found) > MAX_POSITION:
+    return positions
+
+
+def _text(positions: dict[str, list[int]], length: int) -> str:
+    """The ``tsvector`` text of lexemes and their positions. Terms hold only letters and
+    digits, so they need no quoting."""
+    if length > MAX_POSITION:
         return " ".join(f"{lex}:{','.join(str(min(n, MAX_POSITION)) for n in at[:MAX_POSITIONS])}"
-                        for lex, at in positions.items()), len(found)
+                        for lex, at in positions.items())
     return " ".join(f"{lex}:{','.join(map(str, at[:MAX_POSITIONS]))}"
-                    for lex, at in positions.items()), len(found)
+                    for lex, at in positions.items())
 
 
-def fact_vector(tenant: str, store: str, key: str, value: Any) -> tuple[str, int]:
-    return _vector(scope_prefix(tenant, store), terms(fact_text(key, value)))
+def _vector(prefix: str, found: Sequence[str]) -> tuple[str, int]:
+    """The ``tsvector`` text of a document's terms, and its length in terms."""
+    made = _made(prefix, found)
+    return made.text, made.length
 
 
-def item_vector(tenant: str, text: str) -> tuple[str, int]:
-    return _vector(scope_prefix(tenant), terms(text))
+#: positions as text
+_NUMBERS = [str(n) for n in range(MAX_POSITION + 1)]
 
 
-def query_lexemes(prefix: str, query: TextQuery) -> list[str]:
-    """A query's lexemes in a scope (each one a ``tsquery``'s text as it is: a lexeme holds
-    only letters and digits, so it needs no quoting)."""
-    return [lexeme(prefix, t) for t in query.terms]
+def _made(prefix: str, found: Sequence[str]) -> Vector:
+    if len(found) <= MAX_POSITION:
+        # the usual document: no position to cap, and (when no term is long enough to
+        # be hashed) one lexeme per term; a term seen once keeps its position as an int
+        positions: dict[str, Any] = {}
+        for n, term in enumerate(found, start=1):
+            at = positions.get(term)
+            if at is None:
+                positions[term] = n
+            elif at.__class__ is int:
+                positions[term] = [at, n]
+            else:
+                at.append(n)
+        if max(map(len, positions), default=0) * 4 <= LONGEST_LEXEME:
+            numbers = _NUMBERS
+            return Vector(" ".join([
+                f"{prefix}{term}:{numbers[at]}" if at.__class__ is int else
+                f"{prefix}{term}:{','.join([numbers[n] for n in at[:MAX_POSITIONS]])}"
+                for term, at in positions.items()]), len(found),
+                [prefix + term for term in positions])
+    exact = _lexeme_positions(prefix, found)
+    return Vector(_text(exact, len(found)), len(found), exact.keys())
 
 
-async def weigh(cur: Cursor, table: str, scope: str, params: dict[str, Any]) -> None:
-    """Add to ``params`` what a ranked query needs: ``kept`` (the lexemes of ``lexemes``
-    that count, see ``useful_terms``), their ``idf``, ``any`` (a ``tsquery`` holding when
-    one of them is present) and ``avgdl``. A document frequency is counted through the GIN
-    index, and no further than half the scope's documents: past that, a term does not
-    count, whatever its exact frequency. ``params`` names ``tenant``, ``kind``, ``scope``
-    and what the predicate ``scope`` (on ``f``) needs."""
-    await cur.execute(
-        "WITH st AS (SELECT coalesce(sum(docs), 0) AS n, coalesce(sum(length), 0) AS len "
-        "FROM search_stats WHERE tenant = %(tenant)s AND kind = %(kind)s "
-        "AND scope = %(scope)s) "
-        "SELECT st.n, st.len, (SELECT array_agg(d.n ORDER BY q.ord) "
-        "FROM unnest(%(lexemes)s::text[]) WITH ORDINALITY AS q (t, ord) CROSS JOIN LATERAL "
-        f"(SELECT count(*) AS n FROM (SELECT 1 FROM {table} f WHERE f.terms @@ q.t::tsquery "
-        f"AND {scope} LIMIT st.n / 2 + 1) AS x) AS d) FROM st", params)
-    row = await cur.fetchone()
-    assert row is not None
-    n, total, counted = int(row[0]), int(row[1]), row[2] or []
-    df = dict(zip(params["lexemes"], (int(c) for c in counted), strict=True))
-    n = max(n, *df.values(), 0)
-    kept = useful_terms(params["lexemes"], df, n)
-    params.update(kept=kept, idf=[idf(df[t], n) for t in kept], any=" | ".join(kept),
-                  avgdl=max(total / n, 1e-9) if n else 1.0)
+def fact_vector(tenant: str, store: str, key: str, value: Any) -> Vector:
+    return _made(scope_prefix(tenant, store), terms(fact_text(key, value)))
 
 
-#: The CTE of the kept lexemes and their idf (parameters of ``weigh``).
-WEIGHTS = "w AS (SELECT * FROM unnest(%(kept)s::text[], %(idf)s::float8[]) AS w (t, idf))"
+def item_vector(tenant: str, text: str) -> Vector:
+    return _made(scope_prefix(tenant), terms(text))
 
 
-def score_sql(alias: str) -> str:
-    """The BM25 score of row ``alias`` against ``w`` and ``avgdl``."""
-    return (
-        f"(SELECT sum(w.idf * cardinality(u.positions) * {K1 + 1} / (cardinality(u.positions) "
-        f"+ {K1} * ({1 - B} + {B} * {alias}.terms_len / %(avgdl)s::float8))) "
-        f"FROM unnest({alias}.terms) u JOIN w ON w.t = u.lexeme)"
-    )
+#: The rows of ``search_terms`` a write adds to: ``lexemes`` in code-point order (the
+#: order of ``COLLATE "C"``, so two writers take the rows they share in one order) and
+#: the documents each gained, each list sent as one text, split by spaces (a lexeme holds
+#: none: far cheaper for the driver than an array of many); joined to the CTE or table
+#: ``{after}``, so that they are written after it, and not at all when it has no row.
+TERMS_FROM = (
+    "INSERT INTO search_terms AS c (tenant, kind, lexeme, shard, docs) "
+    "SELECT %(tenant)s, %(kind)s, u.lexeme, pg_backend_pid() %% 8, u.docs "
+    "FROM {after}, unnest(string_to_array(%(lexemes)s, ' '), "
+    "string_to_array(%(counts)s, ' ')::bigint[]) AS u (lexeme, docs) "
+    "ON CONFLICT (tenant, kind, lexeme, shard) DO UPDATE SET docs = c.docs + excluded.docs"
+)
+
+#: Adds documents to a scope's statistics and their lexemes to ``search_terms``, in that
+#: order (as the delete triggers subtract them).
+ADD_COUNTS = (
+    "WITH stats AS (INSERT INTO search_stats AS s (tenant, kind, scope, shard, docs, length) "
+    "VALUES (%(tenant)s, %(kind)s, %(scope)s, pg_backend_pid() %% 8, %(docs)s, %(length)s) "
+    "ON CONFLICT (tenant, kind, scope, shard) DO UPDATE SET docs = s.docs + excluded.docs, "
+    "length = s.length + excluded.length RETURNING 1) " + TERMS_FROM.format(after="stats")
+)
+
+
+def lexeme_counts(counts: Counter[str]) -> dict[str, str]:
+    """The ``lexemes`` and ``counts`` parameters of ``TERMS_FROM``."""
+    ordered = sorted(counts)
+    return {"lexemes": " ".join(ordered), "counts": " ".join([str(counts[t]) for t in ordered])}
+
+
+async def add_counts(cur: Cursor, tenant: str, kind: str, scope: str, docs: int,
+                     length: int, counts: Counter[str]) -> None:
+    """Count ``docs`` documents of ``length`` terms in all, holding the lexemes of
+    ``counts``, into ``search_stats`` and ``search_terms``: the last statement of a write."""
+    if docs:
+        await cur.execute(ADD_COUNTS, {"tenant": tenant, "kind": kind, "scope": scope,
+                                       "docs": docs, "length": length,
+                                       **lexeme_counts(counts)})
+
+
+def term_counts_sql(alias: str) -> str:
+    """The columns a search scores row ``alias`` by: its ``terms_len`` and, for each kept
+    lexeme it holds, that lexeme's place in ``kept`` (from 1) and its count."""
+    return (f"{alias}.terms_len, (SELECT array_agg(array[k.ord, cardinality(u.positions)]) "
+            f"FROM unnest({alias}.terms) AS u JOIN unnest(%(kept)s::text[]) WITH ORDINALITY "
+            "AS k (t, ord) ON k.t = u.lexeme)")
+
+
+#: The statistics of a query's scope (the row whose lexeme is NULL), and each query
+#: lexeme with its documents (``search_terms`` read by its whole key: a plan that holds
+#: however stale the table's statistics are) and, for those ``read_terms`` reads first,
+#: their postings, by the GIN index alone (a lexeme names its scope, and the candidates
+#: are checked on their rows; a tenant predicate here could lead the planner to intersect
+#: the postings with every row of the tenant). The kept terms are those of
+#: ``useful_terms``.
+_STATS_AND_POSTINGS = (
+    "WITH st AS (SELECT coalesce(sum(docs), 0) AS n, coalesce(sum(length), 0) AS len "
+    "FROM search_stats WHERE tenant = %(tenant)s AND kind = %(kind)s "
+    "AND scope = %(scope)s), "
+    "d AS (SELECT w.t, coalesce(c.docs, 0) AS docs FROM unnest(%(wanted)s::text[]) AS w (t) "
+    "CROSS JOIN LATERAL (SELECT sum(docs) AS docs FROM search_terms "
+    "WHERE tenant = %(tenant)s AND kind = %(kind)s AND lexeme = w.t COLLATE \"C\") AS c), "
+    "k AS (SELECT d.t, d.docs FROM d, st WHERE d.docs > 0 AND (2 * d.docs < st.n "
+    "OR NOT EXISTS (SELECT 1 FROM d AS e WHERE 2 * e.docs < st.n))), "
+    "r AS (SELECT k.t, row_number() OVER w AS rn, sum(k.docs) OVER w AS cum FROM k "
+    "WINDOW w AS (ORDER BY k.docs, k.t COLLATE \"C\" ROWS UNBOUNDED PRECEDING)) "
+    "SELECT NULL, st.n, st.len, NULL FROM st UNION ALL "
+    "SELECT d.t, d.docs, 0, CASE WHEN r.rn = 1 OR r.cum <= %(budget)s THEN "
+    "ARRAY(SELECT f.{key} FROM {table} f WHERE f.terms @@ d.t::tsquery) END "
+    "FROM d LEFT JOIN r ON r.t = d.t"
+)
+
+
+class _Unscored(Exception):
+    """``top`` asked for a candidate not fetched yet (the argument: its id)."""
+
+
+async def ranked(cur: Cursor, table: str, key: str, kind: str, prefix: str,
+                 params: dict[str, Any], query: TextQuery, limit: int,
+                 fetch: Callable[[list[int]], Awaitable[list[tuple[int, T, Any, int, Any]]]],
+                 narrow: str | None = None) -> list[tuple[T, float]]:
+    """The ``limit`` best documents of scope ``prefix`` in ``table`` (row id ``key``), with
+    their scores, best first (see "Candidates" in :mod:`~ownstate.backends.ports.search`).
+
+    ``params`` names ``tenant`` and ``scope`` (the ``search_stats`` scope), and what the
+    SQL of ``fetch`` and ``narrow`` needs; ``kept`` (the lexemes that count) and ``any``
+    (a ``tsquery`` holding when one of them is present) are added to it. ``fetch``
+    returns, for the row ids given, each document that passes the search's filters as
+    (its id, document, tie key, ``terms_len``, the pairs of :func:`term_counts_sql`).
+    ``narrow``, for a filter that keeps few documents, selects the ids of those it keeps
+    that match ``any``; they are the candidates then, instead of the postings of the
+    rarest terms.
+    """
+    wanted = [lexeme(prefix, t) for t in query.terms]
+    await cur.execute(_STATS_AND_POSTINGS.format(key=key, table=table), {
+        "tenant": params["tenant"], "scope": params["scope"], "kind": kind,
+        "wanted": wanted, "budget": CANDIDATE_POSTINGS}, binary=True)
+    n, size = 0, 0
+    df: dict[str, int] = {}
+    read_first: dict[str, list[int]] = {}  # the postings the statement read
+    for lex, docs, total, ids in await cur.fetchall():
+        if lex is None:
+            n, size = int(docs), int(total)
+        elif docs > 0:
+            df[lex] = int(docs)
+            if ids is not None:
+                read_first[lex] = ids
+    kept = [t for t in useful_terms(wanted, df, n) if t in df]
+    if n <= 0 or not kept:
+        return []
+    weights = {t: idf(df[t], n) for t in kept}
+    bm25 = bm25_of(kept, weights, n, size / n)
+    params.update(kept=kept, any=" | ".join(kept))
+    scored: dict[int, tuple[T, float, Any] | None] = {}
+
+    def score(ids: list[int]) -> list[tuple[T, float, Any]]:
+        for i in ids:
+            if i not in scored:
+                raise _Unscored(i)
+        return [hit for hit in (scored[i] for i in ids) if hit is not None]
+
+    async def rank(found: list[tuple[float, int]], unread_idf: float,
+                   cap: int | None) -> list[tuple[T, float]]:
+        # top() scores a chunk at a time; the candidates from the one it asks for on are
+        # fetched and scored a batch at a time, so that most searches take one round trip
+        ahead = RESCORED
+        while True:
+            try:
+                return top(found, unread_idf, limit, score, cap)
+            except _Unscored as missing:
+                start = next(n for n, (_, i) in enumerate(found) if i == missing.args[0])
+                batch = [i for _, i in found[start:start + ahead] if i not in scored]
+                ahead *= 4
+                for i in batch:
+                    scored[i] = None
+                for i, doc, tie, length, pairs in await fetch(batch):
+                    value = bm25(Counter({kept[o - 1]: c for o, c in pairs or ()}), length)
+                    if value > 0:
+                        scored[i] = (doc, value, tie)
+
+    if narrow is not None:
+        await cur.execute(narrow, params)
+        return await rank([(0.0, int(r[0])) for r in await cur.fetchall()], math.inf, None)
+
+    async def postings(read: Sequence[str]) -> dict[str, list[int]]:
+        # as _STATS_AND_POSTINGS reads them
+        await cur.execute(
+            f"SELECT q.t, ARRAY(SELECT f.{key} FROM {table} f WHERE f.terms @@ q.t::tsquery) "
+            "FROM unnest(%(read)s::text[]) AS q (t)", {"read": list(read)}, binary=True)
+        return {t: ids for t, ids in await cur.fetchall()}  # noqa: C416 - typed rows
+
+    budget = CANDIDATE_POSTINGS
+    found: dict[str, list[int]] = {}
+    while True:
+        read, unread = read_terms(kept, df, budget)
+        for t in read:
+            if t not in found and t in read_first:
+                found[t] = read_first.pop(t)
+        fresh = [t for t in read if t not in found]
+        if fresh:
+            found.update(await postings(fresh))
+        hits = await rank(candidates(found, weights), sum(weights[t] for t in unread),
+                          RESCORED if unread else None)
+        if not unread or len(hits) >= limit:
+            return hits
+        budget = 4 * max(budget, sum(df[t] for t in read))
 
 
 async def backfill(cur: Cursor) -> None:
@@ -177,14 +374,7 @@ async def backfill(cur: Cursor) -> None:
         await cur.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
 
 
-#: Adds documents to a scope's statistics: ``docs`` and ``length`` of the rows written.
-ADD_STATS = (
-    "INSERT INTO search_stats AS s (tenant, kind, scope, shard, docs, length) "
-    "VALUES (%s, %s, %s, pg_backend_pid() %% 8, %s, %s) ON CONFLICT (tenant, kind, scope, shard) "
-    "DO UPDATE SET docs = s.docs + excluded.docs, length = s.length + excluded.length"
-)
-
-_ITEM_COLUMNS = ("f.item_id, f.seq, f.create_time, f.data, f.format, f.role, f.type, "
+_ITEM_COLUMNS = ("f.item_id, f.seq, f.create_time, f.data::text, f.format, f.role, f.type, "
                  "f.tool_name, f.model, f.in_tokens, f.out_tokens")
 
 
@@ -195,29 +385,35 @@ class SearchInPostgres(PostgresCore):
         self, tenant: str, query: TextQuery, *, stores: Sequence[str] | None,
         actor_id: str | None, session_id: str | None, limit: int,
     ) -> list[ItemHit]:
-        sql = (
-            f"WITH {WEIGHTS}, "
-            "cand AS (SELECT f.*, s.store, s.session_id, s.actor_id FROM items f "
-            "JOIN sessions s ON s.sid = f.sid "
-            "WHERE f.terms @@ %(any)s::tsquery "
-            "AND f.tenant = %(tenant)s AND s.tenant = %(tenant)s "
+        where = (
+            "f.tenant = %(tenant)s AND s.tenant = %(tenant)s "
             + ("" if stores is None else "AND s.store = ANY(%(stores)s) ")
             + "AND (%(actor)s::text IS NULL OR s.actor_id = %(actor)s) "
-            "AND (%(session)s::text IS NULL OR s.session_id = %(session)s)) "
-            f"SELECT {_ITEM_COLUMNS}, f.store, f.session_id, f.actor_id, {score_sql('f')} "
-            "AS score FROM cand f "
-            "ORDER BY score DESC, f.store, f.session_id, f.seq LIMIT %(limit)s"
+            "AND (%(session)s::text IS NULL OR s.session_id = %(session)s)"
         )
-        params = {"lexemes": query_lexemes(scope_prefix(tenant), query), "tenant": tenant,
-                  "kind": "item", "scope": "",
-                  "stores": list(stores) if stores is not None else None,
-                  "actor": actor_id, "session": session_id, "limit": limit}
+        # from the ids, one row at a time by primary key (whatever the statistics say)
+        sql = (f"SELECT f.id, {_ITEM_COLUMNS}, s.store, s.session_id, s.actor_id, "
+               f"{term_counts_sql('f')} FROM unnest(%(ids)s::bigint[]) AS j (id) "
+               "CROSS JOIN LATERAL (SELECT * FROM items f WHERE f.id = j.id OFFSET 0) AS f "
+               "CROSS JOIN LATERAL (SELECT * FROM sessions s WHERE s.sid = f.sid OFFSET 0) AS s "
+               f"WHERE {where}")
+        narrow = ("SELECT f.id FROM items f JOIN sessions s ON s.sid = f.sid "
+                  f"WHERE {where} AND f.terms @@ %(any)s::tsquery")
+        params: dict[str, Any] = {
+            "tenant": tenant, "scope": "", "actor": actor_id, "session": session_id,
+            "stores": list(stores) if stores is not None else None}
 
         async def run(cur: Cursor) -> list[ItemHit]:
-            await weigh(cur, "items", "f.tenant = %(tenant)s", params)
-            await cur.execute(sql, params)
-            return [ItemHit(r[11], r[13], build_item(r[0], r[12], r[1], r[2], r[3], r[4], r[5],
-                                                     r[6], r[7], r[8], r[9], r[10]),
-                            float(r[14])) for r in await cur.fetchall()]
+            async def fetch(ids: list[int]) -> list[tuple[int, Any, Any, int, Any]]:
+                await cur.execute(sql, {**params, "ids": ids})
+                return [(r[0], r, (r[12], r[13], r[2]), r[15], r[16])
+                        for r in await cur.fetchall()]
+
+            hits = await ranked(cur, "items", "id", "item", scope_prefix(tenant), params,
+                                query, limit, fetch, narrow if session_id is not None else None)
+            # data as text, decoded for the hits only
+            return [ItemHit(r[12], r[14], build_item(
+                        r[1], r[13], r[2], r[3], decode_json(r[4]), r[5], r[6], r[7], r[8],
+                        r[9], r[10], r[11]), value) for r, value in hits]
 
         return await self._read(tenant, run)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -16,7 +17,7 @@ from ..ports.sessions import NewItem, SessionOrder, changed_labels
 from ._core import Cursor, PostgresCore
 from ._vector_rows import store_item_vectors
 from .access import drop_store, start_grants
-from .search import ADD_STATS, item_vector
+from .search import TERMS_FROM, add_counts, item_vector, lexeme_counts
 
 __all__ = ["SessionsInPostgres"]
 
@@ -32,17 +33,19 @@ _ITEM_COLUMNS = (
 #: Appends a batch in one statement: the update of the session's row takes its lock (so
 #: appends to one session queue up and seq stays gapless) and yields the seq to number
 #: from; the batch arrives as one array per column, sent in binary (no quoting to do).
+#: The update matches only if the store indexes its items as ``indexed`` says (the terms
+#: sent are NULL when it does not), so a statement made for the other flag changes
+#: nothing; the counts of search terms come last, after the statistics.
 _APPEND_TEMPLATE = (
     "WITH s AS (UPDATE sessions SET item_count = item_count + %(n)s, "
     "last_activity_time = %(now)s WHERE tenant = %(tenant)s AND store = %(store)s "
-    "AND session_id = %(session_id)s RETURNING sid, item_count - %(n)s AS base, "
-    "(SELECT index_items FROM session_stores WHERE tenant = %(tenant)s "
-    "AND name = %(store)s) AS indexed), "
+    "AND session_id = %(session_id)s AND (SELECT index_items FROM session_stores "
+    "WHERE tenant = %(tenant)s AND name = %(store)s) = %(indexed)s "
+    "RETURNING sid, item_count - %(n)s AS base), "
     "added AS (INSERT INTO items (sid, seq, tenant, item_id, create_time, format, data, role, "
     "type, tool_name, model, in_tokens, out_tokens, terms, terms_len) SELECT s.sid, "
     "s.base + u.ord, %(tenant)s, u.item_id, %(now)s, u.format, u.data::json, u.role, u.type, "
-    "u.tool_name, u.model, u.in_tokens, u.out_tokens, "
-    "CASE WHEN s.indexed THEN u.terms::tsvector END, CASE WHEN s.indexed THEN u.len END "
+    "u.tool_name, u.model, u.in_tokens, u.out_tokens, u.terms::tsvector, u.len "
     "FROM s, unnest(%(ids)b::text[], "
     "%(formats)b::text[], %(data)b::text[], %(roles)b::text[], %(types)b::text[], "
     "%(tools)b::text[], %(models)b::text[], %(ins)b::bigint[], %(outs)b::bigint[], "
@@ -53,7 +56,9 @@ _APPEND_TEMPLATE = (
     "SELECT %(tenant)s, 'item', '', pg_backend_pid() %% 8, count(*), sum(terms_len) "
     "FROM added WHERE terms_len IS NOT NULL HAVING count(*) > 0 "
     "ON CONFLICT (tenant, kind, scope, shard) DO UPDATE SET docs = t.docs + excluded.docs, "
-    "length = t.length + excluded.length){key} SELECT base FROM s"
+    "length = t.length + excluded.length RETURNING 1), "
+    "counted AS (" + TERMS_FROM.format(after="stats").replace("{", "{{").replace("}", "}}")
+    + "){key} SELECT base FROM s"
 )
 _APPEND_WITH_KEY = _APPEND_TEMPLATE.format(key=(
     ", k AS (INSERT INTO idempotency_keys (sid, key, tenant, request_hash, item_ids, "
@@ -102,6 +107,10 @@ def _items(rows: Sequence[Sequence[Any]], session_id: str) -> list[Item]:
 def _meta(row: Sequence[Any]) -> Meta:
     """A row selected as ``_ITEM_COLUMNS``, without its data."""
     return (row[0], row[1], row[2], row[4], row[5], row[6], row[7], row[8], row[9], row[10])
+
+
+class _IndexingChanged(Exception):
+    """The store indexes its items otherwise than an append assumed (the argument: how)."""
 
 
 def _not_found(store: str, session_id: str) -> errors.SessionNotFound:
@@ -164,7 +173,9 @@ class SessionsInPostgres(PostgresCore):
             await start_grants(cur, tenant, "session_store", name, owner)
             return SessionStoreRecord(tenant=tenant, name=name, create_time=now)
 
-        return await self._write(tenant, run)
+        made = await self._write(tenant, run)
+        self._remember_indexing(tenant, name, index_items)
+        return made
 
     async def get_store(self, tenant: str, name: str) -> SessionStoreRecord:
         return await self._read(tenant, lambda cur: self._require_store(cur, tenant, name))
@@ -328,15 +339,19 @@ class SessionsInPostgres(PostgresCore):
                 "SELECT %s, seq, tenant, 'itm_' || replace(gen_random_uuid()::text, '-', ''), "
                 "create_time, format, data, role, type, tool_name, model, in_tokens, "
                 "out_tokens, terms, terms_len FROM items WHERE sid = %s AND seq <= %s "
-                "ORDER BY seq RETURNING terms_len) "
-                "SELECT count(*), count(terms_len), coalesce(sum(terms_len), 0) FROM added",
-                (child_sid, parent_sid, last_seq))
+                "ORDER BY seq RETURNING terms, terms_len), "
+                "counted AS (SELECT u.lexeme, count(*) AS docs FROM added a "
+                "CROSS JOIN LATERAL unnest(a.terms) AS u GROUP BY u.lexeme) "
+                "SELECT count(*), count(terms_len), coalesce(sum(terms_len), 0), "
+                "(SELECT array_agg(lexeme ORDER BY lexeme COLLATE \"C\") FROM counted), "
+                "(SELECT array_agg(docs ORDER BY lexeme COLLATE \"C\") FROM counted) "
+                "FROM added", (child_sid, parent_sid, last_seq))
             copied = await cur.fetchone()
             assert copied is not None
             await cur.execute("UPDATE sessions SET item_count = %s WHERE sid = %s",
                               (copied[0], child_sid))
-            if copied[1]:
-                await cur.execute(ADD_STATS, (tenant, "item", "", copied[1], copied[2]))
+            await add_counts(cur, tenant, "item", "", copied[1], copied[2],
+                             Counter(dict(zip(copied[3] or (), copied[4] or (), strict=True))))
             await cur.execute(
                 "INSERT INTO item_vectors (id, tenant, store, model, vector) "
                 "SELECT c.id, v.tenant, v.store, v.model, v.vector FROM items c "
@@ -365,9 +380,8 @@ class SessionsInPostgres(PostgresCore):
             "tools": [it.tool_name for it in items], "models": [it.model for it in items],
             "ins": [it.in_tokens for it in items], "outs": [it.out_tokens for it in items],
         }
-        vectors = [item_vector(tenant, it.text) for it in items]
-        params["terms"] = [v[0] for v in vectors]
-        params["lens"] = [v[1] for v in vectors]
+        indexed = self._indexes_items.get((tenant, store), True)
+        self._index_params(params, tenant, items, indexed)
         if idempotency is not None:
             params.update(key=idempotency[0], hash=idempotency[1],
                           item_ids=json.dumps(params["ids"]))
@@ -398,7 +412,14 @@ class SessionsInPostgres(PostgresCore):
                               last=not embedded)
             row = await cur.fetchone()
             if row is None:
-                raise _not_found(store, session_id)
+                await cur.execute(
+                    "SELECT t.index_items FROM sessions s JOIN session_stores t "
+                    "ON t.tenant = s.tenant AND t.name = s.store WHERE s.tenant = %s "
+                    "AND s.store = %s AND s.session_id = %s", (tenant, store, session_id))
+                found = await cur.fetchone()
+                if found is None or bool(found[0]) == params["indexed"]:
+                    raise _not_found(store, session_id)
+                raise _IndexingChanged(bool(found[0]))  # nothing was written
             base = int(row[0])
             if embedded:
                 await store_item_vectors(cur, tenant, store, items)
@@ -408,7 +429,36 @@ class SessionsInPostgres(PostgresCore):
                 for n, it in enumerate(items, start=1)
             ]
 
-        return await self._write(tenant, run)
+        while True:
+            try:
+                return await self._write(tenant, run)
+            except _IndexingChanged as changed:
+                self._remember_indexing(tenant, store, changed.args[0])
+                self._index_params(params, tenant, items, changed.args[0])
+
+    def _remember_indexing(self, tenant: str, store: str, indexed: bool) -> None:
+        if len(self._indexes_items) >= 10_000:
+            self._indexes_items.clear()
+        self._indexes_items[(tenant, store)] = indexed
+
+    @staticmethod
+    def _index_params(params: dict[str, Any], tenant: str, items: Sequence[NewItem],
+                      indexed: bool) -> None:
+        """The search terms of an append, for a store that indexes its items or not (no
+        terms are made then)."""
+        params["indexed"] = indexed
+        params["kind"] = "item"
+        if not indexed:
+            params["terms"] = params["lens"] = [None] * len(items)
+            params.update(lexemes="", counts="")
+            return
+        vectors = [item_vector(tenant, it.text) for it in items]
+        params["terms"] = [v.text for v in vectors]
+        params["lens"] = [v.length for v in vectors]
+        counts: Counter[str] = Counter()
+        for v in vectors:
+            counts.update(v.lexemes)
+        params.update(lexeme_counts(counts))
 
     @staticmethod
     async def _replayed(cur: Cursor, seen: Sequence[Any], session_id: str,

@@ -11,15 +11,16 @@ not at all, so the rows at or below a session's item count are exactly those alr
 stored and are left out; what remains cannot clash and is copied without a check per
 row. The other parts are ``executemany`` inserts that do nothing for a stored key.
 Facts, and the items of a store that indexes them, get their ``terms`` as the backend's
-own writes compute them (``search.py``), and ``search_stats`` gains what they add (no
-trigger does that on INSERT; triggers subtract on DELETE only).
+own writes compute them (``search.py``), and ``search_stats`` and ``search_terms`` gain
+what they add (no trigger does that on INSERT; triggers subtract on DELETE only).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections import Counter
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any
 
 from ..._extras import requires
@@ -42,7 +43,7 @@ from ..ports.transfer import Cursor, Row
 from ._core import EXPORT_SNAPSHOT, PostgresCore
 from ._core import Cursor as Sql
 from ._tsvector import item_vector_binary
-from .search import ADD_STATS, fact_vector
+from .search import add_counts, fact_vector
 
 with requires("postgres", "the PostgreSQL backend"):
     import psycopg
@@ -239,6 +240,7 @@ async def _restore_items(cur: Sql, tenant: str, rows: Sequence[Row]) -> int:
         return 0
     highest: dict[int, int] = {}
     docs: list[int] = []  # the terms_len of each indexed item
+    seen: Counter[bytes] = Counter()  # the documents per lexeme (with its NUL)
 
     def made() -> Iterator[tuple[Any, ...]]:
         # made while the COPY streams, so the server stores a row while the next is made
@@ -249,7 +251,8 @@ async def _restore_items(cur: Sql, tenant: str, rows: Sequence[Row]) -> int:
             vector: bytes | None = None
             size: int | None = None
             if r["store"] in indexed:
-                vector, size = item_vector_binary(tenant, terms(item_text(decode_json(r["data"]))))
+                vector, size = item_vector_binary(
+                    tenant, terms(item_text(decode_json(r["data"]))), seen)
                 docs.append(size)
             if highest.get(sid, 0) < seq:
                 highest[sid] = seq
@@ -258,12 +261,12 @@ async def _restore_items(cur: Sql, tenant: str, rows: Sequence[Row]) -> int:
                    r["out_tokens"], vector, size)
 
     await cur.copy_rows(_COPY_ITEMS, made(), _COPY_TYPES)
-    if docs:
-        await cur.execute(ADD_STATS, (tenant, "item", "", len(docs), sum(docs)))
     await cur.execute(
         "UPDATE sessions s SET item_count = greatest(s.item_count, h.seq) "
         "FROM unnest(%s::bigint[], %s::bigint[]) AS h(sid, seq) WHERE s.sid = h.sid",
         (list(highest), list(highest.values())))
+    await add_counts(cur, tenant, "item", "", len(docs), sum(docs),
+                     Counter({lex[:-1].decode(): n for lex, n in seen.items()}))
     return len(fresh)
 
 
@@ -283,7 +286,7 @@ _RESTORE_FACTS = (
     + ", ".join(f"%({n})s::{t}[]" for n, t in zip(_FACT_FIELDS, _FACT_TYPES, strict=True))
     + ", %(terms)s::text[], %(terms_len)s::int[]) WITH ORDINALITY AS u ("
     + ", ".join(_FACT_FIELDS) + ", terms, terms_len, ord) ORDER BY u.ord "
-    "ON CONFLICT DO NOTHING RETURNING memory_store, terms_len")
+    "ON CONFLICT DO NOTHING RETURNING memory_store, terms_len, fact_id")
 
 
 async def _restore_facts(cur: Sql, tenant: str, rows: Sequence[Row]) -> int:
@@ -298,21 +301,24 @@ async def _restore_facts(cur: Sql, tenant: str, rows: Sequence[Row]) -> int:
     # store gain the facts stored (a fact stored before is left, and not counted)
     columns: dict[str, list[Any]] = {name: [] for name in _FACT_FIELDS}
     columns["terms"], columns["terms_len"] = [], []
+    lexemes: dict[str, Iterable[str]] = {}
     for r in rows:
         for name in _FACT_FIELDS:
             columns[name].append(r[name])
-        vector, length = fact_vector(tenant, r["memory_store"], r["key"], json.loads(r["value"]))
-        columns["terms"].append(vector)
-        columns["terms_len"].append(length)
+        vector = fact_vector(tenant, r["memory_store"], r["key"], json.loads(r["value"]))
+        columns["terms"].append(vector.text)
+        columns["terms_len"].append(vector.length)
+        lexemes[r["fact_id"]] = vector.lexemes
     await cur.execute(_RESTORE_FACTS, {"tenant": tenant, **columns})
     added = await cur.fetchall()
-    per_store: dict[str, list[int]] = {}
-    for store, length in added:
-        held = per_store.setdefault(store, [0, 0])
-        held[0] += 1
-        held[1] += int(length)
-    for store, (docs, total) in sorted(per_store.items()):
-        await cur.execute(ADD_STATS, (tenant, "fact", store, docs, total))
+    per_store: dict[str, tuple[list[int], Counter[str]]] = {}
+    for store, length, fact_id in added:
+        held = per_store.setdefault(store, ([0, 0], Counter()))
+        held[0][0] += 1
+        held[0][1] += int(length)
+        held[1].update(lexemes[fact_id])
+    for store, ((docs, total), counts) in sorted(per_store.items()):
+        await add_counts(cur, tenant, "fact", store, docs, total, counts)
     return len(added)
 
 

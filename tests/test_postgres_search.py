@@ -1,0 +1,326 @@
+"""Ranked search in PostgreSQL: ``search_terms`` holds, per lexeme, the number of documents
+whose ``terms`` hold it, through every write and delete path and the migration that made
+it; searches over it rank as the reference does, pruned candidates included; a store
+that does not index its items makes no terms for them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+import test_postgres_roles as roles
+from conftest import POSTGRES_URL
+
+import ownstate
+from ownstate import archive
+from ownstate.api.bulk import BulkSession, add_sessions
+from ownstate.backends.ports.search import fact_text, item_text, query_terms, rank, terms
+from ownstate.backends.postgres import search as pg_search
+from ownstate.backends.postgres import sessions as pg_sessions
+
+Maker = Callable[[str], str]
+# the fixtures of real roles: a connection as the test URL's role, a new schema's name,
+# roles made for a test, a schema made for an owner role
+admin, schema, make_role, owned_schema = (roles.admin, roles.schema, roles.make_role,
+                                          roles.owned_schema)
+
+
+def _schema(url: str) -> str:
+    return url.rsplit("schema=", 1)[1]
+
+
+def _counts(url: str) -> tuple[dict[tuple[str, str, str], int], dict[tuple[str, str, str], int]]:
+    """The counts kept in ``search_terms``, and those recounted from every row's ``terms``
+    (as the schema's owner, whom row-level security does not bind here)."""
+    schema = _schema(url)
+    with psycopg.connect(POSTGRES_URL) as conn:
+        kept = {(r[0], r[1], r[2]): int(r[3]) for r in conn.execute(
+            f"SELECT tenant, kind, lexeme, sum(docs) FROM {schema}.search_terms "
+            "GROUP BY tenant, kind, lexeme HAVING sum(docs) <> 0")}
+        recounted = {(r[0], r[1], r[2]): int(r[3]) for r in conn.execute(
+            f"SELECT f.tenant, 'fact', u.lexeme, count(*) FROM {schema}.facts f "
+            "CROSS JOIN LATERAL unnest(f.terms) AS u GROUP BY f.tenant, u.lexeme UNION ALL "
+            f"SELECT i.tenant, 'item', u.lexeme, count(*) FROM {schema}.items i "
+            "CROSS JOIN LATERAL unnest(i.terms) AS u GROUP BY i.tenant, u.lexeme")}
+    return kept, recounted
+
+
+def _consistent(url: str) -> int:
+    """Assert the kept counts are the recount; the number of lexemes counted."""
+    kept, recounted = _counts(url)
+    assert kept == recounted
+    return len(kept)
+
+
+def test_term_counts_follow_every_write_and_delete(make_url: Maker) -> None:
+    url = make_url("postgres")
+    with ownstate.connect(url) as client, ownstate.connect(url, tenant="acme") as other:
+        memory = client.memory_stores.create("notes")
+        memory.remember_many([{"subject": f"user:{n % 3}", "key": f"k{n % 4}",
+                               "value": f"refund number {n} for order {n % 5}"}
+                              for n in range(12)])  # later ones close earlier ones
+        memory.remember("user:1", "k1", {"nested": ["refund", "again", 3]})
+        other.memory_stores.create("notes").remember("user:1", "k1", "refund elsewhere")
+        assert _consistent(url) > 10
+        store = client.session_stores.create("chats")
+        plain = client.session_stores.create("plain", index_items=False)
+        session = store.add(actor_id="user:1", session_id="s1")
+        session.append_items([{"role": "user", "content": f"where is refund {n}"}
+                              for n in range(5)])
+        session.append_items([{"role": "assistant", "content": "it ships today"}],
+                             idempotency_key="once")
+        session.append_items([{"role": "assistant", "content": "it ships today"}],
+                             idempotency_key="once")  # a replay counts nothing
+        plain.add(actor_id="user:1").append_items([{"role": "user", "content": "unseen"}])
+        child = session.fork(up_to_item_id=session.list_items_after(limit=3)[2].item_id)
+        child.append_items([{"role": "user", "content": "a refund for the child"}])
+        _consistent(url)
+        session.pop_item()
+        _consistent(url)
+        child.clear()
+        _consistent(url)
+        memory.erase_subject("user:2")
+        _consistent(url)
+        session.delete(force=True)  # its items go by cascade
+        _consistent(url)
+        client.memory_stores.delete("notes")
+        client.session_stores.delete("chats", force=True)
+        kept, _ = _counts(url)
+        assert {k[0] for k in kept} == {"acme"}  # only the other tenant's fact is left
+        _consistent(url)
+
+
+def test_term_counts_of_bulk_sessions(make_url: Maker) -> None:
+    url = make_url("postgres")
+
+    async def main() -> None:
+        client = await ownstate.connect_async(url)
+        try:
+            for name, indexed in (("bulk-store", True), ("bulk-plain", False)):
+                store = await client.session_stores.create(name, index_items=indexed)
+                made = await add_sessions(store, [
+                    BulkSession(f"s{n}", "user:1", {}, [
+                        {"type": "message", "role": "user", "content": f"refund {n} {m}"}
+                        for m in range(3)], None, None) for n in range(4)])
+                assert made == [True] * 4
+        finally:
+            await client.close()
+
+    asyncio.run(main())
+    assert _consistent(url) > 4
+    with ownstate.connect(url) as client:
+        hits = client.session_stores.search_items("refund 2", limit=50)
+        assert {h.store for h in hits} == {"bulk-store"}
+        assert len(hits) == 12
+
+
+def _fill(url: str) -> None:
+    with ownstate.connect(url) as client:
+        memory = client.memory_stores.create("notes")
+        memory.remember_many([{"subject": f"user:{n % 2}", "key": f"k{n % 3}",
+                               "value": f"café number {n} 東京"} for n in range(7)])
+        store = client.session_stores.create("chats")
+        for n in range(3):
+            store.add(actor_id="user:1").append_items(
+                [{"role": "user", "content": f"refund {n} of {m} \uff21\uff22\uff23"}
+                 for m in range(4)])
+        client.session_stores.create("plain", index_items=False).add(
+            actor_id="user:1").append_items([{"role": "user", "content": "refund"}])
+
+
+def test_term_counts_of_a_copy_and_an_archive_import(make_url: Maker, tmp_path: Any) -> None:
+    src, copied, imported = make_url("sqlite"), make_url("postgres"), make_url("postgres")
+    _fill(src)
+    assert archive.copy(src, copied, verify=True).ok
+    assert _consistent(copied) > 10
+    path = tmp_path / "all.tar"
+    with ownstate.connect(src) as client:
+        archive.export(client, path)
+    with ownstate.connect(imported) as client:
+        archive.import_archive(client, path)
+    _consistent(imported)
+    assert _counts(imported)[0] == _counts(copied)[0]
+
+
+def test_migration_counts_the_terms_stored_before(make_url: Maker) -> None:
+    """The schema as it was before ``search_terms``: migrating fills it from the rows'
+    stored terms, and searches rank as before."""
+    url = make_url("postgres")
+    _fill(url)
+    with ownstate.connect(url) as client:
+        before = ([(h.fact.fact_id, h.score) for h in
+                   client.memory_stores.get("notes").search("cafe number 3")],
+                  [(h.item.item_id, h.score) for h in
+                   client.session_stores.search_items("refund 1 abc")])
+    expected = _counts(url)[0]
+    schema = _schema(url)
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f"SET search_path TO {schema}")
+        conn.execute("DROP TABLE search_terms")
+        conn.execute("DROP FUNCTION facts_leave_search_terms() CASCADE")
+        conn.execute("DROP FUNCTION items_leave_search_terms() CASCADE")
+        conn.execute("DELETE FROM ownstate_schema WHERE version = 9")
+    with ownstate.connect(url) as client:
+        client.migrate()
+        found, expected_version = client.check()
+        assert found == expected_version
+        after = ([(h.fact.fact_id, h.score) for h in
+                  client.memory_stores.get("notes").search("cafe number 3")],
+                 [(h.item.item_id, h.score) for h in
+                  client.session_stores.search_items("refund 1 abc")])
+    assert _counts(url)[0] == expected
+    _consistent(url)
+    assert after == before
+    assert before[0]
+    assert before[1]
+
+
+def test_a_store_without_item_indexing_makes_no_terms(
+        make_url: Maker, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = make_url("postgres")
+    made: list[str] = []
+    real = pg_sessions.item_vector
+
+    def spy(tenant: str, text: str) -> Any:
+        made.append(text)
+        return real(tenant, text)
+
+    monkeypatch.setattr(pg_sessions, "item_vector", spy)
+    with ownstate.connect(url) as client:
+        plain = client.session_stores.create("plain", index_items=False)
+        session = plain.add(actor_id="user:1")
+        session.append_items([{"role": "user", "content": "never indexed"}])
+        session.append_items([{"role": "user", "content": "nor this"}],
+                             idempotency_key="k")
+        assert made == []
+        assert client.session_stores.search_items("indexed") == []
+        indexed = client.session_stores.create("indexed")
+        indexed.add(actor_id="user:1").append_items([{"role": "user", "content": "indexed"}])
+        assert made == ["indexed"]
+        assert len(client.session_stores.search_items("indexed")) == 1
+    _consistent(url)
+
+
+def test_an_append_follows_a_store_made_again_with_the_other_flag(make_url: Maker) -> None:
+    """A client that saw a store made without item indexing still indexes the items of
+    the store of that name made again, by another client, with it (and the other way)."""
+    url = make_url("postgres")
+    with ownstate.connect(url) as first, ownstate.connect(url) as second:
+        first.session_stores.create("chats", index_items=False).add(
+            actor_id="user:1", session_id="s").append_items([{"role": "user",
+                                                              "content": "hidden"}])
+        second.session_stores.delete("chats", force=True)
+        second.session_stores.create("chats").add(actor_id="user:1", session_id="s")
+        first.session_stores.get("chats").get("s").append_items(
+            [{"role": "user", "content": "found"}])
+        assert [h.item.seq for h in first.session_stores.search_items("found")] == [1]
+        second.session_stores.delete("chats", force=True)
+        second.session_stores.create("chats", index_items=False).add(
+            actor_id="user:1", session_id="s")
+        first.session_stores.get("chats").get("s").append_items(
+            [{"role": "user", "content": "found again"}])
+        assert first.session_stores.search_items("again") == []
+        assert [i.seq for i in first.session_stores.get("chats").get("s").list_items_after()
+                ] == [1]
+    _consistent(url)
+
+
+def _fact_reference(memory: ownstate.MemoryStore, subjects: list[str],
+                    query: str) -> list[tuple[str, float]]:
+    facts = sorted((f for s in subjects for f in memory.recall(s)), key=lambda f: f.fact_id)
+    collection = [(f.key, terms(fact_text(f.key, f.value))) for f in facts]
+    return rank(query_terms(query), collection, lambda _: True)
+
+
+def test_fact_scores_are_the_references_through_erasure(make_url: Maker) -> None:
+    with ownstate.connect(make_url("postgres"), tenant="acme") as client:
+        memory = client.memory_stores.create("notes")
+        other = client.memory_stores.create("other")
+        for n in range(8):
+            memory.remember(f"user:{n % 3}", f"k{n}", f"refund request number {n} common words")
+            other.remember("user:9", f"k{n}", "refund refund refund elsewhere")
+        memory.remember("user:1", "long", "refund " + " ".join(f"pad{i}" for i in range(20)))
+        memory.erase_subject("user:2")
+        got = [(h.fact.key, h.score) for h in memory.search("refund number 3 words")]
+        want = _fact_reference(memory, ["user:0", "user:1"], "refund number 3 words")
+        assert [k for k, _ in got] == [k for k, _ in want]
+        assert [s for _, s in got] == [s for _, s in want]  # computed as the reference does
+
+
+def test_item_scores_are_the_references_through_forks_and_pops(make_url: Maker) -> None:
+    with ownstate.connect(make_url("postgres")) as client:
+        store = client.session_stores.create("chats")
+        session = store.add(actor_id="user:1")
+        session.append_items([{"role": "user", "content": f"refund number {n} please"}
+                              for n in range(6)])
+        child = session.fork(up_to_item_id=session.list_items_after(limit=3)[2].item_id)
+        session.pop_item()
+        child.append_items([{"role": "user", "content": "a refund, a refund"}])
+        items = [(s.session_id, i) for s in (session, child) for i in s.list_items_after()]
+        collection = [((sid, i.seq), terms(item_text(i.data))) for sid, i in sorted(
+            items, key=lambda x: (x[0], x[1].seq))]
+        want = rank(query_terms("refund number 2"), collection, lambda _: True)
+        got = client.session_stores.search_items("refund number 2", limit=20)
+        assert [(h.item.session_id, h.item.seq) for h in got] == [d for d, _ in want]
+        assert [h.score for h in got] == [s for _, s in want]
+
+
+def test_pruned_candidates_still_give_the_best_hits(make_url: Maker,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    with ownstate.connect(make_url("postgres")) as client:
+        memory = client.memory_stores.create("notes")
+        for n in range(30):
+            memory.remember("user:1", f"c{n}", "common filler" if n < 10 else f"other {n % 4}")
+        memory.remember("user:1", "r1", "rare common")
+        memory.remember("user:1", "r2", "rare and unusual common")
+        session = client.session_stores.create("chats").add(actor_id="user:1")
+        session.append_items([{"role": "user", "content": "common filler" if n < 10 else
+                               f"other {n % 4}"} for n in range(30)])
+        session.append_items([{"role": "user", "content": "rare common"},
+                              {"role": "user", "content": "rare and unusual common"}])
+        query = "rare unusual common filler"
+        exact = memory.search(query, limit=40)
+        assert [h.fact.key for h in exact[:2]] == ["r2", "r1"]
+        assert len(exact) == 12
+        items = client.session_stores.search_items(query, limit=40)
+        assert [h.item.seq for h in items[:2]] == [32, 31]
+        assert len(items) == 12
+        # read one term's postings at a time: the rarest first, the others only when the
+        # first did not give enough hits; score one candidate at a time
+        monkeypatch.setattr(pg_search, "CANDIDATE_POSTINGS", 1)
+        monkeypatch.setattr(pg_search, "RESCORED", 1)
+        assert memory.search(query, limit=2) == exact[:2]
+        assert memory.search(query, limit=40) == exact
+        assert memory.search(query, subject="user:1", limit=5) == exact[:5]
+        assert client.session_stores.search_items(query, limit=2) == items[:2]
+        assert client.session_stores.search_items(query, limit=40) == items
+        assert client.session_stores.search_items(
+            query, session_id=session.session_id, limit=5) == items[:5]
+
+
+def test_counts_are_kept_under_row_level_security(admin: Any, owned_schema: tuple[str, str],
+                                                  make_role: Callable[..., str]) -> None:
+    """The application role, which row-level security binds, keeps the counts of its
+    tenant through writes and the delete triggers, and sees no other tenant's."""
+    schema, owner = owned_schema
+    app = make_role("app", "LOGIN")
+    assert roles._cli(roles._url(owner, schema), "migrate", "--app-role", app).exit_code == 0
+    for tenant, word, other in (("tenant-a", "apple", "banana"),
+                                ("tenant-b", "banana", "apple")):
+        with ownstate.connect(roles._url(app, schema), tenant=tenant,
+                              migrate=False) as client:
+            memory = client.memory_stores.create("notes")
+            memory.remember_many([{"subject": f"user:{n}", "key": "k", "value": f"{word} {n}"}
+                                  for n in range(3)])
+            session = client.session_stores.create("chats").add(actor_id="user:1")
+            session.append_items([{"role": "user", "content": f"{word} pie"}] * 2)
+            memory.erase_subject("user:0")
+            assert [h.fact.subject for h in memory.search(word)] == ["user:1", "user:2"]
+            assert memory.search(other) == []
+            assert len(client.session_stores.search_items(f"{word} pie")) == 2
+            session.delete(force=True)
+            assert client.session_stores.search_items(word) == []
+    _consistent(f"{POSTGRES_URL}?schema={schema}")
