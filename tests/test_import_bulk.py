@@ -261,17 +261,18 @@ def test_the_batched_verification_finds_a_changed_item_checkpoint_or_run(
         client = await postgres(target)
         try:
             report = await arun("langgraph", client, url, verify=True)
-            assert report.ok and report.verified == len(made), report.summary()
+            assert report.ok, report.summary()
+            assert report.verified == len(made)
             with psycopg.connect(server, autocommit=True) as conn:
                 sid = (f"(SELECT sid FROM {schema}.sessions WHERE store = 'langgraph' "
                        "AND session_id = %s)")
-                conn.execute(f"UPDATE {schema}.items SET data = replace(data::text, "  # noqa: S608
+                conn.execute(f"UPDATE {schema}.items SET data = replace(data::text, "
                              f"'order 42', 'order 24')::json WHERE sid = {sid}", ("tools-0",))
-                conn.execute(f"UPDATE {schema}.checkpoints SET metadata = "  # noqa: S608
+                conn.execute(f"UPDATE {schema}.checkpoints SET metadata = "
                              "(metadata::jsonb || '{\"step\": 99}')::json WHERE rid IN "
                              f"(SELECT rid FROM {schema}.runs WHERE sid = {sid})",
                              ("approval-1",))
-                conn.execute(f"UPDATE {schema}.runs SET status = 'done', ended_at = now() "  # noqa: S608
+                conn.execute(f"UPDATE {schema}.runs SET status = 'done', ended_at = now() "
                              f"WHERE sid = {sid}", ("approval-2",))
             importer = LangGraphImporter(url)
             await importer.open()
@@ -332,11 +333,14 @@ def test_a_backend_without_bulk_reads_reads_session_by_session(
                 keys = [CheckpointKey("r-a", "", "cp-1"), CheckpointKey("r-b", "", "cp-1"),
                         CheckpointKey("r-a", "", "cp-2")]
                 found = await read_sessions(store, [("a", keys), ("missing", keys), ("b", [])])
-                assert found[1] is None and found[2] is not None
+                assert found[1] is None
+                assert found[2] is not None
                 a = found[0]
-                assert a is not None and a.session.actor_id == "user-a"
+                assert a is not None
+                assert a.session.actor_id == "user-a"
                 assert [i.data for i in a.items] == ITEMS
-                assert a.newest_run is not None and a.newest_run.run_id == "r-a"
+                assert a.newest_run is not None
+                assert a.newest_run.run_id == "r-a"
                 # another session's run is out of this session's scope, as with get()
                 assert [c is not None for c in a.checkpoints] == [True, False, False]
                 got.append([(s.session.session_id, [i.data for i in s.items],
