@@ -63,8 +63,8 @@ class BulkReadsInPostgres(PostgresCore):
             runs: dict[int, Run] = {}
             if sids:
                 await cur.execute(_ITEMS, (tenant, sids), binary=True)
-                for row in await cur.fetchall():
-                    rows_of.setdefault(int(row[11]), []).append(row)
+                for item in await cur.fetchall():
+                    rows_of.setdefault(int(item[11]), []).append(item)
                 await cur.execute(_NEWEST_RUNS, (tenant, sids))
                 runs = {int(r[17]): _run(r) for r in await cur.fetchall()}
             asked = [(w[0], sessions[w[0]][1], key) for w in wanted if w[0] in sessions
