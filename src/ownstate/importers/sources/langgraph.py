@@ -569,7 +569,11 @@ class LangGraphImporter(Importer[_Thread]):
             if found is None:
                 out.append(self._digests(thread, self._quick_view, None))
                 continue
-            got = await read_back(saver, store.name, thread.thread_id, found)
+            try:
+                got = await read_back(saver, store.name, thread.thread_id, found)
+            except Exception:  # LangGraph's decoder refused a value: the thread's own read decides
+                out.append(None)
+                continue
             run = found.newest_run
             out.append(self._digests(thread, self._quick_view, _Stored(
                 got, run is not None and run.status == "awaiting_human",
