@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import (
     AIMessage,
+    ChatMessage,
     HumanMessage,
     SystemMessage,
     ToolMessage,
@@ -140,3 +141,12 @@ def test_history_refuses_an_unknown_shape(client: ownstate.Client) -> None:
     for bad in ["markdown", "", None, 3]:
         with pytest.raises(InvalidInput):
             session.history(as_format=bad)  # type: ignore[arg-type]
+
+
+def test_a_chat_message_keeps_the_role_it_names() -> None:
+    critic = ChatMessage("too long", role="critic", id="c-1")
+    item = langchain.message_to_item(critic)
+    assert item["role"] == "critic"
+    assert langchain.item_to_message(item) == critic
+    # a message of another type is never asked for a role, even when it carries one
+    assert langchain.message_to_item(HumanMessage("hi", role="critic"))["role"] == "user"

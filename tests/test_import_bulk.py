@@ -18,11 +18,20 @@ from test_import_langgraph import GRAPHS, cfg, fill, state_of
 
 import ownstate
 from ownstate.adapters.langgraph import OwnstateSaver
-from ownstate.api.bulk import BulkCheckpoint, BulkRun, BulkSession, add_sessions, supports_bulk
+from ownstate.api.bulk import (
+    BulkCheckpoint,
+    BulkRun,
+    BulkSession,
+    CheckpointKey,
+    add_sessions,
+    read_sessions,
+    supports_bulk,
+)
+from ownstate.backends import Capability
 from ownstate.errors import AlreadyExists, InvalidInput
 from ownstate.importers import arun
 from ownstate.importers.sources.langgraph import LangGraphImporter
-from ownstate.model import PendingWrite
+from ownstate.model import CheckpointScope, PendingWrite
 
 ITEMS = [{"type": "message", "role": "user", "content": "where is my order?"},
          {"type": "message", "role": "assistant", "content": "it ships today"}]
@@ -234,3 +243,113 @@ def test_an_undecodable_thread_of_a_batch(lg_source: tuple[str, dict[str, str]],
     # run again: the thread stays failed, the others are there already
     again = asyncio.run(main())
     assert (again.already, again.failed, again.imported) == (len(made) - 1, 1, 0)
+
+
+def test_the_batched_verification_finds_a_changed_item_checkpoint_or_run(
+        lg_source: tuple[str, dict[str, str]], make_url: Callable[[str], str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each thread of a batch is compared from one bulk read; a changed item, checkpoint
+    or run makes that thread's digests differ there already, and the per-thread reading
+    that decides agrees."""
+    url, made = lg_source
+    target = make_url("postgres")
+    schema = target.rsplit("schema=", 1)[1]
+    server = target[:target.rindex("schema=") - 1]
+    changed = {"tools-0", "approval-1", "approval-2"}
+
+    async def main() -> None:
+        client = await postgres(target)
+        try:
+            report = await arun("langgraph", client, url, verify=True)
+            assert report.ok, report.summary()
+            assert report.verified == len(made)
+            with psycopg.connect(server, autocommit=True) as conn:
+                sid = (f"(SELECT sid FROM {schema}.sessions WHERE store = 'langgraph' "
+                       "AND session_id = %s)")
+                conn.execute(f"UPDATE {schema}.items SET data = replace(data::text, "
+                             f"'order 42', 'order 24')::json WHERE sid = {sid}", ("tools-0",))
+                conn.execute(f"UPDATE {schema}.checkpoints SET metadata = "
+                             "(metadata::jsonb || '{\"step\": 99}')::json WHERE rid IN "
+                             f"(SELECT rid FROM {schema}.runs WHERE sid = {sid})",
+                             ("approval-1",))
+                conn.execute(f"UPDATE {schema}.runs SET status = 'done', ended_at = now() "
+                             f"WHERE sid = {sid}", ("approval-2",))
+            importer = LangGraphImporter(url)
+            await importer.open()
+            try:
+                units = [u async for u in importer.units()]
+                decoded = await importer.decode_many(units)
+                reads = []
+
+                async def read(store: Any, wanted: Any) -> Any:
+                    reads.append(len(wanted))
+                    return await read_sessions(store, wanted)
+
+                slow = []
+                digest = LangGraphImporter.digest
+
+                async def one_by_one(self: Any, client: Any, unit: Any, thread: Any) -> Any:
+                    slow.append(thread.thread_id)
+                    return await digest(self, client, unit, thread)
+
+                with monkeypatch.context() as patch:
+                    patch.setattr("ownstate.api.bulk.read_sessions", read)
+                    patch.setattr(LangGraphImporter, "digest", one_by_one)
+                    quick = await importer._quick_many(client, decoded)
+                    final = await importer.digest_many(client, units, decoded)
+            finally:
+                await importer.close()
+            assert reads == [len(units), len(units)]  # the whole batch in one read, twice
+            names = [t.thread_id for t in decoded]
+            assert {n for n, q in zip(names, quick, strict=True)
+                    if q is None or q[0] != q[1]} == changed
+            assert sorted(slow) == sorted(changed)  # only they are read one by one
+            assert {n for n, f in zip(names, final, strict=True)
+                    if not isinstance(f, tuple) or f[0] != f[1]} == changed
+        finally:
+            await client.close()
+
+    asyncio.run(main())
+
+
+def test_a_backend_without_bulk_reads_reads_session_by_session(
+        make_url: Callable[[str], str]) -> None:
+    async def main() -> None:
+        client = await ownstate.connect_async(make_url("sqlite"))
+        pg = await postgres(make_url("postgres"))
+        try:
+            got = []
+            for c in (client, pg):
+                assert (Capability.BULK_READS in c._scope.backend.capabilities) == (c is pg)
+                store = await c.session_stores.create("bulk-store")
+                for name in ("a", "b"):
+                    session = await store.add(actor_id=f"user-{name}", session_id=name)
+                    await session.append_items(ITEMS)
+                    run = await c.runs.open_run(session, framework="langgraph", run_id=f"r-{name}")
+                    scope = CheckpointScope(f"user-{name}", "bulk-store", name, run.run_id)
+                    await c.checkpoints.put(scope, "cp-1", type_tag="msgpack", payload=b"\x01")
+                    await c.checkpoints.put_writes(scope, "cp-1", [
+                        PendingWrite("task-1", 0, "messages", "json", b"[]")])
+                keys = [CheckpointKey("r-a", "", "cp-1"), CheckpointKey("r-b", "", "cp-1"),
+                        CheckpointKey("r-a", "", "cp-2")]
+                found = await read_sessions(store, [("a", keys), ("missing", keys), ("b", [])])
+                assert found[1] is None
+                assert found[2] is not None
+                a = found[0]
+                assert a is not None
+                assert a.session.actor_id == "user-a"
+                assert [i.data for i in a.items] == ITEMS
+                assert a.newest_run is not None
+                assert a.newest_run.run_id == "r-a"
+                # another session's run is out of this session's scope, as with get()
+                assert [c is not None for c in a.checkpoints] == [True, False, False]
+                got.append([(s.session.session_id, [i.data for i in s.items],
+                             s.newest_run.run_id if s.newest_run else None,
+                             [(r.checkpoint_id, r.payload, r.pending_writes) if r else None
+                              for r in s.checkpoints]) if s else None for s in found])
+            assert got[0] == got[1]
+        finally:
+            await client.close()
+            await pg.close()
+
+    asyncio.run(main())

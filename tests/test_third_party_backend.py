@@ -154,7 +154,7 @@ def test_capabilities_are_the_strings_they_name() -> None:
     assert Capability.MULTIPROCESS == "multiprocess"
     assert sorted(Capability) == sorted(["multiprocess", "persistent", "migrations",
                                          "text_search", "operator", "stepwise_stores",
-                                         "transfer", "vectors", "bulk_sessions",
+                                         "transfer", "vectors", "bulk_sessions", "bulk_reads",
                                          "server_ranked"])
     declared = Target("plain", url="memory://", capabilities=frozenset({"text_search"}))
     assert declared.has(Capability.TEXT_SEARCH)

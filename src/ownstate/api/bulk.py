@@ -14,6 +14,11 @@ Each session comes out one of three ways, returned in order: ``True``, stored wh
 written; an :class:`~ownstate.errors.OwnstateError`, the bundle was refused (invalid, or
 refused by the datastore) and nothing of it was written, while the others were stored.
 :class:`~ownstate.errors.BackendUnavailable` is raised, not returned.
+
+:func:`read_sessions` reads such a batch back for verification: each session with every
+item, its newest run and the checkpoints asked for by id, as the per-session reads return
+them. A backend that declares :attr:`~ownstate.backends.Capability.BULK_READS` reads the
+batch in a few queries over one snapshot; any other is read session by session.
 """
 
 from __future__ import annotations
@@ -25,19 +30,42 @@ from datetime import datetime
 from .. import _ids
 from .. import limits as _validate
 from ..backends import Capability, NewItem
-from ..backends.ports.bulk import NewCheckpointRow, NewRunRow, NewSessionBundle
+from ..backends.ports.bulk import (
+    CheckpointKey,
+    NewCheckpointRow,
+    NewRunRow,
+    NewSessionBundle,
+    StoredSessionBundle,
+)
 from ..backends.ports.search import item_text
-from ..errors import BackendUnavailable, InvalidInput, LimitExceeded, OwnstateError
+from ..errors import (
+    BackendUnavailable,
+    InvalidInput,
+    LimitExceeded,
+    OwnstateError,
+    RunNotFound,
+    SessionNotFound,
+)
 from ..formats.derive import derive_columns, infer_format
-from ..model import CLOSED_RUN_STATUSES, JSON, PendingWrite
+from ..model import (
+    CLOSED_RUN_STATUSES,
+    JSON,
+    CheckpointRecord,
+    CheckpointScope,
+    Item,
+    PendingWrite,
+    Run,
+)
 from ._scope import Scope
 from .aio import AsyncClient, AsyncSessionStore
 from .checkpoints import _metadata_json, _payload, _type_tag, _writes
 from .checkpoints import _text as _name
 from .runs import _framework
 from .runs import _text as _key
+from .session import AsyncSession
 
-__all__ = ["BulkCheckpoint", "BulkRun", "BulkSession", "add_sessions", "supports_bulk"]
+__all__ = ["BulkCheckpoint", "BulkRun", "BulkSession", "CheckpointKey", "StoredSession",
+           "add_sessions", "read_sessions", "supports_bulk"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +113,20 @@ class BulkSession:
     items: Sequence[dict[str, JSON]] = ()
     item_format: str | None = None
     run: BulkRun | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSession:
+    """A session read back by :func:`read_sessions`: its handle, every item in replay
+    order (as ``list_items(order_by="create_time asc")``), its newest run (as
+    ``runs.list_page(session=...)`` lists first; ``None`` when it has none) and, per key
+    asked for, the checkpoint as ``checkpoints.get`` returns it (``None`` where that
+    returns ``None`` or raises :class:`~ownstate.errors.RunNotFound`)."""
+
+    session: AsyncSession
+    items: Sequence[Item]
+    newest_run: Run | None
+    checkpoints: Sequence[CheckpointRecord | None]
 
 
 def supports_bulk(client: AsyncClient) -> bool:
@@ -135,6 +177,61 @@ async def add_sessions(store: AsyncSessionStore, sessions: Sequence[BulkSession]
     for (n, _), made in zip(valid, stored, strict=True):
         out[n] = made
     return out
+
+
+async def read_sessions(store: AsyncSessionStore,
+                        wanted: Sequence[tuple[str, Sequence[CheckpointKey]]]
+                        ) -> list[StoredSession | None]:
+    """Per ``(session_id, checkpoint keys)`` in ``wanted``, that session of ``store`` read
+    back (:class:`StoredSession`), or ``None`` when it does not exist. A key names a
+    checkpoint of one of the session's runs (its actor's, as a
+    :class:`~ownstate.model.CheckpointScope` of the session would).
+
+    Raises :class:`~ownstate.errors.InvalidInput` (a malformed id),
+    :class:`~ownstate.errors.StoreNotFound`, :class:`~ownstate.errors.BackendUnavailable`.
+    """
+    s = store._scope
+    asked = [(_validate.session_id(session_id), [CheckpointKey(
+        _validate.session_id(k.run_id, field="run_id"), _name(k.namespace, "namespace",
+                                                               empty=True),
+        _name(k.checkpoint_id, "checkpoint_id")) for k in keys])
+        for session_id, keys in wanted]
+    if Capability.BULK_READS in s.backend.capabilities:
+        found = await s.backend.read_sessions(s.tenant, store.name, asked)
+    else:
+        found = [await _read_one(s, store.name, session_id, keys)
+                 for session_id, keys in asked]
+    return [StoredSession(AsyncSession(s, b.session), b.items, b.newest_run, b.checkpoints)
+            if b is not None else None for b in found]
+
+
+async def _read_one(s: Scope, store: str, session_id: str, keys: Sequence[CheckpointKey]
+                    ) -> StoredSessionBundle | None:
+    """One session read back through the per-session reads of the ports."""
+    backend = s.backend
+    try:
+        record = await backend.get_session(s.tenant, store, session_id)
+    except SessionNotFound:
+        return None
+    items: list[Item] = []
+    size = s.limits.max_page_size
+    while True:
+        page = await backend.list_items(s.tenant, store, session_id, descending=False,
+                                        limit=size, after_seq=items[-1].seq if items else None)
+        items += page
+        if len(page) < size:
+            break
+    runs, _ = await backend.list_runs(s.tenant, store=store, session_id=session_id,
+                                      status=None, framework=None, limit=1, after=None)
+    checkpoints: list[CheckpointRecord | None] = []
+    for key in keys:
+        scope = CheckpointScope(record.actor_id, store, session_id, key.run_id)
+        try:
+            checkpoints.append(await backend.get_checkpoint(s.tenant, scope, key.namespace,
+                                                            key.checkpoint_id))
+        except RunNotFound:
+            checkpoints.append(None)
+    return StoredSessionBundle(record, items, runs[0] if runs else None, checkpoints)
 
 
 def _able(scope: Scope) -> bool:

@@ -77,6 +77,9 @@ class Capability(StrEnum):
     #: many new sessions, each with its items, run and checkpoints, are stored in one
     #: transaction (:class:`~ownstate.backends.ports.bulk.BulkPort`)
     BULK_SESSIONS = "bulk_sessions"
+    #: many sessions are read back whole (items, newest run, checkpoints by id) in a few
+    #: queries (:meth:`~ownstate.backends.ports.bulk.BulkPort.read_sessions`)
+    BULK_READS = "bulk_reads"
 
 
 class Backend(SessionPort, FactPort, RunPort, CheckpointPort, AssetPort, AccessPort,

@@ -45,9 +45,11 @@ _NEUTRAL = ("content", "id", "name", "tool_calls", "tool_call_id", "type")
 
 
 def _role(message: BaseMessage) -> str:
-    role = getattr(message, "role", None)  # ChatMessage names its own role
-    if message.type == "chat" and isinstance(role, str) and role:
-        return role
+    if message.type == "chat":  # ChatMessage names its own role
+        # (asked only here: a field a message lacks is a slow miss in pydantic)
+        role = getattr(message, "role", None)
+        if isinstance(role, str) and role:
+            return role
     return _ROLES.get(message.type, message.type)
 
 

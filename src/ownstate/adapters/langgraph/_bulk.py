@@ -10,6 +10,10 @@ code, the payload included (its message references point at the items the sessio
 hold, seq 1 onwards), and returns it as one :class:`~ownstate.api.bulk.BulkSession`.
 Other shapes (subgraph namespaces, a run left running, a resume or an error among the
 writes) give ``None``: they are stored through the saver.
+
+:func:`read_back` is the other direction, for verifying such a batch: a thread's session
+read back in bulk (:func:`ownstate.api.bulk.read_sessions`) decoded into checkpoint tuples
+by the saver's own code, as ``aget_tuple`` decodes them, without a read per thread.
 """
 
 from __future__ import annotations
@@ -22,8 +26,8 @@ from langgraph.checkpoint.base import CheckpointTuple, get_serializable_checkpoi
 from langgraph.checkpoint.serde.types import ERROR, INTERRUPT, RESUME
 
 from ...api import AsyncSession
-from ...api.bulk import BulkCheckpoint, BulkRun, BulkSession
-from ...errors import InvalidInput
+from ...api.bulk import BulkCheckpoint, BulkRun, BulkSession, StoredSession
+from ...errors import InvalidInput, OwnstateError
 from ...model import CheckpointScope
 from ._history import History
 from ._runs import awaiting_interrupt
@@ -32,7 +36,7 @@ from ._threads import _THREAD_LABEL, FRAMEWORK, TYPE_TAG, _finished, _holder_id,
 if TYPE_CHECKING:
     from .saver import OwnstateSaver
 
-__all__ = ["prepare"]
+__all__ = ["prepare", "read_back"]
 
 
 class _Stored(NamedTuple):
@@ -119,3 +123,28 @@ async def prepare(saver: OwnstateSaver, store: str, thread_id: str, session_id: 
                       requested_by=FRAMEWORK, checkpoints=[checkpoint])
     return BulkSession(session_id, session.actor_id, {**labels, _THREAD_LABEL: thread_id[:256]},
                        session.items, session.format, run)
+
+
+async def read_back(saver: OwnstateSaver, store: str, thread_id: str, stored: StoredSession
+                    ) -> list[CheckpointTuple | OwnstateError | None]:
+    """Each checkpoint of ``stored`` (the session of thread ``thread_id`` in ``store``)
+    as ``aget_tuple`` returns it, decoded by the saver from the items read with it (an
+    item the reference needs that is not among them is read as ``aget_tuple`` reads it);
+    ``None`` for one not found, and the error ``aget_tuple`` would raise for one it cannot
+    decode. Nothing is kept in the saver's cache of threads."""
+    session = stored.session
+    thread = _Thread(thread_id, session,
+                     CheckpointScope(session.actor_id, store, session.session_id,
+                                     _holder_id(store, session.session_id)),
+                     History(saver.serde, saver.client.limits.max_page_size))
+    thread.history.hold(stored.items)
+    out: list[CheckpointTuple | OwnstateError | None] = []
+    for record in stored.checkpoints:
+        if record is None:
+            out.append(None)
+            continue
+        try:
+            out.append(await saver._tuple(thread, record))
+        except OwnstateError as exc:
+            out.append(exc)
+    return out

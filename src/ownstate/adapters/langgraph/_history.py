@@ -186,6 +186,16 @@ class History:
                 out.append(message)
         return out
 
+    def hold(self, items: Sequence[Item]) -> None:
+        """Remember the messages among ``items`` (read already, e.g. a whole session at
+        once), so that :meth:`decode` reads only what they leave out."""
+        for item in items:
+            try:
+                message = _message(item)
+            except ItemNotFound:
+                continue  # not a message: decode reads it, and refuses it, as it would
+            self._remember(item.seq, message)
+
     def _holds(self, first: int, last: int) -> bool:
         by_seq = self.by_seq
         return all(seq in by_seq for seq in range(first, last + 1))

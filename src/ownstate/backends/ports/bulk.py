@@ -13,6 +13,14 @@ reported, so a batch run again after an interruption stores each session once; a
 that fails stores nothing. Backends that cannot do this in one transaction do not declare
 :attr:`~ownstate.backends.Capability.BULK_SESSIONS`, and :meth:`create_sessions` raises
 :class:`~ownstate.errors.InvalidInput`.
+
+Reading such a batch back (an import verifying what it stored) is :meth:`read_sessions`:
+each session with every item, its newest run and the checkpoints asked for, in a few
+queries over one snapshot, each part exactly what the per-session reads return
+(``get_session``, ``list_items`` in seq order, ``list_runs`` newest first,
+``get_checkpoint`` by id). Backends that declare
+:attr:`~ownstate.backends.Capability.BULK_READS` implement it; without it the public API
+reads session by session.
 """
 
 from __future__ import annotations
@@ -22,10 +30,11 @@ from datetime import datetime
 from typing import NamedTuple
 
 from ...errors import InvalidInput
-from ...model import PendingWrite
+from ...model import CheckpointRecord, Item, PendingWrite, Run, SessionRecord
 from .sessions import NewItem
 
-__all__ = ["BulkPort", "NewCheckpointRow", "NewRunRow", "NewSessionBundle"]
+__all__ = ["BulkPort", "CheckpointKey", "NewCheckpointRow", "NewRunRow", "NewSessionBundle",
+           "StoredSessionBundle"]
 
 
 class NewRunRow(NamedTuple):
@@ -67,6 +76,27 @@ class NewSessionBundle(NamedTuple):
     checkpoints: Sequence[NewCheckpointRow]
 
 
+class CheckpointKey(NamedTuple):
+    """A checkpoint to read back with its session: the run holding it (a run of that
+    session, its actor's), the namespace and the checkpoint id."""
+
+    run_id: str
+    namespace: str
+    checkpoint_id: str
+
+
+class StoredSessionBundle(NamedTuple):
+    """A stored session read back whole: every item in seq order, the newest run (as
+    ``list_runs`` orders them; ``None`` when it has none) and, per key asked for, the
+    checkpoint with its pending writes (``None`` where ``get_checkpoint`` gives ``None``
+    or raises RunNotFound)."""
+
+    session: SessionRecord
+    items: Sequence[Item]
+    newest_run: Run | None
+    checkpoints: Sequence[CheckpointRecord | None]
+
+
 class BulkPort:
     """Bundles of new sessions in one transaction (see the module docstring)."""
 
@@ -79,3 +109,12 @@ class BulkPort:
         then stores nothing)."""
         raise InvalidInput(f"{type(self).__name__} cannot store sessions in bulk (it does "
                            "not declare Capability.BULK_SESSIONS)", field="bundles")
+
+    async def read_sessions(self, tenant: str, store: str,
+                            wanted: Sequence[tuple[str, Sequence[CheckpointKey]]]
+                            ) -> list[StoredSessionBundle | None]:
+        """Per ``(session_id, checkpoint keys)`` asked for, the session read back (see
+        :class:`StoredSessionBundle`; ``None`` when there is no such session), all of
+        them from one snapshot. Raises StoreNotFound."""
+        raise InvalidInput(f"{type(self).__name__} cannot read sessions in bulk (it does "
+                           "not declare Capability.BULK_READS)", field="sessions")

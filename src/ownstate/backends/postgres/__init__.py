@@ -18,6 +18,7 @@ from ._core import Cursor
 from .access import AccessInPostgres
 from .assets import AssetsInPostgres
 from .bulk import BulkInPostgres
+from .bulk_reads import BulkReadsInPostgres
 from .checkpoints import CheckpointsInPostgres
 from .facts import FactsInPostgres
 from .roles import RolesInPostgres
@@ -40,13 +41,13 @@ _SEARCH_MIGRATION = 5
 class PostgresBackend(SearchInPostgres, SessionsInPostgres, FactsInPostgres,
                       VectorsInPostgres, RunsInPostgres, CheckpointsInPostgres,
                       AssetsInPostgres, AccessInPostgres, RolesInPostgres, TransferInPostgres,
-                      BulkInPostgres, Backend):
+                      BulkInPostgres, BulkReadsInPostgres, Backend):
     """Every kind of state in PostgreSQL (psycopg 3 and its async pool)."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
         {Capability.OPERATOR, Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.MIGRATIONS,
          Capability.TEXT_SEARCH, Capability.VECTORS, Capability.TRANSFER,
-         Capability.BULK_SESSIONS}
+         Capability.BULK_SESSIONS, Capability.BULK_READS}
     )
 
     async def _found_version(self, cur: Cursor) -> int:

@@ -518,72 +518,137 @@ class LangGraphImporter(Importer[_Thread]):
     async def digest_many(self, client: AsyncClient, units: list[Unit], decoded: list[_Thread]
                           ) -> list[tuple[tuple[str, Counter[str]], tuple[str, Counter[str]]]
                                     | OwnstateError]:
-        """Each thread read back through the saver and compared as LangGraph serializes
-        both sides; a thread whose bytes differ is compared again by :meth:`digest`
-        (message by message, as items), which decides."""
-        async def one(unit: Unit, thread: _Thread
-                      ) -> tuple[tuple[str, Counter[str]], tuple[str, Counter[str]]] \
-                | OwnstateError:
+        """The batch read back at once (:func:`ownstate.api.bulk.read_sessions`: its
+        sessions, items, newest runs and checkpoints), decoded as the saver's
+        ``aget_tuple`` decodes them and compared as LangGraph serializes both sides; a
+        thread whose bytes differ, or that could not be read so, is compared again by
+        :meth:`digest` (read back through the saver, message by message, as items),
+        which decides."""
+        quick = await self._quick_many(client, decoded)
+
+        async def one(unit: Unit, thread: _Thread, found: _Digests | None
+                      ) -> _Digests | OwnstateError:
+            if found is not None and found[0][0] == found[1][0] and found[0][1] == found[1][1]:
+                return found
             try:
-                found = await self._read_back(client, thread, quick=True)
-                if found[0][0] == found[1][0] and found[0][1] == found[1][1]:
-                    return found
                 return await self.digest(client, unit, thread)
             except BackendUnavailable:
                 raise
             except OwnstateError as exc:
                 return exc
 
-        return list(await asyncio.gather(*(one(u, d) for u, d in
-                                           zip(units, decoded, strict=True))))
+        return list(await asyncio.gather(*(one(u, d, q) for u, d, q in
+                                           zip(units, decoded, quick, strict=True))))
 
-    async def digest(self, client: AsyncClient, unit: Unit, decoded: _Thread
-                     ) -> tuple[tuple[str, Counter[str]], tuple[str, Counter[str]]]:
+    async def _quick_many(self, client: AsyncClient, decoded: list[_Thread]
+                          ) -> list[_Digests | None]:
+        """Per thread, both sides' quick digests and counts from one bulk read of the
+        batch; ``None`` for every thread when the batch cannot be read so."""
+        from ...adapters.langgraph._bulk import read_back
+        from ...adapters.langgraph._threads import _holder_id, _session_id
+        from ...api.bulk import CheckpointKey, read_sessions
+
+        saver = self._saver(client)
+        store = await saver._session_store(create=False)
+        if store is None:
+            return [None] * len(decoded)
+        wanted = []
+        for thread in decoded:
+            session_id = _session_id(thread.thread_id)
+            holder = _holder_id(store.name, session_id)
+            wanted.append((session_id, [CheckpointKey(holder, _ns(t), _id(t))
+                                        for t in thread.tuples]))
+        try:
+            stored = await read_sessions(store, wanted)
+        except BackendUnavailable:
+            raise
+        except OwnstateError:
+            return [None] * len(decoded)
+        out: list[_Digests | None] = []
+        for thread, found in zip(decoded, stored, strict=True):
+            if found is None:
+                out.append(self._digests(thread, self._quick_view, None))
+                continue
+            try:
+                got = await read_back(saver, store.name, thread.thread_id, found)
+            except Exception:  # LangGraph's decoder refused a value: the thread's own read decides
+                out.append(None)
+                continue
+            run = found.newest_run
+            out.append(self._digests(thread, self._quick_view, _Stored(
+                got, run is not None and run.status == "awaiting_human",
+                [i.data for i in found.items] if not thread.tuples else [])))
+        return out
+
+    async def digest(self, client: AsyncClient, unit: Unit, decoded: _Thread) -> _Digests:
         return await self._read_back(client, decoded, quick=False)
 
     async def _read_back(self, client: AsyncClient, decoded: _Thread, *, quick: bool
-                         ) -> tuple[tuple[str, Counter[str]], tuple[str, Counter[str]]]:
+                         ) -> _Digests:
         from ...adapters.langgraph._threads import _session_id
 
         saver = self._saver(client)
+        view = self._quick_view if quick else self._view
+        store = await saver._session_store(create=False)
+        if store is None:
+            return self._digests(decoded, view, None)
+        try:
+            session = await store.get(_session_id(decoded.thread_id))
+        except SessionNotFound:
+            return self._digests(decoded, view, None)
+        # Read what is stored, not what the saver remembers of writing it.
+        saver._drop(decoded.thread_id)
+        saver._remember(decoded.thread_id, session, store.name)
+        got: list[CheckpointTuple | OwnstateError | None] = []
+        for t in decoded.tuples:
+            try:
+                got.append(await saver.aget_tuple(t.config))
+            except OwnstateError as exc:
+                got.append(exc)
+        page = await client.runs.list_page(session=session, page_size=1)
+        awaiting = bool(page.items) and page.items[0].status == "awaiting_human"
+        items = ([i.data async for i in session.list_items(order_by="create_time asc")]
+                 if not decoded.tuples else [])
+        return self._digests(decoded, view, _Stored(got, awaiting, items))
+
+    def _digests(self, decoded: _Thread, view: Any, stored: _Stored | None) -> _Digests:
+        """Both sides' digests and counts: the source thread, and what is stored of it
+        (``None``: no session)."""
         source_counts = Counter(sessions=1, checkpoints=len(decoded.tuples),
                                 writes=sum(len(t.pending_writes or ()) for t in decoded.tuples),
                                 awaiting=int(decoded.paused))
         stored_counts: Counter[str] = Counter()
         only_messages = not decoded.tuples  # (--checkpoints none) the messages are all there is
-        view = self._quick_view if quick else self._view
         source_view = (self._items(decoded.messages) if only_messages
                        else [view(t) for t in decoded.tuples])
         stored_view: list[Any] = []
-        store = await saver._session_store(create=False)
-        if store is not None:
-            try:
-                session = await store.get(_session_id(decoded.thread_id))
-            except SessionNotFound:
-                session = None
-            if session is not None:
-                stored_counts["sessions"] = 1
-                # Read what is stored, not what the saver remembers of writing it.
-                saver._drop(decoded.thread_id)
-                saver._remember(decoded.thread_id, session, store.name)
-                for t in decoded.tuples:
-                    try:
-                        got = await saver.aget_tuple(t.config)
-                    except OwnstateError as exc:
-                        stored_view.append(f"unreadable: {exc.code}")
-                        continue
-                    stored_view.append(view(got))
-                    if got is not None:
-                        stored_counts["checkpoints"] += 1
-                        stored_counts["writes"] += len(got.pending_writes or ())
-                page = await client.runs.list_page(session=session, page_size=1)
-                stored_counts["awaiting"] = int(bool(page.items) and
-                                                page.items[0].status == "awaiting_human")
-                if only_messages:
-                    stored_view = [i.data async for i in session.list_items(
-                        order_by="create_time asc")]
+        if stored is not None:
+            stored_counts["sessions"] = 1
+            for got in stored.tuples:
+                if isinstance(got, OwnstateError):
+                    stored_view.append(f"unreadable: {got.code}")
+                    continue
+                stored_view.append(view(got))
+                if got is not None:
+                    stored_counts["checkpoints"] += 1
+                    stored_counts["writes"] += len(got.pending_writes or ())
+            stored_counts["awaiting"] = int(stored.awaiting)
+            if only_messages:
+                stored_view = list(stored.items)
         return ((canonical_digest([source_view]), +source_counts),
                 (canonical_digest([stored_view]), +stored_counts))
+
+
+_Digests = tuple[tuple[str, Counter[str]], tuple[str, Counter[str]]]
+
+
+@dataclass(slots=True)
+class _Stored:
+    """What is stored of a thread, as verification compares it."""
+
+    tuples: list[CheckpointTuple | OwnstateError | None]  # per source checkpoint
+    awaiting: bool  # its newest run awaits a human
+    items: list[Any]  # every item's data (only when no checkpoints were imported)
 
 
 IMPORTER = LangGraphImporter
