@@ -645,6 +645,81 @@ def test_a_given_pool_is_used_and_left_open(schema: str) -> None:
 
     asyncio.run(scenario())
 
+def test_a_step_s_checkpoint_writes_and_read_are_one_round_trip_each(schema: str) -> None:
+    # A LangGraph step stores a checkpoint and a task's writes under a fence, and reads
+    # the latest checkpoint: each is one statement that checks what it must (scope, fence,
+    # checkpoint) and commits with it.
+    from ownstate.backends.ports.checkpoints import Fence, NewCheckpoint
+    from ownstate.backends.postgres import _core
+    from ownstate.model import CheckpointScope
+
+    sent: list[int] = []
+    original = _core.Cursor._send
+
+    async def counted(self: Cursor, statement: Any, *, commit: bool) -> None:
+        sent.append(1)
+        await original(self, statement, commit=commit)
+
+    async def scenario() -> dict[str, int]:
+        backend = await _backend(schema)
+        trips: dict[str, int] = {}
+        try:
+            await backend.create_store("default", "steps", _BASE)
+            await backend.create_session("default", "steps", "s", "a", {}, _BASE)
+            holder = await backend.open_run("default", "steps", "s", "holder", "langgraph",
+                                            None, "me", 60.0, _BASE)
+            await backend.close_run("default", "holder", "done", None, None, 1, _BASE)
+            run = await backend.open_run("default", "steps", "s", "run-2", "langgraph",
+                                         None, "me", 60.0, _BASE)
+            scope = CheckpointScope("a", "steps", "s", holder.run_id)
+            fence = Fence(run.run_id, run.fencing_token)
+            _core.Cursor._send = counted  # type: ignore[method-assign]
+            try:
+                for name, call in (
+                    ("put", lambda: backend.put_checkpoint(
+                        "default", scope, NewCheckpoint("", "c1", None, "t", b"p", "{}"),
+                        fence, _BASE)),
+                    ("put_writes", lambda: backend.put_writes(
+                        "default", scope, "", "c1",
+                        [PendingWrite("task", 0, "ch", "t", b"w")], fence, _BASE)),
+                    ("get", lambda: backend.get_checkpoint("default", scope, "", None)),
+                ):
+                    sent.clear()
+                    await call()
+                    trips[name] = len(sent)
+            finally:
+                _core.Cursor._send = original  # type: ignore[method-assign]
+            got = await backend.get_checkpoint("default", scope, "", None)
+            assert got is not None
+            assert got.pending_writes == (PendingWrite("task", 0, "ch", "t", b"w"),)
+        finally:
+            await backend.close()
+        return trips
+
+    assert asyncio.run(scenario()) == {"put": 1, "put_writes": 1, "get": 1}
+
+
+def test_an_own_pool_prepares_a_statement_the_second_time_it_runs(schema: str) -> None:
+    async def prepared(cur: Cursor) -> int:
+        await cur.execute("SELECT count(*) FROM pg_prepared_statements")
+        row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+    async def scenario() -> tuple[int, int]:
+        backend = await _backend(schema, max_size=1)  # one connection: the same one
+        try:
+            await backend.create_store("default", "prepared", _BASE)
+            before = await backend._read(None, prepared)
+            for _ in range(2):
+                await backend.get_store("default", "prepared")
+            return before, await backend._read(None, prepared)
+        finally:
+            await backend.close()
+
+    before, after = asyncio.run(scenario())
+    assert after > before
+
+
 # the replay cache --------------------------------------------------------------------
 
 

@@ -181,6 +181,24 @@ def test_pending_writes_are_kept_in_order_and_replaced_in_place(
     assert client.checkpoints.list(checkpoint_scope)[0].pending_writes == got.pending_writes
 
 
+def test_a_write_given_twice_in_one_call_is_stored_once_with_its_last_value(
+        client: Client, checkpoint_scope: CheckpointScope) -> None:
+    # As if the writes were stored one after another: the second replaces the first in
+    # place, so the pair keeps the first one's position.
+    _put(client, checkpoint_scope, "c1")
+    client.checkpoints.put_writes(checkpoint_scope, "c1", [
+        PendingWrite("task-a", 0, "messages", "msgpack", b"first"),
+        PendingWrite("task-a", 1, "other", "msgpack", b"between"),
+        PendingWrite("task-a", 0, "messages", "json", b"last"),
+    ])
+    got = client.checkpoints.get(checkpoint_scope, "c1")
+    assert got is not None
+    assert got.pending_writes == (
+        PendingWrite("task-a", 0, "messages", "json", b"last"),
+        PendingWrite("task-a", 1, "other", "msgpack", b"between"),
+    )
+
+
 def test_pending_writes_belong_to_one_checkpoint(client: Client,
                                                  checkpoint_scope: CheckpointScope) -> None:
     _put(client, checkpoint_scope, "c1")

@@ -52,6 +52,12 @@ _RETRIES_AFTER_LOSS = 2
 #: How many times a transaction the server rolled back (deadlock, serialisation) is rerun.
 _RETRIES_AFTER_ROLLBACK = 3
 _PIPELINES = AsyncPipeline.is_supported()
+#: A pool this backend opens prepares a statement the second time it runs on a connection
+#: (psycopg's default is the sixth): the server then parses it once per connection, which
+#: on the few connections of a pool is most of its runs. A statement run once is not
+#: prepared. (Behind a transaction pooler that cannot track prepared statements, give the
+#: backend a pool whose connections have ``prepare_threshold=None``.)
+_PREPARE_THRESHOLD = 1
 #: The backend whose export reads one snapshot, and the snapshot's id: its reads with
 #: ``snapshot`` (REPEATABLE READ) adopt it (``SET TRANSACTION SNAPSHOT``), so every page of
 #: an export sees the database as of one moment (see ``TransferPort.export_snapshot``).
@@ -243,7 +249,7 @@ class PostgresCore:
         self._owns_pool = pool is None
         self._pool: AsyncConnectionPool[Any] = pool or AsyncConnectionPool(
             conninfo or "", min_size=min_size, max_size=max_size, open=False, timeout=timeout,
-            kwargs={"autocommit": True},
+            kwargs={"autocommit": True, "prepare_threshold": _PREPARE_THRESHOLD},
         )
         self._opened = False
         self._search_path = '"' + schema.replace('"', '""') + '", public'

@@ -7,10 +7,16 @@ key-sorted), so a filter compares the stored text of a key's value, and ``1``, `
 and ``true`` stay different values.
 
 A put is one ``INSERT ... SELECT ... ON CONFLICT DO UPDATE`` whose ``SELECT`` checks the
-whole scope; a retention pass is one statement. A fenced write first reads its fence run
-``FOR SHARE`` in the same transaction: a claim or a close (an ``UPDATE`` of that row)
-waits until the write has committed, and a write that waited reads the row as the claim
-left it.
+whole scope; a retention pass is one statement. A fenced write reads its fence run
+``FOR SHARE`` in the same statement, and inserts only if the fence holds: a claim or a
+close (an ``UPDATE`` of that row) waits until the write has committed, and a write that
+waited reads the row as the claim left it (PostgreSQL re-reads a row it waited to lock).
+
+The operations a LangGraph step makes (a put, a task's writes, a read of the latest
+checkpoint) are each one statement, so one round trip, committed with it: the statement
+returns what was found besides what was written (the scope's run, the fence run's state,
+the checkpoint), and a refusal is worded from that after the fact, when nothing was
+written.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from ... import model
 from ...errors import CheckpointNotFound, RunNotFound, SessionNotFound
 from ...model import JSON, CheckpointRecord, CheckpointScope, PendingWrite, RunUsage
 from .._sql import (
+    ACTIVE,
     CHECKPOINT_COLUMNS,
     COPY_CHECKPOINTS,
     COPY_WRITES,
@@ -41,11 +48,121 @@ from ._core import Cursor, PostgresCore
 __all__ = ["CheckpointsInPostgres"]
 
 _SCOPED_RUN = SCOPED_RUN.format(p="%s")
+_RUN_IN_SCOPE = ("SELECT rid FROM runs WHERE tenant = %(tenant)s AND run_id = %(run)s "
+                 "AND store = %(store)s AND session_id = %(session)s AND actor_id = %(actor)s")
+# The fence run (a run of the scope's session), locked against claims until commit, and
+# the condition a fenced write is made under: that run holds the token and is active.
+_FENCE = ("fence AS (SELECT status, fencing_token FROM runs WHERE tenant = %(tenant)s "
+          "AND run_id = %(fence_run)s AND store = %(store)s AND session_id = %(session)s "
+          "AND actor_id = %(actor)s FOR SHARE)")
+_FENCE_HOLDS = ("EXISTS (SELECT 1 FROM fence WHERE fencing_token = %(token)s "
+                f"AND {ACTIVE})")
+# A checkpoint's pending writes, in the order first stored, as one row of arrays.
+_WRITES_OF = ("SELECT array_agg(task_id ORDER BY wid), array_agg(idx ORDER BY wid), "
+              "array_agg(channel ORDER BY wid), array_agg(type_tag ORDER BY wid), "
+              "array_agg(payload ORDER BY wid), array_agg(task_path ORDER BY wid) "
+              "FROM checkpoint_writes w WHERE w.cid = {cid}")
+
+
+def _put_query(fenced: bool) -> str:
+    """One statement that stores a checkpoint (when the fence, if any, holds) and returns
+    the scope's run, the fence run's state, the stored row and, when it replaced one, the
+    pending writes it keeps."""
+    gate = f"WHERE {_FENCE_HOLDS} " if fenced else ""
+    return (
+        f"WITH holder AS ({_RUN_IN_SCOPE} FOR KEY SHARE), "
+        + (f"{_FENCE}, " if fenced else "")
+        + "put AS (INSERT INTO checkpoints (rid, tenant, namespace, checkpoint_id, "
+        "parent_checkpoint_id, type_tag, metadata, create_time, size, payload) "
+        "SELECT rid, %(tenant)s, %(namespace)s, %(checkpoint_id)s, %(parent)s, %(type_tag)s, "
+        "%(metadata)s::json, %(now)s, %(size)s, %(payload)b FROM holder " + gate
+        + "ON CONFLICT (rid, namespace, checkpoint_id) DO UPDATE SET "
+        "parent_checkpoint_id = excluded.parent_checkpoint_id, "
+        "type_tag = excluded.type_tag, metadata = excluded.metadata, "
+        "size = excluded.size, payload = excluded.payload "
+        "RETURNING cid, create_time, xmax = 0 AS inserted) "
+        "SELECT (SELECT rid FROM holder), "
+        + ("f.status, f.fencing_token, " if fenced else "NULL, NULL, ")
+        + "p.cid, p.create_time, p.inserted, w.* FROM (SELECT 1) one "
+        + ("LEFT JOIN fence f ON true " if fenced else "")
+        + "LEFT JOIN put p ON true LEFT JOIN LATERAL ("
+        + _WRITES_OF.format(cid="p.cid AND NOT p.inserted") + ") w ON true")
+
+
+def _writes_query(fenced: bool) -> str:
+    """One statement that stores a task's writes against a checkpoint (when the fence, if
+    any, holds) and returns the scope's run, the fence run's state and the checkpoint."""
+    gate = f"WHERE {_FENCE_HOLDS} " if fenced else ""
+    return (
+        f"WITH holder AS ({_RUN_IN_SCOPE}), "
+        + (f"{_FENCE}, " if fenced else "")
+        + "target AS (SELECT cid FROM checkpoints WHERE rid = (SELECT rid FROM holder) "
+        "AND namespace = %(namespace)s AND checkpoint_id = %(checkpoint_id)s "
+        "AND tenant = %(tenant)s FOR KEY SHARE), "
+        "put AS (INSERT INTO checkpoint_writes (cid, tenant, task_id, idx, channel, "
+        "type_tag, task_path, size, payload) "
+        "SELECT t.cid, %(tenant)s, w.task_id, w.idx, w.channel, w.type_tag, w.task_path, "
+        "octet_length(w.payload), w.payload FROM target t, unnest(%(task_ids)s::text[], "
+        "%(idxs)s::bigint[], %(channels)s::text[], %(type_tags)s::text[], "
+        "%(task_paths)s::text[], %(payloads)b::bytea[]) WITH ORDINALITY "
+        "AS w (task_id, idx, channel, type_tag, task_path, payload, n) " + gate
+        + "ORDER BY w.n "
+        "ON CONFLICT (cid, task_id, idx) DO UPDATE SET channel = excluded.channel, "
+        "type_tag = excluded.type_tag, task_path = excluded.task_path, "
+        "size = excluded.size, payload = excluded.payload RETURNING 1) "
+        "SELECT (SELECT rid FROM holder), "
+        + ("f.status, f.fencing_token, " if fenced else "NULL, NULL, ")
+        + "(SELECT cid FROM target), (SELECT count(*) FROM put) FROM (SELECT 1) one"
+        + (" LEFT JOIN fence f ON true" if fenced else ""))
+
+
+_PUT = {fenced: _put_query(fenced) for fenced in (False, True)}
+_PUT_WRITES = {fenced: _writes_query(fenced) for fenced in (False, True)}
+# The run in scope, and the checkpoint asked for (the newest when no id is given) with its
+# pending writes: one statement, so one snapshot.
+_GET = ("SELECT r.rid, c.cid, c.namespace, c.checkpoint_id, c.parent_checkpoint_id, "
+        "c.type_tag, c.metadata, c.create_time, c.payload, w.* "
+        f"FROM ({_RUN_IN_SCOPE}) r LEFT JOIN LATERAL (SELECT * FROM checkpoints c "
+        "WHERE c.rid = r.rid AND c.namespace = %(namespace)s AND c.tenant = %(tenant)s "
+        "{where} ORDER BY c.cid DESC LIMIT 1) c ON true LEFT JOIN LATERAL ("
+        + _WRITES_OF.format(cid="c.cid") + ") w ON true")
+_GET_LATEST = _GET.format(where="")
+_GET_ONE = _GET.format(where="AND c.checkpoint_id = %(checkpoint_id)s")
 
 
 
 def _write(row: Sequence[Any]) -> PendingWrite:
     return PendingWrite(row[0], int(row[1]), row[2], row[3], bytes(row[4]), row[5])
+
+
+def _writes(columns: Sequence[Any]) -> list[PendingWrite]:
+    """Pending writes from their columns as arrays (``_WRITES_OF``; all ``NULL``: none)."""
+    task_ids, idxs, channels, type_tags, payloads, task_paths = columns
+    if task_ids is None:
+        return []
+    return [PendingWrite(t, int(i), ch, tag, bytes(data), path) for t, i, ch, tag, data, path
+            in zip(task_ids, idxs, channels, type_tags, payloads, task_paths, strict=True)]
+
+
+def _scope_args(tenant: str, scope: CheckpointScope, fence: Fence | None) -> dict[str, Any]:
+    """The parameters naming the scope (``_RUN_IN_SCOPE``) and the fence (``_FENCE``)."""
+    return {"tenant": tenant, "run": scope.run_id, "store": scope.store,
+            "session": scope.session_id, "actor": scope.actor_id,
+            "fence_run": fence.run_id if fence else None,
+            "token": fence.fencing_token if fence else None}
+
+
+def _refuse(scope: CheckpointScope, fence: Fence | None, row: Sequence[Any]) -> None:
+    """Raise why a write stored nothing, from the row its statement returned (the scope's
+    run, then the fence run's status and token): the run must lie in the scope, then the
+    fence hold (see :func:`~..ports.runs.run_refusal`)."""
+    if row[0] is None:
+        raise RunNotFound(run_id=scope.run_id)
+    if fence is not None:
+        state = None if row[1] is None else RunState(row[1], int(row[2]))
+        refusal = run_refusal(fence.run_id, state, fence.fencing_token)
+        if refusal is not None:
+            raise refusal
 
 
 def _canonical(value: JSON) -> str:
@@ -115,33 +232,21 @@ class CheckpointsInPostgres(PostgresCore):
                              checkpoint: NewCheckpoint, fence: Fence | None,
                              now: datetime) -> CheckpointRecord:
         c = checkpoint
+        params = {**_scope_args(tenant, scope, fence), "namespace": c.namespace,
+                  "checkpoint_id": c.checkpoint_id, "parent": c.parent_checkpoint_id,
+                  "type_tag": c.type_tag, "metadata": c.metadata_json, "now": now,
+                  "size": len(c.payload), "payload": c.payload}
 
         async def run(cur: Cursor) -> CheckpointRecord:
-            await self._check_fence(cur, tenant, scope, fence)
             # A replaced checkpoint keeps its cid (its place), create_time and writes.
-            await cur.execute(
-                "INSERT INTO checkpoints (rid, tenant, namespace, checkpoint_id, "
-                "parent_checkpoint_id, type_tag, metadata, create_time, size, payload) "
-                "SELECT rid, tenant, %s, %s, %s, %s, %s::json, %s, %s, %b FROM runs "
-                "WHERE tenant = %s AND run_id = %s AND store = %s AND session_id = %s "
-                "AND actor_id = %s FOR KEY SHARE "
-                "ON CONFLICT (rid, namespace, checkpoint_id) DO UPDATE SET "
-                "parent_checkpoint_id = excluded.parent_checkpoint_id, "
-                "type_tag = excluded.type_tag, metadata = excluded.metadata, "
-                "size = excluded.size, payload = excluded.payload "
-                "RETURNING cid, create_time, xmax = 0",
-                (c.namespace, c.checkpoint_id, c.parent_checkpoint_id, c.type_tag,
-                 c.metadata_json, now, len(c.payload), c.payload,
-                 *scope_params(tenant, scope)))
+            await cur.execute(_PUT[fence is not None], params, last=True, binary=True)
             row = await cur.fetchone()
-            if row is None:
+            assert row is not None  # the statement always returns its one row
+            _refuse(scope, fence, row)
+            cid, created, inserted = row[3:6]
+            if cid is None:  # pragma: no cover - the fence read and its gate agree
                 raise RunNotFound(run_id=scope.run_id)
-            cid, created, inserted = row
-            pending: tuple[PendingWrite, ...] = ()
-            if not inserted:
-                await cur.execute(f"SELECT {WRITE_COLUMNS} FROM checkpoint_writes "
-                                  "WHERE cid = %s ORDER BY wid", (cid,))
-                pending = tuple(_write(w) for w in await cur.fetchall())
+            pending = () if inserted else tuple(_writes(row[6:]))
             return CheckpointRecord(
                 run_id=scope.run_id, namespace=c.namespace, checkpoint_id=c.checkpoint_id,
                 parent_checkpoint_id=c.parent_checkpoint_id, type_tag=c.type_tag,
@@ -154,27 +259,29 @@ class CheckpointsInPostgres(PostgresCore):
     async def put_writes(self, tenant: str, scope: CheckpointScope, namespace: str,
                          checkpoint_id: str, writes: Sequence[PendingWrite],
                          fence: Fence | None, now: datetime) -> None:
+        # A (task_id, index) given twice is stored once, where it first came, with the
+        # value that came last: as if each write replaced the one before in turn.
+        unique: dict[tuple[str, int], PendingWrite] = {}
+        for w in writes:
+            unique[(w.task_id, w.index)] = w
+        rows = list(unique.values())
+        params = {**_scope_args(tenant, scope, fence), "namespace": namespace,
+                  "checkpoint_id": checkpoint_id,
+                  "task_ids": [w.task_id for w in rows], "idxs": [w.index for w in rows],
+                  "channels": [w.channel for w in rows],
+                  "type_tags": [w.type_tag for w in rows],
+                  "task_paths": [w.task_path for w in rows],
+                  "payloads": [w.payload for w in rows]}
+
         async def run(cur: Cursor) -> None:
-            await self._check_fence(cur, tenant, scope, fence)
-            await cur.execute(
-                f"SELECT cid FROM checkpoints WHERE rid = {_SCOPED_RUN} AND namespace = %s "
-                "AND checkpoint_id = %s AND tenant = %s FOR KEY SHARE",
-                (*scope_params(tenant, scope), namespace, checkpoint_id, tenant))
+            await cur.execute(_PUT_WRITES[fence is not None], params, last=True)
             row = await cur.fetchone()
-            if row is None:
-                await self._rid(cur, tenant, scope)
+            assert row is not None  # the statement always returns its one row
+            _refuse(scope, fence, row)
+            if row[3] is None:
                 raise CheckpointNotFound(
                     run_id=scope.run_id, checkpoint_id=checkpoint_id,
                     namespace=namespace)
-            await cur.executemany(
-                "INSERT INTO checkpoint_writes (cid, tenant, task_id, idx, channel, "
-                "type_tag, task_path, size, payload) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %b) "
-                "ON CONFLICT (cid, task_id, idx) DO UPDATE SET channel = excluded.channel, "
-                "type_tag = excluded.type_tag, task_path = excluded.task_path, "
-                "size = excluded.size, payload = excluded.payload",
-                [(row[0], tenant, w.task_id, w.index, w.channel, w.type_tag, w.task_path,
-                  len(w.payload), w.payload) for w in writes])
 
         await self._write(tenant, run)
 
@@ -182,25 +289,23 @@ class CheckpointsInPostgres(PostgresCore):
 
     async def get_checkpoint(self, tenant: str, scope: CheckpointScope, namespace: str,
                              checkpoint_id: str | None) -> CheckpointRecord | None:
-        query = (f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints c WHERE c.rid = {_SCOPED_RUN} "
-                 "AND c.namespace = %s AND c.tenant = %s")
-        params: tuple[Any, ...] = (*scope_params(tenant, scope), namespace, tenant)
-        if checkpoint_id is None:
-            query += " ORDER BY c.cid DESC LIMIT 1"
-        else:
-            query += " AND c.checkpoint_id = %s"
-            params += (checkpoint_id,)
+        params = {**_scope_args(tenant, scope, None), "namespace": namespace,
+                  "checkpoint_id": checkpoint_id}
 
         async def run(cur: Cursor) -> CheckpointRecord | None:
-            await cur.execute(query, params)
-            rows = await cur.fetchall()
-            if not rows:
-                await self._rid(cur, tenant, scope)  # out of scope is RunNotFound, not None
+            await cur.execute(_GET_LATEST if checkpoint_id is None else _GET_ONE, params,
+                              binary=True)
+            row = await cur.fetchone()
+            if row is None:  # out of scope is RunNotFound, not None
+                raise RunNotFound(run_id=scope.run_id)
+            if row[1] is None:
                 return None
-            return (await self._records(cur, rows, scope.run_id))[0]
+            return CheckpointRecord(
+                run_id=scope.run_id, namespace=row[2], checkpoint_id=row[3],
+                parent_checkpoint_id=row[4], type_tag=row[5], payload=bytes(row[8]),
+                metadata=row[6], create_time=row[7], pending_writes=tuple(_writes(row[9:])))
 
-        # one snapshot for the checkpoint and its pending writes
-        return await self._read(tenant, run, snapshot=True)
+        return await self._read(tenant, run)
 
     @classmethod
     async def _listing(cls, cur: Cursor, tenant: str, scope: CheckpointScope,
