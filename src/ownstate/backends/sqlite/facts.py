@@ -80,14 +80,7 @@ class FactsInSqlite(SqliteCore):
 
     async def list_memory_stores(self, tenant: str, limit: int,
                                  after: str | None) -> list[MemoryStoreRecord]:
-        def run(conn: sqlite3.Connection) -> list[MemoryStoreRecord]:
-            rows = conn.execute(
-                "SELECT name, create_time FROM memory_stores WHERE tenant = ? AND name > ? "
-                "ORDER BY name LIMIT ?", (tenant, after or "", limit))
-            return [MemoryStoreRecord(tenant=tenant, name=r[0], create_time=parse_time(r[1]))
-                    for r in rows]
-
-        return await self._run(run)
+        return await self._list_named("memory_stores", MemoryStoreRecord, tenant, limit, after)
 
     async def list_subjects(self, tenant: str, store: str, limit: int,
                             after: str | None) -> list[str]:
