@@ -49,17 +49,30 @@ class _Handle(Protocol):
 
 @dataclass(frozen=True)
 class StoreKind:
-    """One kind of store, as the routes see it.
+    """One kind of store, as the routes see it: ``kind`` is its grant kind
+    (``session_store``), from which its path, its words and its listing's field follow.
 
     ``stores(client)`` is the public API's collection (``client.session_stores``), whose
     ``get``, ``list_page`` and keyset ``list_after`` the routes call.
     """
 
     kind: str
-    collection: str
-    label: str
-    list_field: str
     stores: Callable[[AsyncClient], Any]
+
+    @property
+    def collection(self) -> str:
+        """The path segment of its collection: ``session-stores``."""
+        return self.kind.replace("_", "-") + "s"
+
+    @property
+    def label(self) -> str:
+        """How a message names one: ``session store``."""
+        return self.kind.replace("_", " ")
+
+    @property
+    def list_field(self) -> str:
+        """The field of a listing that holds the stores: ``session_stores``."""
+        return self.kind + "s"
 
 
 class CreateStore(StrictModel):

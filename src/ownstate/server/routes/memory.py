@@ -28,7 +28,7 @@ from ...model import JSON, SOURCE_TYPES, Fact, Item
 from ..auth import Caller
 from ..permissions import MEMORY_STORE, SESSION_STORE, require, visible_stores
 from ..routing import CallerDep
-from ..schemas import ItemOut, SearchMode, StrictModel
+from ..schemas import ItemOut, Score, SearchMode, StrictModel
 from ._common import api_router, item_json, keyset_mode, require_admin
 from ._stores import StoreKind, add_store_routes
 
@@ -36,9 +36,7 @@ __all__ = ["router"]
 
 router = api_router("memory")
 
-MEMORY_STORES = StoreKind(
-    kind=MEMORY_STORE, collection="memory-stores", label="memory store",
-    list_field="memory_stores", stores=lambda client: client.memory_stores)
+MEMORY_STORES = StoreKind(MEMORY_STORE, lambda client: client.memory_stores)
 MemoryStoresOut = add_store_routes(router, MEMORY_STORES)
 
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS, pattern=NAME_PATTERN)]
@@ -374,9 +372,7 @@ async def list_subjects(
 
 class FactHitOut(BaseModel):
     fact: FactOut
-    score: float = Field(description=(
-        "Relevance in the mode searched (BM25, cosine similarity or fused), higher is "
-        "better, within one answer."))
+    score: Score
 
 
 class FactHitsOut(BaseModel):
