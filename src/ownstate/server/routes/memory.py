@@ -29,7 +29,7 @@ from ..auth import Caller
 from ..permissions import MEMORY_STORE, SESSION_STORE, require, visible_stores
 from ..routing import CallerDep
 from ..schemas import ItemOut, Score, SearchMode, StrictModel
-from ._common import api_router, item_json, keyset_mode, require_admin
+from ._common import PageSize, PageToken, api_router, item_json, keyset_mode, require_admin
 from ._stores import StoreKind, add_store_routes
 
 __all__ = ["router"]
@@ -353,8 +353,8 @@ class SubjectsOut(BaseModel):
 @router.get("/memory-stores/{store}/subjects", response_model=SubjectsOut)
 async def list_subjects(
     store: str, caller: CallerDep,
-    page_size: Annotated[int | None, Query(ge=1, le=1000)] = None,
-    page_token: Annotated[str | None, Query(max_length=2048)] = None,
+    page_size: PageSize = None,
+    page_token: PageToken = None,
     after: Annotated[str | None, Query(max_length=MAX_NAME_CHARS, description=(
         "Keyset paging: subjects after this one (instead of page_token)."))] = None,
     limit: Annotated[int | None, Query(ge=1, le=1001, description=(
