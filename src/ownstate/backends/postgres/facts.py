@@ -25,6 +25,7 @@ from typing import Any
 from ... import _ids
 from ...errors import AlreadyExists, FactNotFound, ItemNotFound, StoreNotFound
 from ...model import Fact, FactExplanation, FactHit, Item, MemoryStoreRecord
+from .._sql import F_FACT_COLUMNS, FACT_COLUMNS, believed_at
 from ..ports.facts import NewFact
 from ..ports.search import TextQuery
 from ._core import Cursor, PostgresCore
@@ -42,11 +43,6 @@ from .search import (
 
 __all__ = ["FactsInPostgres"]
 
-_FACT_COLUMNS = (
-    "fact_id, memory_store, subject, key, value, confidence, source_type, source_session_id, "
-    "source_item_id, valid_from, valid_to, recorded_at, superseded_at, supersedes, "
-    "closed_reason, source_store"
-)
 _ITEM_COLUMNS = ("i.item_id, i.seq, i.create_time, i.data, i.format, i.role, i.type, "
                  "i.tool_name, i.model, i.in_tokens, i.out_tokens")
 
@@ -217,7 +213,7 @@ class FactsInPostgres(PostgresCore):
         query = (
             "SELECT f.* FROM (SELECT 1 FROM memory_stores WHERE tenant = %s AND name = %s) "
             "AS store LEFT JOIN LATERAL ("
-            f"SELECT DISTINCT ON (key) {_FACT_COLUMNS} FROM facts "
+            f"SELECT DISTINCT ON (key) {FACT_COLUMNS} FROM facts "
             "WHERE tenant = %s AND subject = %s AND memory_store = %s " + key_filter +
             "AND recorded_at <= %s AND valid_from <= %s "
             "AND (superseded_at IS NULL OR superseded_at > %s OR valid_to > %s) "
@@ -240,7 +236,7 @@ class FactsInPostgres(PostgresCore):
     async def history(self, tenant: str, store: str, subject: str, key: str) -> list[Fact]:
         async def run(cur: Cursor) -> list[Fact]:
             await cur.execute(
-                f"SELECT {_FACT_COLUMNS} FROM facts WHERE tenant = %s AND subject = %s "
+                f"SELECT {FACT_COLUMNS} FROM facts WHERE tenant = %s AND subject = %s "
                 "AND memory_store = %s AND key = %s ORDER BY fid",
                 (tenant, subject, store, key))
             found = [_fact(r) for r in await cur.fetchall()]
@@ -253,7 +249,7 @@ class FactsInPostgres(PostgresCore):
     @staticmethod
     async def _fact_row(cur: Cursor, tenant: str, store: str, fact_id: str) -> Fact:
         await cur.execute(
-            f"SELECT {_FACT_COLUMNS} FROM facts WHERE tenant = %s AND fact_id = %s "
+            f"SELECT {FACT_COLUMNS} FROM facts WHERE tenant = %s AND fact_id = %s "
             "AND memory_store = %s", (tenant, fact_id, store))
         row = await cur.fetchone()
         if row is None:
@@ -275,7 +271,7 @@ class FactsInPostgres(PostgresCore):
             if fact.supersedes is not None:
                 superseded = await self._fact_row(cur, tenant, store, fact.supersedes)
             await cur.execute(
-                f"SELECT {_FACT_COLUMNS} FROM facts WHERE tenant = %s AND subject = %s "
+                f"SELECT {FACT_COLUMNS} FROM facts WHERE tenant = %s AND subject = %s "
                 "AND memory_store = %s AND key = %s AND supersedes = %s",
                 (tenant, fact.subject, store, fact.key, fact_id))
             row = await cur.fetchone()
@@ -308,7 +304,7 @@ class FactsInPostgres(PostgresCore):
             await self._require_memory_store(cur, tenant, store, "FOR KEY SHARE")
             await cur.execute("SELECT pg_advisory_xact_lock(%s)", (lock,))
             await cur.execute(
-                f"SELECT {_FACT_COLUMNS}, fid FROM facts WHERE tenant = %s AND subject = %s "
+                f"SELECT {FACT_COLUMNS}, fid FROM facts WHERE tenant = %s AND subject = %s "
                 "AND memory_store = %s AND key = %s AND superseded_at IS NULL",
                 (tenant, subject, store, key))
             row = await cur.fetchone()
@@ -327,20 +323,13 @@ class FactsInPostgres(PostgresCore):
 
     async def search(self, tenant: str, store: str, query: TextQuery, subject: str | None,
                      valid_at: datetime | None, limit: int) -> list[FactHit]:
-        columns = ", ".join("f." + c for c in _FACT_COLUMNS.split(", "))
-        # The facts recall would return: those covering the moment as believed now, of
-        # which a closed one is also not overridden by a later-recorded one covering it.
         sql = (
             f"WITH {WEIGHTS}, cand AS (SELECT f.* FROM facts f "
             "WHERE f.terms @@ %(any)s::tsquery "
             "AND f.tenant = %(tenant)s AND f.memory_store = %(scope)s "
             "AND (%(subject)s::text IS NULL OR f.subject = %(subject)s) "
-            "AND f.valid_from <= %(at)s AND (f.superseded_at IS NULL OR (f.valid_to > %(at)s "
-            "AND NOT EXISTS (SELECT 1 FROM facts g WHERE g.tenant = f.tenant "
-            "AND g.subject = f.subject AND g.memory_store = f.memory_store AND g.key = f.key "
-            "AND g.fid > f.fid AND g.valid_from <= %(at)s "
-            "AND (g.superseded_at IS NULL OR g.valid_to > %(at)s))))) "
-            f"SELECT {columns}, {score_sql('f')} AS score FROM cand f "
+            f"AND {believed_at('%(at)s')}) "
+            f"SELECT {F_FACT_COLUMNS}, {score_sql('f')} AS score FROM cand f "
             "ORDER BY score DESC, f.fact_id LIMIT %(limit)s"
         )
         params = {"lexemes": query_lexemes(scope_prefix(tenant, store), query),
@@ -359,7 +348,7 @@ class FactsInPostgres(PostgresCore):
     async def subject_facts(self, tenant: str, subject: str) -> list[Fact]:
         async def run(cur: Cursor) -> list[Fact]:
             await cur.execute(
-                f"SELECT {_FACT_COLUMNS} FROM facts WHERE tenant = %s AND subject = %s "
+                f"SELECT {FACT_COLUMNS} FROM facts WHERE tenant = %s AND subject = %s "
                 "ORDER BY memory_store, key, fid", (tenant, subject))
             return [_fact(r) for r in await cur.fetchall()]
 
