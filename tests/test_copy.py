@@ -181,3 +181,36 @@ def test_search_after_a_copy_finds_what_appends_would(make_url: Maker) -> None:
                                 "ORDER BY seq").fetchall()
 
     assert stored(copied) == stored(appended)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_row_naming_what_is_not_stored_is_refused_in_the_same_words(
+        kind: str, make_url: Maker) -> None:
+    """A restore batch whose rows name a memory store or a run the target does not hold is
+    refused, on every backend, naming the part, what is missing and one of its names."""
+    src, dst = make_url("memory"), make_url(kind)
+    with filled(src):
+        pass
+    missing = {"facts": ("memory store", "memory_store"), "effects": ("run", "run_id"),
+               "checkpoints": ("run", "run_id")}
+
+    async def refusals() -> None:
+        source = await ownstate.connect_async(src)
+        target = await ownstate.connect_async(dst)
+        try:
+            for part, (what, column) in missing.items():
+                rows, _ = await source.backend.export_rows("default", part, None, 100)
+                assert rows
+                with pytest.raises(InvalidInput) as refused:
+                    await target.backend.restore_rows("default", part, rows)
+                named = {f"a row of {part} names the missing {what} {r[column]!r}"
+                         for r in rows}
+                assert str(refused.value) in named
+                assert refused.value.details == {"field": part}
+                exported, _ = await target.backend.export_rows("default", part, None, 100)
+                assert exported == []
+        finally:
+            await source.close()
+            await target.close()
+
+    asyncio.run(refusals())

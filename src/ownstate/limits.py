@@ -384,6 +384,18 @@ def int64(value: object, *, field: str, minimum: int = MIN_INT64) -> int:
     return value
 
 
+def name_list(values: object, each: Callable[[Any], str], limit: int, *, field: str,
+              what: str) -> list[str]:
+    """``values``, a list (not a string) of at most ``limit`` names, each checked by
+    ``each``, as the distinct names in order. Raises :class:`InvalidInput` (saying the list
+    holds ``what``), :class:`LimitExceeded`."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise InvalidInput(f"{field} must be a list of {what}", field=field)
+    if len(values) > limit:
+        raise LimitExceeded.too_many(field, limit, len(values), field=field)
+    return sorted({each(v) for v in values})
+
+
 def store_name(name: str) -> str:
     if not isinstance(name, str) or not STORE_NAME_RE.fullmatch(name):
         raise InvalidInput(

@@ -26,7 +26,7 @@ from ..backends import Backend, open_backend, resolve_url
 from ..backends.base import SessionOrder
 from ..backends.ports.search import TextQuery, text_query
 from ..embeddings import Embedder
-from ..errors import InvalidInput, LimitExceeded, PermissionDenied
+from ..errors import InvalidInput, PermissionDenied
 from ..limits import TENANT_RE, Limits
 from ..model import ItemHit, Page
 from . import _semantic
@@ -330,12 +330,8 @@ class AsyncSessionStores:
             names = [_validate.store_name(store)]
             await s.backend.get_store(s.tenant, names[0])
         elif stores is not None:
-            if isinstance(stores, (str, bytes)) or not isinstance(stores, Sequence):
-                raise InvalidInput("stores must be a list of store names", field="stores")
-            if len(stores) > s.limits.max_page_size:
-                raise LimitExceeded.too_many("stores", s.limits.max_page_size, len(stores),
-                                             field="stores")
-            names = sorted({_validate.store_name(n) for n in stores})
+            names = _validate.name_list(stores, _validate.store_name, s.limits.max_page_size,
+                                        field="stores", what="store names")
             if not names:
                 return []
         for value, field in ((actor_id, "actor_id"), (session_id, "session_id")):

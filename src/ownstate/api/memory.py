@@ -266,12 +266,8 @@ class AsyncMemoryStore(_access.StoreHandle):
         who = _name(subject, "subject")
         wanted = None
         if keys is not None:
-            if isinstance(keys, (str, bytes)) or not isinstance(keys, Sequence):
-                raise InvalidInput("keys must be a list of keys", field="keys")
-            if len(keys) > s.limits.max_page_size:
-                raise LimitExceeded.too_many("keys", s.limits.max_page_size, len(keys),
-                                             field="keys")
-            wanted = sorted({_name(k, "keys") for k in keys})
+            wanted = _validate.name_list(keys, lambda k: _name(k, "keys"),
+                                         s.limits.max_page_size, field="keys", what="keys")
         # Left out, both are now by the clock that records facts, which for a remote
         # client is the server's: a client whose clock lags still sees its own writes.
         valid_at = _moment(as_of, "as_of") if as_of is not None else None

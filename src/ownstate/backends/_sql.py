@@ -14,10 +14,11 @@ from typing import Any
 
 from ..model import CLOSED_RUN_STATUSES, CheckpointScope, RetentionPolicy
 
-__all__ = ["ACTIVE", "CHECKPOINT_COLUMNS", "COPY_CHECKPOINTS", "COPY_WRITES", "RUN_COLUMNS",
-           "RUN_ROWID", "RUN_STATE", "SCOPED_RUN", "WRITE_COLUMNS", "awaiting_filter",
-           "before_mark", "listing_conditions", "outstanding_filter",
-           "retention_reasons", "runs_filter", "scope_params", "session_page", "sessions_filter"]
+__all__ = ["ACTIVE", "CHECKPOINT_COLUMNS", "COPY_CHECKPOINTS", "COPY_WRITES", "FACT_COLUMNS",
+           "F_FACT_COLUMNS", "RUN_COLUMNS", "RUN_ROWID", "RUN_STATE", "SCOPED_RUN",
+           "WRITE_COLUMNS", "awaiting_filter", "before_mark", "believed_at",
+           "listing_conditions", "outstanding_filter", "retention_reasons", "runs_filter",
+           "scope_params", "session_page", "sessions_filter"]
 
 #: a run's columns in the order both backends' ``_run`` read them
 RUN_COLUMNS = (
@@ -27,6 +28,14 @@ RUN_COLUMNS = (
 )
 #: where the row id follows :data:`RUN_COLUMNS` in a listing's rows
 RUN_ROWID = 17
+#: a fact's columns in the order both backends' ``_fact`` read them
+FACT_COLUMNS = (
+    "fact_id, memory_store, subject, key, value, confidence, source_type, source_session_id, "
+    "source_item_id, valid_from, valid_to, recorded_at, superseded_at, supersedes, "
+    "closed_reason, source_store"
+)
+#: the same, as columns of the alias ``f`` (a query that joins facts to another table)
+F_FACT_COLUMNS = ", ".join("f." + c for c in FACT_COLUMNS.split(", "))
 #: a run that may still change
 ACTIVE = "status IN ('running', 'awaiting_human')"
 #: what a refused run write is checked against (``run_refusal``), by tenant and run id
@@ -189,6 +198,17 @@ def retention_reasons(p: str, policy: RetentionPolicy,
 
 
 # sessions -----------------------------------------------------------------------------
+
+
+def believed_at(at: str) -> str:
+    """The facts ``f`` that recall returns for the moment ``at`` (a placeholder, bound four
+    times), as believed now: those covering the moment, of which a closed one is also not
+    overridden by a later-recorded one covering it (the rule of ``ports.facts.covers``)."""
+    return (f"f.valid_from <= {at} AND (f.superseded_at IS NULL OR (f.valid_to > {at} "
+            "AND NOT EXISTS (SELECT 1 FROM facts g WHERE g.tenant = f.tenant "
+            "AND g.subject = f.subject AND g.memory_store = f.memory_store AND g.key = f.key "
+            f"AND g.fid > f.fid AND g.valid_from <= {at} "
+            f"AND (g.superseded_at IS NULL OR g.valid_to > {at}))))")
 
 
 def sessions_filter(p: str, tenant: str, store: str,

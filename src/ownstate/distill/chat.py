@@ -18,6 +18,7 @@ import json
 import math
 import os
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from .._extras import requires
@@ -168,7 +169,7 @@ def _error_detail(response: Any) -> str:
     return f": {message[:200]}"
 
 
-class ChatCompletionsExtractor:
+class ChatCompletionsExtractor(AbstractContextManager["ChatCompletionsExtractor"]):
     """Candidate facts from a chat model behind an OpenAI-compatible endpoint.
 
     ``model`` is the model name the endpoint knows. ``base_url`` is the API root (the
@@ -213,10 +214,7 @@ class ChatCompletionsExtractor:
         """Close the extractor's HTTP connections."""
         self._http.close()
 
-    def __enter__(self) -> ChatCompletionsExtractor:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: object) -> None:  # __enter__ (returning self) is inherited
         self.close()
 
     def request(self, items: Sequence[Item], subject: str,

@@ -1,6 +1,7 @@
 """Small pieces the format converters share: media URLs, tool arguments, timestamps, and
 the walk over neutral messages that the ADK and Claude converters write their own items
-from (:func:`write_neutral`). Pure functions over JSON values; touches no storage."""
+from (:func:`write_neutral`) and how their writers end a turn (:class:`TurnWriter`). Pure
+functions over JSON values; touches no storage."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import binascii
 import json
 import urllib.parse
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import InvalidInput
@@ -144,11 +146,55 @@ def original_of(message: dict[str, Any], fmt: str, carried: set[str], carried_la
     return "write", own
 
 
-class OpenTurn(Protocol):
+@dataclass
+class Turn:
     """The calls of the latest assistant message a writer wrote, and their results."""
 
-    open: set[str]  # the calls no result has answered yet
-    results: dict[str, dict[str, Any]]  # call id -> the result written for it
+    calls: list[str]  # call ids, in the order they were made
+    fresh: bool  # written from neutral fields (so the converter answers its orphans)
+    open: set[str] = field(default_factory=set)  # the calls no result has answered yet
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)  # call id -> its result
+
+
+class TurnWriter:
+    """How a writer ends a turn, the same in every format: the results given so far are
+    written in the order of the calls, and a turn written from neutral fields answers the
+    calls nothing answered. A format says how it writes those two things."""
+
+    turn: Turn | None
+
+    def unanswered(self, call_id: str) -> dict[str, Any]:
+        """The result written for call ``call_id`` of the current turn when nothing
+        answered it."""
+        raise NotImplementedError
+
+    def write_results(self, results: list[dict[str, Any]]) -> None:
+        """Write the results given to the current turn's calls, in call order (one
+        entry)."""
+        raise NotImplementedError
+
+    def flush(self) -> None:
+        """Write the results given so far to the current turn's calls."""
+        turn = self.turn
+        if turn is None or not turn.results:
+            return
+        order = {call_id: i for i, call_id in enumerate(turn.calls)}
+        results = [turn.results[k] for k in sorted(turn.results, key=order.__getitem__)]
+        turn.results.clear()
+        self.write_results(results)
+
+    def close(self) -> None:
+        """End the current turn, answering the calls this converter wrote and nothing
+        answered."""
+        turn = self.turn
+        if turn is None:
+            return
+        if turn.fresh:
+            for call_id in turn.calls:
+                if call_id in turn.open:
+                    turn.results[call_id] = self.unanswered(call_id)
+        self.flush()
+        self.turn = None
 
 
 class NeutralWriter(Protocol):
@@ -158,7 +204,7 @@ class NeutralWriter(Protocol):
     id_key: str
 
     @property
-    def turn(self) -> OpenTurn | None: ...
+    def turn(self) -> Turn | None: ...
 
     def tool_id(self, value: Any) -> str | None:
         """The call id a tool message answers, as this format writes ids."""

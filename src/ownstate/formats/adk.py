@@ -340,16 +340,17 @@ def _response(message: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclass
-class _Turn:
-    """The calls of the latest assistant message and the results given to them."""
+class _Turn(_common.Turn):
+    names: dict[str, str] = field(default_factory=dict)  # call id -> the tool it calls
 
-    calls: list[tuple[str, str]]  # (id, name), in the order they were made
-    fresh: bool  # written from neutral fields (so the converter answers its orphans)
-    open: set[str] = field(default_factory=set)
-    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    @classmethod
+    def of(cls, calls: list[tuple[str, str]], *, fresh: bool) -> _Turn:
+        """The turn of these (id, name) calls, in the order they were made."""
+        ids = [c for c, _ in calls]
+        return cls(ids, fresh=fresh, open=set(ids), names=dict(calls))
 
 
-class _Writer:
+class _Writer(_common.TurnWriter):
     """Builds the event list of :func:`from_neutral` (see :func:`._common.write_neutral`)."""
 
     id_key = "id"
@@ -375,36 +376,20 @@ class _Writer:
             self.events.append(copy.deepcopy(item))
             self.fresh.append(False)
 
-    def flush(self) -> None:
-        """Write the results given so far to the current turn's calls (one event)."""
-        turn = self.turn
-        if turn is None or not turn.results:
-            return
-        order = {call_id: i for i, (call_id, _) in enumerate(turn.calls)}
-        parts = [turn.results[k] for k in sorted(turn.results, key=order.__getitem__)]
-        turn.results.clear()
-        self.emit(self.agent, "user", parts)
+    def write_results(self, results: list[dict[str, Any]]) -> None:
+        self.emit(self.agent, "user", results)
 
-    def close(self) -> None:
-        """End the current turn, answering the calls this converter wrote and nothing
-        answered."""
-        turn = self.turn
-        if turn is None:
-            return
-        if turn.fresh:
-            for call_id, name in turn.calls:
-                if call_id in turn.open:
-                    turn.results[call_id] = {"function_response": {
-                        "id": call_id, "name": name, "response": {"error": NO_RESULT}}}
-        self.flush()
-        self.turn = None
+    def unanswered(self, call_id: str) -> dict[str, Any]:
+        assert self.turn is not None
+        return {"function_response": {"id": call_id, "name": self.turn.names[call_id],
+                                      "response": {"error": NO_RESULT}}}
 
     def tool_id(self, value: Any) -> str | None:
         return value if isinstance(value, str) else None
 
     def result(self, message: dict[str, Any], call_id: str) -> dict[str, Any]:
         assert self.turn is not None
-        name = dict(self.turn.calls)[call_id]
+        name = self.turn.names[call_id]
         return {"function_response": {"id": call_id, "name": name,
                                       "response": _response(message)}}
 
@@ -418,8 +403,7 @@ class _Writer:
         _assistant_event(self, message)
 
     def carried_turn(self, message: dict[str, Any]) -> None:
-        calls = _calls_of(message)
-        self.turn = _Turn(calls, fresh=False, open={c for c, _ in calls})
+        self.turn = _Turn.of(_calls_of(message), fresh=False)
 
     def finish(self) -> list[dict[str, Any]]:
         self.close()
@@ -446,7 +430,7 @@ def _assistant_event(writer: _Writer, message: dict[str, Any]) -> None:
         calls.append((call_id, call["name"]))
         parts.append({"function_call": {"id": call_id, "args": _common.arguments(
             call.get("arguments")), "name": call["name"]}})
-    writer.turn = _Turn(calls, fresh=True, open={c for c, _ in calls})
+    writer.turn = _Turn.of(calls, fresh=True)
     if not parts:
         return
     extra: dict[str, Any] = {}

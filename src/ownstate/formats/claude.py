@@ -108,7 +108,7 @@ import time
 import urllib.parse
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -415,17 +415,11 @@ def _seconds(value: Any) -> float | None:
 
 
 @dataclass
-class _Turn:
-    """The calls of the latest assistant message and the results given to them."""
-
-    calls: list[str]  # tool_use ids, in the order they were made
-    fresh: bool  # written from neutral fields (so the converter answers its orphans)
+class _Turn(_common.Turn):
     source: str | None = None  # the uuid of the assistant entry, when written here
-    open: set[str] = field(default_factory=set)
-    results: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-class _Writer:
+class _Writer(_common.TurnWriter):
     """Builds the entry list of :func:`from_neutral` (see :func:`._common.write_neutral`)."""
 
     id_key = "uuid"
@@ -464,30 +458,14 @@ class _Writer:
             self.entries.append(entry)
             self.fresh.append(False)
 
-    def flush(self) -> None:
-        """Write the results given so far to the current turn's calls (one entry)."""
-        turn = self.turn
-        if turn is None or not turn.results:
-            return
-        order = {call_id: i for i, call_id in enumerate(turn.calls)}
-        blocks = [turn.results[k] for k in sorted(turn.results, key=order.__getitem__)]
-        turn.results.clear()
-        extra = {"sourceToolAssistantUUID": turn.source} if turn.source else {}
-        self.emit("user", {"role": "user", "content": blocks}, **extra)
+    def write_results(self, results: list[dict[str, Any]]) -> None:
+        source = self.turn.source if self.turn is not None else None
+        extra = {"sourceToolAssistantUUID": source} if source else {}
+        self.emit("user", {"role": "user", "content": results}, **extra)
 
-    def close(self) -> None:
-        """End the current turn, answering the calls this converter wrote and nothing
-        answered."""
-        turn = self.turn
-        if turn is None:
-            return
-        if turn.fresh:
-            for call_id in turn.calls:
-                if call_id in turn.open:
-                    turn.results[call_id] = {"type": "tool_result", "tool_use_id": call_id,
-                                             "content": NO_RESULT, "is_error": True}
-        self.flush()
-        self.turn = None
+    def unanswered(self, call_id: str) -> dict[str, Any]:
+        return {"type": "tool_result", "tool_use_id": call_id, "content": NO_RESULT,
+                "is_error": True}
 
     def tool_id(self, value: Any) -> str | None:
         return _tool_id(value)

@@ -19,6 +19,7 @@ __all__ = [
     "PrincipalRef",
     "Problem",
     "RevokeRequest",
+    "Score",
     "SearchMode",
     "StoreOut",
     "StrictModel",
@@ -31,6 +32,11 @@ SearchMode = Annotated[Literal["lexical", "semantic", "hybrid"] | None, Field(de
     "server's embedder) or hybrid (their reciprocal-rank fusion). Default: hybrid when "
     "the server has an embedder, else lexical; semantic and hybrid without one are "
     "refused with 400 (code invalid_input, field mode)."))]
+
+#: The ``score`` of a search hit.
+Score = Annotated[float, Field(description=(
+    "Relevance in the mode searched (BM25, cosine similarity or fused), higher is better, "
+    "within one answer."))]
 
 
 class StrictModel(BaseModel):

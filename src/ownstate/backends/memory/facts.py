@@ -92,14 +92,18 @@ def _record_time(chain: list[_StoredFact], now: datetime) -> datetime:
     return max(now, last.superseded_at or last.recorded_at)
 
 
-class FactsInMemory(MemoryBase):
-    """Memory stores and facts, kept in ``_data.memory_stores`` by (tenant, name)."""
+class MemoryStoresBase(MemoryBase):
+    """The lookup of a memory store's facts, which the facts and the vectors parts share."""
 
     def _memory_store(self, tenant: str, name: str) -> _StoreFacts:
         found: _StoreFacts | None = self._data.memory_stores.get((tenant, name))
         if found is None:
             raise StoreNotFound(store=name)
         return found
+
+
+class FactsInMemory(MemoryStoresBase):
+    """Memory stores and facts, kept in ``_data.memory_stores`` by (tenant, name)."""
 
     def _tenant_stores(self, tenant: str) -> list[_StoreFacts]:
         return [self._data.memory_stores[key] for key in sorted(self._data.memory_stores)

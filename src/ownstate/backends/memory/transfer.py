@@ -26,7 +26,7 @@ from ...model import (
     SessionStoreRecord,
 )
 from ..ports.search import fact_text, item_text, terms
-from ..ports.transfer import Cursor, Row, order_key
+from ..ports.transfer import Cursor, Row, missing_parent, order_key
 from ._data import MemoryBase, _StoredItem, _StoredSession
 from .checkpoints import _RunCheckpoints, _StoredCheckpoint
 from .facts import _StoredFact, _StoreFacts
@@ -169,18 +169,15 @@ class TransferInMemory(MemoryBase):
     def _check_refs(self, tenant: str, part: str, row: Row) -> None:
         d = self._data
         if part == "sessions" and (tenant, row["store"]) not in d.stores:
-            raise InvalidInput(f"session {row['session_id']!r} names the missing store "
-                               f"{row['store']!r}", field="sessions")
+            raise missing_parent("sessions", "store", row["store"])
         owned = part in ("items", "idempotency_keys", "runs") or (
             part == "assets" and row["store"] is not None)
         if owned and (tenant, row["store"], row["session_id"]) not in d.sessions:
             raise SessionNotFound(store=row["store"], session_id=row["session_id"])
         if part == "facts" and (tenant, row["memory_store"]) not in d.memory_stores:
-            raise InvalidInput(f"fact {row['fact_id']!r} names the missing memory store "
-                               f"{row['memory_store']!r}", field="facts")
+            raise missing_parent("facts", "memory store", row["memory_store"])
         if part in ("effects", "checkpoints") and (tenant, row["run_id"]) not in d.runs:
-            raise InvalidInput(f"a row of {part} names the missing run {row['run_id']!r}",
-                               field=part)
+            raise missing_parent(part, "run", row["run_id"])
         if part == "assets" and (tenant, row["sha256"]) not in d.blobs:
             raise InvalidInput(f"asset {row['asset_id']!r} has no content", field="assets")
 

@@ -16,8 +16,8 @@ from ...errors import StoreNotFound
 from ...model import Fact, Item, ItemHit
 from ..ports.vectors import VectorSpace
 from ._admit import admit_item_vectors
-from ._data import MemoryBase, _StoredSession
-from .facts import _admit_vectors, _current, _StoredFact, _StoreFacts
+from ._data import _StoredSession
+from .facts import MemoryStoresBase, _admit_vectors, _current, _StoredFact
 
 __all__ = ["VectorsInMemory"]
 
@@ -29,16 +29,10 @@ def _believed(fact: Fact, as_of: datetime | None) -> bool:
         fact.superseded_at is None or fact.superseded_at > as_of)
 
 
-class VectorsInMemory(MemoryBase):
-    def _vector_store(self, tenant: str, name: str) -> _StoreFacts:
-        found: _StoreFacts | None = self._data.memory_stores.get((tenant, name))
-        if found is None:
-            raise StoreNotFound(store=name)
-        return found
-
+class VectorsInMemory(MemoryStoresBase):
     async def fact_vector_space(self, tenant: str, store: str) -> VectorSpace | None:
         with self._data.lock:
-            stored = self._vector_store(tenant, store)
+            stored = self._memory_store(tenant, store)
             for chain in stored.chains.values():
                 for f in chain:
                     if f.embedding is not None:
@@ -49,7 +43,7 @@ class VectorsInMemory(MemoryBase):
                             subject: str | None, limit: int,
                             as_of: datetime | None) -> list[tuple[Fact, float]]:
         with self._data.lock:
-            stored = self._vector_store(tenant, store)
+            stored = self._memory_store(tenant, store)
             scored: list[tuple[float, int, _StoredFact]] = []
             for (s, _), chain in stored.chains.items():
                 if subject is not None and s != subject:
@@ -86,7 +80,7 @@ class VectorsInMemory(MemoryBase):
     async def facts_to_embed(self, tenant: str, store: str, model: str, after: str | None,
                              limit: int) -> list[Fact]:
         with self._data.lock:
-            stored = self._vector_store(tenant, store)
+            stored = self._memory_store(tenant, store)
             todo = sorted(
                 (current for chain in stored.chains.values()
                  if (current := _current(chain)) is not None
@@ -99,7 +93,7 @@ class VectorsInMemory(MemoryBase):
                                vectors: Sequence[tuple[str, Embedding]],
                                replace: bool) -> int:
         with self._data.lock:
-            stored = self._vector_store(tenant, store)
+            stored = self._memory_store(tenant, store)
             if replace:
                 for chain in stored.chains.values():
                     for f in chain:

@@ -41,7 +41,7 @@ from typing import Any, Literal
 from ...errors import InvalidInput
 
 __all__ = ["PARTS", "PART_FIELDS", "PART_KEYS", "PART_ORDER", "WRITE_FIELDS", "Cursor",
-           "FieldKind", "Row", "TransferPort", "order_key", "page_of"]
+           "FieldKind", "Row", "TransferPort", "missing_parent", "order_key", "page_of"]
 
 Row = dict[str, Any]
 Cursor = tuple[Any, ...]
@@ -133,6 +133,12 @@ PART_ORDER: dict[str, tuple[str, ...]] = {
     "checkpoints": ("run_id",),
     "assets": ("create_time", "asset_id"),
 }
+
+
+def missing_parent(part: str, what: str, name: str) -> InvalidInput:
+    """The refusal of a restore batch of ``part`` whose rows name a ``what`` (a store, a
+    memory store, a run) that is not stored: the same words on every backend."""
+    return InvalidInput(f"a row of {part} names the missing {what} {name!r}", field=part)
 
 
 def _unsupported(backend: object) -> InvalidInput:

@@ -27,6 +27,7 @@ from ... import _ids
 from ..._jsontext import decode_json
 from ...errors import AlreadyExists, FactNotFound, ItemNotFound, StoreNotFound
 from ...model import Fact, FactExplanation, FactHit, Item, MemoryStoreRecord
+from .._sql import FACT_COLUMNS, believed_at
 from ..ports.facts import NewFact
 from ..ports.search import TextQuery
 from ._core import Cursor, PostgresCore
@@ -36,11 +37,6 @@ from .search import add_counts, fact_vector, ranked, scope_prefix, term_counts_s
 
 __all__ = ["FactsInPostgres"]
 
-_FACT_COLUMNS = (
-    "fact_id, memory_store, subject, key, value, confidence, source_type, source_session_id, "
-    "source_item_id, valid_from, valid_to, recorded_at, superseded_at, supersedes, "
-    "closed_reason, source_store"
-)
 _ITEM_COLUMNS = ("i.item_id, i.seq, i.create_time, i.data, i.format, i.role, i.type, "
                  "i.tool_name, i.model, i.in_tokens, i.out_tokens")
 
@@ -212,7 +208,7 @@ class FactsInPostgres(PostgresCore):
         query = (
             "SELECT f.* FROM (SELECT 1 FROM memory_stores WHERE tenant = %s AND name = %s) "
             "AS store LEFT JOIN LATERAL ("
-            f"SELECT DISTINCT ON (key) {_FACT_COLUMNS} FROM facts "
+            f"SELECT DISTINCT ON (key) {FACT_COLUMNS} FROM facts "
             "WHERE tenant = %s AND subject = %s AND memory_store = %s " + key_filter +
             "AND recorded_at <= %s AND valid_from <= %s "
             "AND (superseded_at IS NULL OR superseded_at > %s OR valid_to > %s) "
@@ -235,7 +231,7 @@ class FactsInPostgres(PostgresCore):
     async def history(self, tenant: str, store: str, subject: str, key: str) -> list[Fact]:
         async def run(cur: Cursor) -> list[Fact]:
             await cur.execute(
-                f"SELECT {_FACT_COLUMNS} FROM facts WHERE tenant = %s AND subject = %s "
+                f"SELECT {FACT_COLUMNS} FROM facts WHERE tenant = %s AND subject = %s "
                 "AND memory_store = %s AND key = %s ORDER BY fid",
                 (tenant, subject, store, key))
             found = [_fact(r) for r in await cur.fetchall()]
@@ -248,7 +244,7 @@ class FactsInPostgres(PostgresCore):
     @staticmethod
     async def _fact_row(cur: Cursor, tenant: str, store: str, fact_id: str) -> Fact:
         await cur.execute(
-            f"SELECT {_FACT_COLUMNS} FROM facts WHERE tenant = %s AND fact_id = %s "
+            f"SELECT {FACT_COLUMNS} FROM facts WHERE tenant = %s AND fact_id = %s "
             "AND memory_store = %s", (tenant, fact_id, store))
         row = await cur.fetchone()
         if row is None:
@@ -270,7 +266,7 @@ class FactsInPostgres(PostgresCore):
             if fact.supersedes is not None:
                 superseded = await self._fact_row(cur, tenant, store, fact.supersedes)
             await cur.execute(
-                f"SELECT {_FACT_COLUMNS} FROM facts WHERE tenant = %s AND subject = %s "
+                f"SELECT {FACT_COLUMNS} FROM facts WHERE tenant = %s AND subject = %s "
                 "AND memory_store = %s AND key = %s AND supersedes = %s",
                 (tenant, fact.subject, store, fact.key, fact_id))
             row = await cur.fetchone()
@@ -303,7 +299,7 @@ class FactsInPostgres(PostgresCore):
             await self._require_memory_store(cur, tenant, store, "FOR KEY SHARE")
             await cur.execute("SELECT pg_advisory_xact_lock(%s)", (lock,))
             await cur.execute(
-                f"SELECT {_FACT_COLUMNS}, fid FROM facts WHERE tenant = %s AND subject = %s "
+                f"SELECT {FACT_COLUMNS}, fid FROM facts WHERE tenant = %s AND subject = %s "
                 "AND memory_store = %s AND key = %s AND superseded_at IS NULL",
                 (tenant, subject, store, key))
             row = await cur.fetchone()
@@ -324,9 +320,7 @@ class FactsInPostgres(PostgresCore):
                      valid_at: datetime | None, limit: int) -> list[FactHit]:
         # the value as text: decoded for the hits only
         columns = ", ".join("f." + c + ("::text" if c == "value" else "")
-                            for c in _FACT_COLUMNS.split(", "))
-        # The facts recall would return: those covering the moment as believed now, of
-        # which a closed one is also not overridden by a later-recorded one covering it.
+                            for c in FACT_COLUMNS.split(", "))
         sql = (
             # from the ids, one row at a time by primary key (whatever the statistics say)
             f"SELECT f.fid, {columns}, {term_counts_sql('f')} FROM "
@@ -334,11 +328,7 @@ class FactsInPostgres(PostgresCore):
             "(SELECT * FROM facts f WHERE f.fid = j.fid OFFSET 0) AS f "
             "WHERE f.tenant = %(tenant)s AND f.memory_store = %(scope)s "
             "AND (%(subject)s::text IS NULL OR f.subject = %(subject)s) "
-            "AND f.valid_from <= %(at)s AND (f.superseded_at IS NULL OR (f.valid_to > %(at)s "
-            "AND NOT EXISTS (SELECT 1 FROM facts g WHERE g.tenant = f.tenant "
-            "AND g.subject = f.subject AND g.memory_store = f.memory_store AND g.key = f.key "
-            "AND g.fid > f.fid AND g.valid_from <= %(at)s "
-            "AND (g.superseded_at IS NULL OR g.valid_to > %(at)s))))"
+            f"AND {believed_at('%(at)s')}"
         )
         narrow = ("SELECT f.fid FROM facts f WHERE f.tenant = %(tenant)s "
                   "AND f.memory_store = %(scope)s AND f.subject = %(subject)s "
@@ -364,7 +354,7 @@ class FactsInPostgres(PostgresCore):
     async def subject_facts(self, tenant: str, subject: str) -> list[Fact]:
         async def run(cur: Cursor) -> list[Fact]:
             await cur.execute(
-                f"SELECT {_FACT_COLUMNS} FROM facts WHERE tenant = %s AND subject = %s "
+                f"SELECT {FACT_COLUMNS} FROM facts WHERE tenant = %s AND subject = %s "
                 "ORDER BY memory_store, key, fid", (tenant, subject))
             return [_fact(r) for r in await cur.fetchall()]
 

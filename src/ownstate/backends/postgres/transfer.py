@@ -26,7 +26,7 @@ from typing import Any
 from ..._extras import requires
 from ..._ids import now as _clock
 from ..._jsontext import decode_json
-from ...errors import InvalidInput, SessionNotFound
+from ...errors import SessionNotFound
 from .._transfer_sql import (
     EXPORTS,
     LARGE_ROWS,
@@ -39,7 +39,7 @@ from .._transfer_sql import (
     stored_row,
 )
 from ..ports.search import item_text, terms
-from ..ports.transfer import Cursor, Row
+from ..ports.transfer import Cursor, Row, missing_parent
 from ._core import EXPORT_SNAPSHOT, PostgresCore
 from ._core import Cursor as Sql
 from ._tsvector import item_vector_binary
@@ -178,13 +178,20 @@ async def _check_refs(cur: Sql, tenant: str, part: str, rows: Sequence[Row]) -> 
         if keys:
             await _sids(cur, tenant, keys)
     if part == "effects":
-        wanted = sorted({r["run_id"] for r in rows})
-        await cur.execute("SELECT run_id FROM runs WHERE tenant = %s AND run_id = ANY(%s)",
-                          (tenant, wanted))
-        missing = set(wanted) - {r[0] for r in await cur.fetchall()}
-        if missing:
-            raise InvalidInput(f"an effect names the missing run {min(missing)!r}",
-                               field="effects")
+        await _require_stored(cur, tenant, "effects", "run", "runs", "run_id",
+                              {r["run_id"] for r in rows})
+
+
+async def _require_stored(cur: Sql, tenant: str, part: str, what: str, table: str,
+                          column: str, names: set[str]) -> None:
+    """Refuse a batch of ``part`` when one of the ``names`` it refers to has no row in
+    ``table`` (by ``column``); the first missing one, by code point, is named."""
+    wanted = sorted(names)
+    await cur.execute(f"SELECT {column} FROM {table} WHERE tenant = %s AND {column} = ANY(%s)",
+                      (tenant, wanted))
+    missing = set(wanted) - {r[0] for r in await cur.fetchall()}
+    if missing:
+        raise missing_parent(part, what, min(missing))
 
 
 async def _item_page(cur: Sql, tenant: str, after: Cursor | None,
@@ -290,13 +297,8 @@ _RESTORE_FACTS = (
 
 
 async def _restore_facts(cur: Sql, tenant: str, rows: Sequence[Row]) -> int:
-    stores = sorted({r["memory_store"] for r in rows})
-    await cur.execute("SELECT name FROM memory_stores WHERE tenant = %s AND name = ANY(%s)",
-                      (tenant, stores))
-    missing = set(stores) - {r[0] for r in await cur.fetchall()}
-    if missing:
-        raise InvalidInput(f"a fact names the missing memory store {min(missing)!r}",
-                           field="facts")
+    await _require_stored(cur, tenant, "facts", "memory store", "memory_stores", "name",
+                          {r["memory_store"] for r in rows})
     # every fact is indexed, closed ones too, as a remember writes it; the stats of each
     # store gain the facts stored (a fact stored before is left, and not counted)
     columns: dict[str, list[Any]] = {name: [] for name in _FACT_FIELDS}
@@ -352,8 +354,7 @@ async def _restore_checkpoints(cur: Sql, tenant: str, rows: Sequence[Row]) -> in
                           (tenant, r["run_id"]))
         run = await cur.fetchone()
         if run is None:
-            raise InvalidInput(f"a checkpoint names the missing run {r['run_id']!r}",
-                               field="checkpoints")
+            raise missing_parent("checkpoints", "run", r["run_id"])
         await cur.execute(
             "INSERT INTO checkpoints (rid, tenant, namespace, checkpoint_id, "
             "parent_checkpoint_id, type_tag, metadata, create_time, size, payload) "

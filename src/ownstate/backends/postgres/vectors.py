@@ -19,16 +19,16 @@ from datetime import datetime
 from ... import errors
 from ...embeddings import Embedding
 from ...model import Fact, Item, ItemHit, build_item
+from .._sql import F_FACT_COLUMNS
 from ..ports.vectors import VectorSpace
 from ._core import Cursor, PostgresCore
 from ._vector_rows import put_item_vectors as _put_item_vectors
 from ._vector_rows import space as _space
 from ._vector_rows import store_fact_vectors
-from .facts import _FACT_COLUMNS, FactsInPostgres, _fact
+from .facts import FactsInPostgres, _fact
 
 __all__ = ["VectorsInPostgres"]
 
-_COLUMNS = ", ".join(f"f.{c.strip()}" for c in _FACT_COLUMNS.split(","))
 _ITEMS = ("i.item_id, i.seq, i.create_time, i.data, i.format, i.role, i.type, i.tool_name, "
           "i.model, i.in_tokens, i.out_tokens")
 
@@ -53,7 +53,7 @@ class VectorsInPostgres(PostgresCore):
         async def run(cur: Cursor) -> list[tuple[Fact, float]]:
             await FactsInPostgres._require_memory_store(cur, tenant, store)
             await cur.execute(
-                f"SELECT {_COLUMNS}, (SELECT sum(a * b) FROM unnest(v.vector::float8[], "
+                f"SELECT {F_FACT_COLUMNS}, (SELECT sum(a * b) FROM unnest(v.vector::float8[], "
                 "%s::float8[]) AS t(a, b)) AS similarity "
                 "FROM fact_vectors v JOIN facts f ON f.fid = v.fid "
                 "WHERE v.tenant = %s AND v.memory_store = %s AND v.model = %s "
@@ -95,7 +95,7 @@ class VectorsInPostgres(PostgresCore):
         async def run(cur: Cursor) -> list[Fact]:
             await FactsInPostgres._require_memory_store(cur, tenant, store)
             await cur.execute(
-                f"SELECT {_COLUMNS} FROM facts f LEFT JOIN fact_vectors v ON v.fid = f.fid "
+                f"SELECT {F_FACT_COLUMNS} FROM facts f LEFT JOIN fact_vectors v ON v.fid = f.fid "
                 "WHERE f.tenant = %s AND f.memory_store = %s AND f.superseded_at IS NULL "
                 "AND (v.fid IS NULL OR v.model <> %s) AND f.fact_id > %s "
                 "ORDER BY f.fact_id LIMIT %s", (tenant, store, model, after or "", limit))

@@ -33,7 +33,7 @@ from ...errors import InvalidInput, SessionNotFound
 from ...model import ACTIVE_RUN_STATUSES
 from .._transfer_sql import LARGE_ROWS
 from ..ports.search import fact_text, item_text, terms
-from ..ports.transfer import Cursor, Row
+from ..ports.transfer import Cursor, Row, missing_parent
 from . import _transfer_read as rd
 from ._core import OFFSET_WIDTH, encode_item, item_key, pack, search_document, text
 from ._transfer_write import eval_all, write_all
@@ -237,8 +237,7 @@ class TransferInRedis(CheckpointsInRedis, AccessInRedis):
         states = await self._read([("HGET", record(s), "state") for s in stores])
         for store, state in zip(stores, states, strict=True):
             if state != b"live":
-                raise InvalidInput(f"a row of {part} names the missing {what} {store!r}",
-                                   field=part)
+                raise missing_parent(part, what, store)
 
     async def _put_sessions(self, tenant: str, rows: Sequence[Row]) -> int:
         stores = sorted({r["store"] for r in rows})
@@ -410,8 +409,7 @@ class TransferInRedis(CheckpointsInRedis, AccessInRedis):
         located = await self._locate_runs(tenant, wanted)
         for run_id in wanted:
             if run_id not in located:
-                raise InvalidInput(f"a row of {part} names the missing run {run_id!r}",
-                                   field=part)
+                raise missing_parent(part, "run", run_id)
         return {run_id: self.tree_key(tenant, store, root)
                 for run_id, (store, _, root) in located.items()}
 

@@ -45,6 +45,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 SESSION_COLUMNS = (
     "session_id, actor_id, parent_session_id, root_session_id, metadata, create_time, "
@@ -257,6 +258,18 @@ class SqliteCore:
         if row is None:
             raise SessionNotFound(store=store, session_id=session_id)
         return int(row[0])
+
+    async def _list_named(self, table: str, record: Callable[[str, str, datetime], R],
+                          tenant: str, limit: int, after: str | None) -> list[R]:
+        """A page of the tenant's session stores or memory stores (``table``), by name
+        after ``after``, each made by ``record(tenant, name, create_time)``."""
+        def run(conn: sqlite3.Connection) -> list[R]:
+            rows = conn.execute(
+                f"SELECT name, create_time FROM {table} WHERE tenant = ? AND name > ? "
+                "ORDER BY name LIMIT ?", (tenant, after or "", limit))
+            return [record(tenant, r[0], parse_time(r[1])) for r in rows]
+
+        return await self._run(run)
 
     @staticmethod
     def _require_store(conn: sqlite3.Connection, tenant: str, name: str) -> SessionStoreRecord:

@@ -22,6 +22,7 @@ from ... import _ids
 from ..._ids import format_time, parse_time
 from ...errors import AlreadyExists, FactNotFound, ItemNotFound, StoreNotFound
 from ...model import Fact, FactExplanation, FactHit, Item, MemoryStoreRecord
+from .._sql import F_FACT_COLUMNS, FACT_COLUMNS, believed_at
 from ..ports.facts import NewFact
 from ..ports.search import TextQuery
 from ._core import ITEM_COLUMNS, SqliteCore, to_items, write
@@ -31,11 +32,6 @@ from .search import defer, fact_prefix, ranked
 
 __all__ = ["FactsInSqlite"]
 
-_FACT_COLUMNS = (
-    "fact_id, memory_store, subject, key, value, confidence, source_type, source_session_id, "
-    "source_item_id, valid_from, valid_to, recorded_at, superseded_at, supersedes, "
-    "closed_reason, source_store"
-)
 
 
 def _fact(row: Sequence[Any]) -> Fact:
@@ -81,14 +77,7 @@ class FactsInSqlite(SqliteCore):
 
     async def list_memory_stores(self, tenant: str, limit: int,
                                  after: str | None) -> list[MemoryStoreRecord]:
-        def run(conn: sqlite3.Connection) -> list[MemoryStoreRecord]:
-            rows = conn.execute(
-                "SELECT name, create_time FROM memory_stores WHERE tenant = ? AND name > ? "
-                "ORDER BY name LIMIT ?", (tenant, after or "", limit))
-            return [MemoryStoreRecord(tenant=tenant, name=r[0], create_time=parse_time(r[1]))
-                    for r in rows]
-
-        return await self._run(run)
+        return await self._list_named("memory_stores", MemoryStoreRecord, tenant, limit, after)
 
     async def list_subjects(self, tenant: str, store: str, limit: int,
                             after: str | None) -> list[str]:
@@ -189,7 +178,7 @@ class FactsInSqlite(SqliteCore):
         # per key, the covering fact recorded last.
         key_filter = "" if keys is None else "AND key IN (SELECT value FROM json_each(?)) "
         sql = (
-            f"SELECT {_FACT_COLUMNS}, max(fid) FROM facts "
+            f"SELECT {FACT_COLUMNS}, max(fid) FROM facts "
             "WHERE tenant = ? AND subject = ? AND memory_store = ? " + key_filter +
             "AND recorded_at <= ? AND valid_from <= ? "
             "AND (superseded_at IS NULL OR superseded_at > ? OR valid_to > ?) "
@@ -213,7 +202,7 @@ class FactsInSqlite(SqliteCore):
         def run(conn: sqlite3.Connection) -> list[Fact]:
             self._require_memory_store(conn, tenant, store)
             rows = conn.execute(
-                f"SELECT {_FACT_COLUMNS} FROM facts WHERE tenant = ? AND subject = ? "
+                f"SELECT {FACT_COLUMNS} FROM facts WHERE tenant = ? AND subject = ? "
                 "AND memory_store = ? AND key = ? ORDER BY fid", (tenant, subject, store, key))
             return [_fact(r) for r in rows]
 
@@ -222,7 +211,7 @@ class FactsInSqlite(SqliteCore):
     @staticmethod
     def _fact_row(conn: sqlite3.Connection, tenant: str, store: str, fact_id: str) -> Fact:
         row = conn.execute(
-            f"SELECT {_FACT_COLUMNS} FROM facts WHERE tenant = ? AND fact_id = ? "
+            f"SELECT {FACT_COLUMNS} FROM facts WHERE tenant = ? AND fact_id = ? "
             "AND memory_store = ?", (tenant, fact_id, store)).fetchone()
         if row is None:
             raise FactNotFound(store=store, fact_id=fact_id)
@@ -245,7 +234,7 @@ class FactsInSqlite(SqliteCore):
                 if fact.supersedes is not None:
                     superseded = self._fact_row(conn, tenant, store, fact.supersedes)
                 row = conn.execute(
-                    f"SELECT {_FACT_COLUMNS} FROM facts WHERE tenant = ? AND subject = ? "
+                    f"SELECT {FACT_COLUMNS} FROM facts WHERE tenant = ? AND subject = ? "
                     "AND memory_store = ? AND key = ? AND supersedes = ?",
                     (tenant, fact.subject, store, fact.key, fact_id)).fetchone()
                 source = self._source_item(conn, tenant, fact)
@@ -276,7 +265,7 @@ class FactsInSqlite(SqliteCore):
             with write(conn):
                 self._require_memory_store(conn, tenant, store)
                 row = conn.execute(
-                    f"SELECT {_FACT_COLUMNS}, fid FROM facts WHERE tenant = ? AND subject = ? "
+                    f"SELECT {FACT_COLUMNS}, fid FROM facts WHERE tenant = ? AND subject = ? "
                     "AND memory_store = ? AND key = ? AND superseded_at IS NULL",
                     (tenant, subject, store, key)).fetchone()
                 if row is None:
@@ -295,19 +284,13 @@ class FactsInSqlite(SqliteCore):
     async def search(self, tenant: str, store: str, query: TextQuery, subject: str | None,
                      valid_at: datetime | None, limit: int) -> list[FactHit]:
         moment = format_time(valid_at) if valid_at is not None else None
-        columns = ", ".join("f." + c for c in _FACT_COLUMNS.split(", "))
-        # The facts recall would return: those covering the moment as believed now, of
-        # which a closed one is also not overridden by a later-recorded one covering it.
         sql = (
             # CROSS JOIN keeps SQLite from reading the store's facts by index for the ids
-            f"SELECT {columns}, c.c0 FROM json_each(?) j CROSS JOIN facts f ON f.fid = j.value "
+            f"SELECT {F_FACT_COLUMNS}, c.c0 FROM json_each(?) j "
+            "CROSS JOIN facts f ON f.fid = j.value "
             "CROSS JOIN fact_search_content c ON c.id = f.fid "
             "WHERE f.tenant = ? AND f.memory_store = ? "
-            "AND (? IS NULL OR f.subject = ?) AND f.valid_from <= ? "
-            "AND (f.superseded_at IS NULL OR (f.valid_to > ? AND NOT EXISTS ("
-            "SELECT 1 FROM facts g WHERE g.tenant = f.tenant AND g.subject = f.subject "
-            "AND g.memory_store = f.memory_store AND g.key = f.key AND g.fid > f.fid "
-            "AND g.valid_from <= ? AND (g.superseded_at IS NULL OR g.valid_to > ?))))"
+            f"AND (? IS NULL OR f.subject = ?) AND {believed_at('?')}"
         )
 
         def run(conn: sqlite3.Connection) -> list[FactHit]:
@@ -333,7 +316,7 @@ class FactsInSqlite(SqliteCore):
     async def subject_facts(self, tenant: str, subject: str) -> list[Fact]:
         def run(conn: sqlite3.Connection) -> list[Fact]:
             rows = conn.execute(
-                f"SELECT {_FACT_COLUMNS} FROM facts WHERE tenant = ? AND subject = ? "
+                f"SELECT {FACT_COLUMNS} FROM facts WHERE tenant = ? AND subject = ? "
                 "ORDER BY memory_store, key, fid", (tenant, subject))
             return [_fact(r) for r in rows]
 

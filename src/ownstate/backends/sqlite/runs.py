@@ -73,6 +73,21 @@ def _refusal(conn: sqlite3.Connection, tenant: str, run_id: str, fencing_token: 
     return refusal or BackendUnavailable(f"run {run_id!r} changed in an unexpected way; retry")
 
 
+def _fenced_update(conn: sqlite3.Connection, tenant: str, run_id: str,
+                   fencing_token: int | None, assignments: str,
+                   values: Sequence[Any]) -> Run:
+    """Set ``assignments`` (with ``values``) on the run while it is active and, when
+    ``fencing_token`` is given, still held with it; the run as written, or the refusal."""
+    with write(conn):
+        row = conn.execute(
+            f"UPDATE runs SET {assignments} WHERE tenant = ? AND run_id = ? AND {ACTIVE} "
+            f"AND (? IS NULL OR fencing_token = ?) RETURNING {RUN_COLUMNS}",
+            (*values, tenant, run_id, fencing_token, fencing_token)).fetchone()
+        if row is None:
+            raise _refusal(conn, tenant, run_id, fencing_token)
+        return _run(row)
+
+
 class RunsInSqlite(SqliteCore, Signalled):
     # runs ------------------------------------------------------------------------------
 
@@ -152,21 +167,10 @@ class RunsInSqlite(SqliteCore, Signalled):
 
     async def mark_awaiting(self, tenant: str, run_id: str, awaiting_json: str,
                             fencing_token: int | None, now: datetime) -> Run:
-        def run(conn: sqlite3.Connection) -> Run:
-            with write(conn):
-                row = conn.execute(
-                    "UPDATE runs SET status = 'awaiting_human', awaiting = ?, status_since = ?, "
-                    "lease_owner = NULL, lease_expires_at = NULL, decision = NULL "
-                    f"WHERE tenant = ? AND run_id = ? AND {ACTIVE} "
-                    "AND (? IS NULL OR fencing_token = ?) "
-                    f"RETURNING {RUN_COLUMNS}",
-                    (awaiting_json, format_time(now), tenant, run_id, fencing_token,
-                     fencing_token)).fetchone()
-                if row is None:
-                    raise _refusal(conn, tenant, run_id, fencing_token)
-                return _run(row)
-
-        return await self._run(run)
+        return await self._run(lambda conn: _fenced_update(
+            conn, tenant, run_id, fencing_token,
+            "status = 'awaiting_human', awaiting = ?, status_since = ?, lease_owner = NULL, "
+            "lease_expires_at = NULL, decision = NULL", (awaiting_json, format_time(now))))
 
     async def resume(self, tenant: str, run_id: str, owner: str, ttl_seconds: float,
                      now: datetime) -> Lease:
@@ -211,22 +215,12 @@ class RunsInSqlite(SqliteCore, Signalled):
                         now: datetime) -> Run:
         stamp = format_time(now)
 
-        def run(conn: sqlite3.Connection) -> Run:
-            with write(conn):
-                row = conn.execute(
-                    "UPDATE runs SET status = ?, status_since = ?, ended_at = ?, "
-                    "lease_owner = NULL, lease_expires_at = NULL, usd_cost = usd_cost + ?, "
-                    "step_count = coalesce(?, step_count) "
-                    f"WHERE tenant = ? AND run_id = ? AND {ACTIVE} "
-                    "AND (? IS NULL OR fencing_token = ?) "
-                    f"RETURNING {RUN_COLUMNS}",
-                    (status, stamp, stamp, usd_cost or 0.0, step_count, tenant, run_id,
-                     fencing_token, fencing_token)).fetchone()
-                if row is None:
-                    raise _refusal(conn, tenant, run_id, fencing_token)
-                return _run(row)
-
-        return await self._run(run)
+        return await self._run(lambda conn: _fenced_update(
+            conn, tenant, run_id, fencing_token,
+            "status = ?, status_since = ?, ended_at = ?, lease_owner = NULL, "
+            "lease_expires_at = NULL, usd_cost = usd_cost + ?, "
+            "step_count = coalesce(?, step_count)",
+            (status, stamp, stamp, usd_cost or 0.0, step_count)))
 
     async def outstanding(self, tenant: str, status: str, framework: str | None,
                           entered_before: datetime | None, limit: int) -> list[Run]:

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from ... import errors
-from ..._ids import format_time, parse_time
+from ..._ids import format_time
 from ...model import Item, SessionRecord, SessionStoreRecord, build_item
 from .._replay import Meta, Replay
 from .._sql import session_page, sessions_filter
@@ -60,14 +60,7 @@ class SessionsInSqlite(SqliteCore):
     async def list_stores(
         self, tenant: str, limit: int, after: str | None
     ) -> list[SessionStoreRecord]:
-        def run(conn: sqlite3.Connection) -> list[SessionStoreRecord]:
-            rows = conn.execute(
-                "SELECT name, create_time FROM session_stores WHERE tenant = ? AND name > ? "
-                "ORDER BY name LIMIT ?", (tenant, after or "", limit))
-            return [SessionStoreRecord(tenant=tenant, name=r[0], create_time=parse_time(r[1]))
-                    for r in rows]
-
-        return await self._run(run)
+        return await self._list_named("session_stores", SessionStoreRecord, tenant, limit, after)
 
     async def delete_store(self, tenant: str, name: str, force: bool) -> int:
         def run(conn: sqlite3.Connection) -> int:

@@ -19,7 +19,7 @@ from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from ..._ids import format_time, now, parse_time
-from ...errors import InvalidInput, SessionNotFound
+from ...errors import SessionNotFound
 from .._transfer_sql import (
     EXPORTS,
     LARGE_ROWS,
@@ -31,7 +31,7 @@ from .._transfer_sql import (
     restore_sql,
     stored_row,
 )
-from ..ports.transfer import Cursor, Row
+from ..ports.transfer import Cursor, Row, missing_parent
 from ._core import SqliteCore, write
 from .search import defer
 
@@ -164,8 +164,7 @@ def _check_refs(conn: sqlite3.Connection, tenant: str, part: str, rows: Sequence
         for run_id in {r["run_id"] for r in rows}:
             if conn.execute("SELECT 1 FROM runs WHERE tenant = ? AND run_id = ?",
                             (tenant, run_id)).fetchone() is None:
-                raise InvalidInput(f"an effect names the missing run {run_id!r}",
-                                   field="effects")
+                raise missing_parent("effects", "run", run_id)
 
 
 def _item_page(conn: sqlite3.Connection, tenant: str, after: Cursor | None,
@@ -243,8 +242,7 @@ def _restore_facts(conn: sqlite3.Connection, tenant: str, rows: Sequence[Row]) -
     for store in {r["memory_store"] for r in rows}:
         if conn.execute("SELECT 1 FROM memory_stores WHERE tenant = ? AND name = ?",
                         (tenant, store)).fetchone() is None:
-            raise InvalidInput(f"a fact names the missing memory store {store!r}",
-                               field="facts")
+            raise missing_parent("facts", "memory store", store)
     for r in rows:
         t = stored_row(DIALECT, "facts", r)
         cur = conn.execute(
@@ -295,8 +293,7 @@ def _restore_checkpoints(conn: sqlite3.Connection, tenant: str, rows: Sequence[R
         run = conn.execute("SELECT rid FROM runs WHERE tenant = ? AND run_id = ?",
                            (tenant, r["run_id"])).fetchone()
         if run is None:
-            raise InvalidInput(f"a checkpoint names the missing run {r['run_id']!r}",
-                               field="checkpoints")
+            raise missing_parent("checkpoints", "run", r["run_id"])
         cur = conn.execute(
             "INSERT INTO checkpoints (rid, tenant, namespace, checkpoint_id, "
             "parent_checkpoint_id, type_tag, metadata, create_time, size, payload) "

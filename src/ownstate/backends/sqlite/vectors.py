@@ -20,15 +20,15 @@ from ..._ids import format_time
 from ...embeddings import Embedding
 from ...errors import StoreNotFound
 from ...model import Fact, Item, ItemHit
+from .._sql import F_FACT_COLUMNS
 from ..ports.vectors import VectorSpace
 from ._core import ITEM_COLUMNS, SqliteCore, to_items, write
 from ._vector_rows import admit_items, store_fact_vector
 from ._vector_rows import space as _space
-from .facts import _FACT_COLUMNS, FactsInSqlite, _fact
+from .facts import FactsInSqlite, _fact
 
 __all__ = ["VectorsInSqlite"]
 
-_COLUMNS = ", ".join(f"f.{c.strip()}" for c in _FACT_COLUMNS.split(","))
 _ITEMS = ", ".join(f"i.{c.strip()}" for c in ITEM_COLUMNS.split(","))
 
 
@@ -53,7 +53,7 @@ class VectorsInSqlite(SqliteCore):
         def run(conn: sqlite3.Connection) -> list[tuple[Fact, float]]:
             FactsInSqlite._require_memory_store(conn, tenant, store)
             rows = conn.execute(
-                f"SELECT {_COLUMNS}, 1.0 - vec_distance_cosine(v.vector, ?) AS similarity "
+                f"SELECT {F_FACT_COLUMNS}, 1.0 - vec_distance_cosine(v.vector, ?) AS similarity "
                 "FROM fact_vectors v JOIN facts f ON f.fid = v.fid "
                 "WHERE v.tenant = ? AND v.memory_store = ? AND v.model = ? "
                 "AND length(v.vector) = ? AND (? IS NULL OR f.subject = ?) AND "
@@ -89,7 +89,7 @@ class VectorsInSqlite(SqliteCore):
         def run(conn: sqlite3.Connection) -> list[Fact]:
             FactsInSqlite._require_memory_store(conn, tenant, store)
             rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM facts f LEFT JOIN fact_vectors v ON v.fid = f.fid "
+                f"SELECT {F_FACT_COLUMNS} FROM facts f LEFT JOIN fact_vectors v ON v.fid = f.fid "
                 "WHERE f.tenant = ? AND f.memory_store = ? AND f.superseded_at IS NULL "
                 "AND (v.fid IS NULL OR v.model != ?) AND f.fact_id > ? "
                 "ORDER BY f.fact_id LIMIT ?",

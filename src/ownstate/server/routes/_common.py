@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Query
 
 from ..._wire import PROBLEM_MEDIA_TYPE
 from ...errors import InvalidInput, PermissionDenied, SessionNotFound, StoreNotFound
@@ -29,6 +29,8 @@ __all__ = [
     "LOOKUP_ID_PATTERN",
     "MAX_BIGINT",
     "STORE_PATTERN",
+    "PageSize",
+    "PageToken",
     "StorePath",
     "api_router",
     "grants_out",
@@ -68,6 +70,9 @@ CHOSEN_ID_PATTERN = anchored(SESSION_ID_RE)
 #: session, item or run can have is simply not found.
 LOOKUP_ID_PATTERN = printable(MAX_LOOKUP_CHARS)
 StorePath = Annotated[str, Path(pattern=STORE_PATTERN, description="The store's name.")]
+#: The query parameters of a token-paged listing: how many per page, and where to go on.
+PageSize = Annotated[int | None, Query(ge=1, le=1000)]
+PageToken = Annotated[str | None, Query(max_length=2048)]
 
 
 def api_router(tag: str) -> APIRouter:

@@ -24,7 +24,7 @@ from ..auth import Caller
 from ..permissions import SESSION_STORE, require, visible_stores
 from ..routing import CallerDep
 from ..schemas import Empty, GrantRequest, GrantsOut, RevokeRequest, StoreOut, StrictModel
-from ._common import STORE_PATTERN, grants_out, keyset_mode
+from ._common import STORE_PATTERN, PageSize, PageToken, grants_out, keyset_mode
 
 __all__ = ["StoreKind", "add_store_routes"]
 
@@ -49,17 +49,30 @@ class _Handle(Protocol):
 
 @dataclass(frozen=True)
 class StoreKind:
-    """One kind of store, as the routes see it.
+    """One kind of store, as the routes see it: ``kind`` is its grant kind
+    (``session_store``), from which its path, its words and its listing's field follow.
 
     ``stores(client)`` is the public API's collection (``client.session_stores``), whose
     ``get``, ``list_page`` and keyset ``list_after`` the routes call.
     """
 
     kind: str
-    collection: str
-    label: str
-    list_field: str
     stores: Callable[[AsyncClient], Any]
+
+    @property
+    def collection(self) -> str:
+        """The path segment of its collection: ``session-stores``."""
+        return self.kind.replace("_", "-") + "s"
+
+    @property
+    def label(self) -> str:
+        """How a message names one: ``session store``."""
+        return self.kind.replace("_", " ")
+
+    @property
+    def list_field(self) -> str:
+        """The field of a listing that holds the stores: ``session_stores``."""
+        return self.kind + "s"
 
 
 class CreateStore(StrictModel):
@@ -118,8 +131,8 @@ def add_store_routes(router: APIRouter, spec: StoreKind) -> type[BaseModel]:
 
     async def list_stores(
         caller: CallerDep,
-        page_size: Annotated[int | None, Query(ge=1, le=1000)] = None,
-        page_token: Annotated[str | None, Query(max_length=2048)] = None,
+        page_size: PageSize = None,
+        page_token: PageToken = None,
         after: Annotated[str | None, Query(max_length=MAX_STORE_NAME_CHARS, description=(
             "Keyset paging: stores named after this one (instead of page_token)."))] = None,
         limit: Annotated[int | None, Query(ge=1, le=1001, description=(

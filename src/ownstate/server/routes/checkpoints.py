@@ -31,6 +31,8 @@ from ..schemas import Empty, StrictModel
 from ._common import (
     MAX_BIGINT,
     STORE_PATTERN,
+    PageSize,
+    PageToken,
     StorePath,
     api_router,
     json_utf8,
@@ -313,8 +315,8 @@ async def list_checkpoints(
         "JSON value."))] = None,
     before: Annotated[str | None, Query(min_length=1, max_length=256, description=(
         "Only checkpoints stored before this one."))] = None,
-    page_size: Annotated[int | None, Query(ge=1, le=1000)] = None,
-    page_token: Annotated[str | None, Query(max_length=2048)] = None,
+    page_size: PageSize = None,
+    page_token: PageToken = None,
     page_bytes: Annotated[int | None, Query(ge=1, le=MAX_BIGINT, description=(
         "At most this many payload bytes a page (the server's bound when larger)."))
     ] = None,

@@ -28,17 +28,15 @@ from ...model import JSON, SOURCE_TYPES, Fact, Item
 from ..auth import Caller
 from ..permissions import MEMORY_STORE, SESSION_STORE, require, visible_stores
 from ..routing import CallerDep
-from ..schemas import ItemOut, SearchMode, StrictModel
-from ._common import api_router, item_json, keyset_mode, require_admin
+from ..schemas import ItemOut, Score, SearchMode, StrictModel
+from ._common import PageSize, PageToken, api_router, item_json, keyset_mode, require_admin
 from ._stores import StoreKind, add_store_routes
 
 __all__ = ["router"]
 
 router = api_router("memory")
 
-MEMORY_STORES = StoreKind(
-    kind=MEMORY_STORE, collection="memory-stores", label="memory store",
-    list_field="memory_stores", stores=lambda client: client.memory_stores)
+MEMORY_STORES = StoreKind(MEMORY_STORE, lambda client: client.memory_stores)
 MemoryStoresOut = add_store_routes(router, MEMORY_STORES)
 
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS, pattern=NAME_PATTERN)]
@@ -355,8 +353,8 @@ class SubjectsOut(BaseModel):
 @router.get("/memory-stores/{store}/subjects", response_model=SubjectsOut)
 async def list_subjects(
     store: str, caller: CallerDep,
-    page_size: Annotated[int | None, Query(ge=1, le=1000)] = None,
-    page_token: Annotated[str | None, Query(max_length=2048)] = None,
+    page_size: PageSize = None,
+    page_token: PageToken = None,
     after: Annotated[str | None, Query(max_length=MAX_NAME_CHARS, description=(
         "Keyset paging: subjects after this one (instead of page_token)."))] = None,
     limit: Annotated[int | None, Query(ge=1, le=1001, description=(
@@ -374,9 +372,7 @@ async def list_subjects(
 
 class FactHitOut(BaseModel):
     fact: FactOut
-    score: float = Field(description=(
-        "Relevance in the mode searched (BM25, cosine similarity or fused), higher is "
-        "better, within one answer."))
+    score: Score
 
 
 class FactHitsOut(BaseModel):

@@ -41,6 +41,8 @@ from ._common import (
     LOOKUP_ID_PATTERN,
     MAX_BIGINT,
     STORE_PATTERN,
+    PageSize,
+    PageToken,
     StorePath,
     api_router,
     json_utf8,
@@ -266,8 +268,8 @@ async def list_runs(
         "Only this session's runs (needs store)."))] = None,
     status: Annotated[_STATUSES | None, Query()] = None,
     framework: Annotated[str | None, Query(pattern=_FRAMEWORK)] = None,
-    page_size: Annotated[int | None, Query(ge=1, le=1000)] = None,
-    page_token: Annotated[str | None, Query(max_length=2048)] = None,
+    page_size: PageSize = None,
+    page_token: PageToken = None,
     after: Annotated[int | None, Query(ge=-MAX_BIGINT - 1, le=MAX_BIGINT, description=(
         "Keyset paging: runs after this cursor (a `next_after`), instead of page_token."))
     ] = None,
@@ -434,8 +436,8 @@ async def awaiting_runs(
     decided: Annotated[bool, Query(description=(
         "false: the inbox (undecided); true: decided runs a worker should resume."))] = False,
     framework: Annotated[str | None, Query(pattern=_FRAMEWORK)] = None,
-    page_size: Annotated[int | None, Query(ge=1, le=1000)] = None,
-    page_token: Annotated[str | None, Query(max_length=2048)] = None,
+    page_size: PageSize = None,
+    page_token: PageToken = None,
     after: Annotated[str | None, Query(max_length=64, description=(
         "Keyset paging: runs after this cursor (a `next_after`), instead of page_token."))
     ] = None,

@@ -8,7 +8,7 @@ from pydantic_core import to_json
 
 from ..permissions import SESSION_STORE, require, visible_stores
 from ..routing import CallerDep
-from ..schemas import ItemOut, SearchMode, StrictModel
+from ..schemas import ItemOut, Score, SearchMode, StrictModel
 from ._common import LOOKUP_ID_PATTERN, api_router, item_json
 from ._stores import StoreKind, add_store_routes
 
@@ -16,9 +16,7 @@ __all__ = ["router"]
 
 router = api_router("session stores")
 
-SESSION_STORES = StoreKind(
-    kind=SESSION_STORE, collection="session-stores", label="session store",
-    list_field="session_stores", stores=lambda client: client.session_stores)
+SESSION_STORES = StoreKind(SESSION_STORE, lambda client: client.session_stores)
 StoresOut = add_store_routes(router, SESSION_STORES)
 
 
@@ -52,9 +50,7 @@ class ItemHitOut(BaseModel):
     store: str
     actor_id: str
     item: ItemOut
-    score: float = Field(description=(
-        "Relevance in the mode searched (BM25, cosine similarity or fused), higher is "
-        "better, within one answer."))
+    score: Score
 
 
 class ItemHitsOut(BaseModel):

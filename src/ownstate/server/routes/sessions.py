@@ -30,6 +30,8 @@ from ._common import (
     CHOSEN_ID_PATTERN,
     LOOKUP_ID_PATTERN,
     MAX_BIGINT,
+    PageSize,
+    PageToken,
     StorePath,
     api_router,
     item_json,
@@ -248,8 +250,8 @@ async def list_sessions(
         'actor_id = "customer-123" AND metadata.channel = "web".'))] = None,
     order_by: Annotated[str, Query(max_length=64, description=(
         "create_time or last_activity_time, asc or desc."))] = "create_time desc",
-    page_size: Annotated[int | None, Query(ge=1, le=1000)] = None,
-    page_token: Annotated[str | None, Query(max_length=2048)] = None,
+    page_size: PageSize = None,
+    page_token: PageToken = None,
     after: Annotated[str | None, Query(max_length=256, description=(
         "Keyset mode: the `next_after` of the previous page (instead of page_token)."))
     ] = None,
@@ -344,8 +346,8 @@ async def list_items(
     order_by: Annotated[str, Query(max_length=64, description=(
         "create_time desc (newest first, the default) or create_time asc (replay "
         "order)."))] = "create_time desc",
-    page_size: Annotated[int | None, Query(ge=1, le=1000)] = None,
-    page_token: Annotated[str | None, Query(max_length=2048)] = None,
+    page_size: PageSize = None,
+    page_token: PageToken = None,
     after_seq: Annotated[int | None, Query(ge=0, le=MAX_BIGINT, description=(
         "Start after the item with this seq (instead of page_token)."))] = None,
     limit: Annotated[int | None, Query(ge=1, le=1001, description=(
@@ -399,8 +401,8 @@ async def get_history(
     as_format: Annotated[str, Query(pattern=_FORMAT, description=(
         "openai.responses, langchain, adk.event, claude.transcript or ownstate.message "
         "(neutral messages)."))] = "ownstate.message",
-    page_size: Annotated[int | None, Query(ge=1, le=1000)] = None,
-    page_token: Annotated[str | None, Query(max_length=2048)] = None,
+    page_size: PageSize = None,
+    page_token: PageToken = None,
 ) -> HistoryOut:
     """One page of the history, oldest first, converted to one framework's shape (READ).
     A page stops before the entry that would take it past ``Limits.max_page_bytes`` of
