@@ -20,12 +20,12 @@ from __future__ import annotations
 import struct
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
 
 from .search import (
     LONGEST_LEXEME,
     MAX_POSITION,
     MAX_POSITIONS,
+    grouped_positions,
     lexeme,
     scope_prefix,
     term_positions,
@@ -74,15 +74,7 @@ def _vector_binary(prefix: str, found: Sequence[str]) -> list[bytes]:
         return _exact(lexemes, prefix, found)
     # the usual document: no position to cap, no term long enough to be hashed (so no
     # two terms share a lexeme); a term seen once keeps its position as an int
-    positions: dict[str, Any] = {}
-    for n, term in enumerate(found, start=1):
-        at = positions.get(term)
-        if at is None:
-            positions[term] = n
-        elif at.__class__ is int:
-            positions[term] = [at, n]
-        else:
-            at.append(n)
+    positions = grouped_positions(found)
     out = [_COUNT.pack(len(positions))]
     add = out.append
     for term, at in positions.items():

@@ -54,9 +54,9 @@ from ..ports.search import (
 from ._core import Cursor, PostgresCore
 
 __all__ = ["ADD_COUNTS", "LONGEST_LEXEME", "MAX_POSITION", "MAX_POSITIONS", "TERMS_FROM",
-           "SearchInPostgres", "Vector", "add_counts", "backfill", "fact_vector", "item_vector",
-           "lexeme", "lexeme_counts", "ranked", "scope_prefix", "term_counts_sql",
-           "term_positions"]
+           "SearchInPostgres", "Vector", "add_counts", "backfill", "fact_vector",
+           "grouped_positions", "item_vector", "lexeme", "lexeme_counts", "ranked",
+           "scope_prefix", "term_counts_sql", "term_positions"]
 
 T = TypeVar("T")
 
@@ -87,6 +87,22 @@ def lexeme(prefix: str, term: str) -> str:
     if len(term) * 4 > LONGEST_LEXEME and len(term.encode()) > LONGEST_LEXEME:
         term = "h" + hashlib.blake2b(term.encode(), digest_size=16).hexdigest()
     return prefix + term
+
+
+def grouped_positions(found: Sequence[str]) -> dict[str, Any]:
+    """Each distinct term of ``found`` (in first-seen order) and its positions, from 1: an
+    ``int`` for a term seen once (most are), else a list. The fast paths of the tsvector's
+    text and binary forms both read this."""
+    positions: dict[str, Any] = {}
+    for n, term in enumerate(found, start=1):
+        at = positions.get(term)
+        if at is None:
+            positions[term] = n
+        elif at.__class__ is int:
+            positions[term] = [at, n]
+        else:
+            at.append(n)
+    return positions
 
 
 def term_positions(found: Sequence[str]) -> dict[str, list[int]]:
@@ -134,15 +150,7 @@ def _made(prefix: str, found: Sequence[str]) -> Vector:
     if len(found) <= MAX_POSITION:
         # the usual document: no position to cap, and (when no term is long enough to
         # be hashed) one lexeme per term; a term seen once keeps its position as an int
-        positions: dict[str, Any] = {}
-        for n, term in enumerate(found, start=1):
-            at = positions.get(term)
-            if at is None:
-                positions[term] = n
-            elif at.__class__ is int:
-                positions[term] = [at, n]
-            else:
-                at.append(n)
+        positions = grouped_positions(found)
         if max(map(len, positions), default=0) * 4 <= LONGEST_LEXEME:
             numbers = _NUMBERS
             return Vector(" ".join([
