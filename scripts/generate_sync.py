@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 import re
 import sys
+import typing
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,6 +111,29 @@ _SYNC_TYPES = frozenset(_TWINS.values())
 '''
 
 
+def _bound(async_cls: type) -> dict[str, str]:
+    """The type parameters of the generic classes ``async_cls`` derives from, each with the
+    name of the class it binds it to (``StoreListing[AsyncSessionStore]``: ``H`` is
+    ``AsyncSessionStore``), so that what it inherits is written out for its own handles."""
+    bound: dict[str, str] = {}
+    for klass in async_cls.__mro__:
+        for base in getattr(klass, "__orig_bases__", ()):
+            origin = typing.get_origin(base)
+            if origin is None or origin is typing.Generic:
+                continue
+            for param, arg in zip(origin.__parameters__, typing.get_args(base), strict=True):
+                bound.setdefault(param.__name__, arg.__name__)
+    return bound
+
+
+def _annotation(annotation: object, bound: dict[str, str]) -> str:
+    """An annotation's text with the type parameters in ``bound`` replaced."""
+    text = str(annotation)
+    for param, name in bound.items():
+        text = re.sub(rf"\b{param}\b", name, text)
+    return text
+
+
 def _sync_annotation(text: str) -> str:
     text = re.sub(r"\bAsyncPager\[(.*)\]$", r"Iterator[\1]", text)
     for async_name, sync_name in TWINS.items():
@@ -121,12 +145,13 @@ def _mentions_handle(text: str) -> bool:
     return any(re.search(rf"\b{name}\b", text) for name in TWINS)
 
 
-def _parameters(fn: object) -> tuple[str, str]:
+def _parameters(fn: object, bound: dict[str, str]) -> tuple[str, str]:
     """The sync method's parameter list and the call's argument list."""
     signature = inspect.signature(fn)  # type: ignore[arg-type]
     params, args, star = ["self"], [], False
     for p in list(signature.parameters.values())[1:]:
-        annotation = _sync_annotation(str(p.annotation))
+        text = _annotation(p.annotation, bound)
+        annotation = _sync_annotation(text)
         if p.kind is p.KEYWORD_ONLY and not star:
             params.append("*")
             star = True
@@ -134,7 +159,7 @@ def _parameters(fn: object) -> tuple[str, str]:
         if p.default is not p.empty:
             rendered += f" = {p.default!r}"
         params.append(rendered)
-        value = f"_untwin({p.name})" if _mentions_handle(str(p.annotation)) else p.name
+        value = f"_untwin({p.name})" if _mentions_handle(text) else p.name
         args.append(f"{p.name}={value}" if p.kind is p.KEYWORD_ONLY else value)
     return ", ".join(params), ", ".join(args)
 
@@ -152,10 +177,11 @@ def _docstring(fn: object, indent: str) -> list[str]:
     return [*body, f'{indent}"""']
 
 
-def _method(name: str, fn: object) -> list[str]:
+def _method(name: str, fn: object, bound: dict[str, str]) -> list[str]:
     indent = "        "
-    returns = str(inspect.signature(fn).return_annotation)  # type: ignore[arg-type]
-    params, args = _parameters(fn)
+    returns = _annotation(inspect.signature(fn).return_annotation,  # type: ignore[arg-type]
+                          bound)
+    params, args = _parameters(fn, bound)
     sync_name = DUNDERS.get(name, name)
     out = [f"    def {sync_name}({params}) -> {_sync_annotation(returns)}:"]
     if not name.startswith("__"):
@@ -201,6 +227,7 @@ def _class(async_cls: type, sync_name: str) -> list[str]:
         "        self._portal = portal",
         "        self._impl = impl",
     ]
+    bound = _bound(async_cls)
     members: dict[str, object] = {}
     for klass in async_cls.__mro__[:-1]:  # its own members first, then what it inherits
         for name, member in vars(klass).items():
@@ -212,7 +239,7 @@ def _class(async_cls: type, sync_name: str) -> list[str]:
             if name != "__repr__" and not (inspect.iscoroutinefunction(member) or str(
                     inspect.signature(member).return_annotation).startswith("AsyncPager[")):
                 raise SystemExit(f"{async_cls.__name__}.{name}: not a coroutine or a pager")
-            out += ["", *_method(name, member)]
+            out += ["", *_method(name, member, bound)]
     # attributes set in __init__ that are handles (client.session_stores)
     for attr, async_type in getattr(async_cls, "__twin_attributes__", {}).items():
         out += ["", "    @property", f"    def {attr}(self) -> {TWINS[async_type]}:",

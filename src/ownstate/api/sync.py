@@ -389,24 +389,6 @@ class SessionStores:
         """
         return cast("Session", _twin(self._portal, self._portal.call(self._impl.session(store, session_id))))
 
-    def list_page(self, *, page_size: int | None = None, page_token: str | None = None) -> Page[SessionStore]:
-        """One page of stores, by name. Raises :class:`~ownstate.errors.InvalidInput`,
-        :class:`~ownstate.errors.LimitExceeded`.
-        """
-        return cast("Page[SessionStore]", _twin(self._portal, self._portal.call(self._impl.list_page(page_size=page_size, page_token=page_token))))
-
-    def list_after(self, *, after: str | None = None, limit: int | None = None) -> list[SessionStore]:
-        """Up to ``limit`` stores (``Limits.default_page_size`` by default) named after
-        ``after``, by name: the keyset listing behind :meth:`list_page`.
-
-        Raises :class:`~ownstate.errors.InvalidInput`.
-        """
-        return cast("list[SessionStore]", _twin(self._portal, self._portal.call(self._impl.list_after(after=after, limit=limit))))
-
-    def list(self, *, page_size: int | None = None, page_token: str | None = None) -> Iterator[SessionStore]:
-        """Every store, by name, fetched a page at a time."""
-        return self._portal.iterate(self._impl.list(page_size=page_size, page_token=page_token), lambda e: _twin(self._portal, e))
-
     def reindex(self, store: str, *, batch_size: int = 256, replace: bool = False) -> int:
         """Give every item of ``store`` that has none a vector from the client's embedder
         (items appended before the embedder was configured, by a client without one, or
@@ -456,6 +438,28 @@ class SessionStores:
         Raises :class:`~ownstate.errors.StoreNotFound`.
         """
         return self._portal.call(self._impl.delete(name, force=force))
+
+    def list_page(self, *, page_size: int | None = None, page_token: str | None = None) -> Page[SessionStore]:
+        """One page of stores, by name.
+
+        Raises :class:`~ownstate.errors.InvalidInput`, :class:`~ownstate.errors.LimitExceeded`.
+        """
+        return cast("Page[SessionStore]", _twin(self._portal, self._portal.call(self._impl.list_page(page_size=page_size, page_token=page_token))))
+
+    def list_after(self, *, after: str | None = None, limit: int | None = None) -> list[SessionStore]:
+        """Up to ``limit`` stores (``Limits.default_page_size`` by default) named after
+        ``after``, by name: the keyset listing behind :meth:`list_page`.
+
+        Raises :class:`~ownstate.errors.InvalidInput`.
+        """
+        return cast("list[SessionStore]", _twin(self._portal, self._portal.call(self._impl.list_after(after=after, limit=limit))))
+
+    def list(self, *, page_size: int | None = None, page_token: str | None = None) -> Iterator[SessionStore]:
+        """Every store, by name, fetched a page at a time.
+
+        Raises as :meth:`list_page`, when iteration starts.
+        """
+        return self._portal.iterate(self._impl.list(page_size=page_size, page_token=page_token), lambda e: _twin(self._portal, e))
 
 
 class MemoryStore:
@@ -716,13 +720,6 @@ class MemoryStores:
         """
         return cast("MemoryStore", _twin(self._portal, self._portal.call(self._impl.get(name))))
 
-    def list_page(self, *, page_size: int | None = None, page_token: str | None = None) -> Page[MemoryStore]:
-        """One page of memory stores, by name.
-
-        Raises :class:`~ownstate.errors.InvalidInput`, :class:`~ownstate.errors.LimitExceeded`.
-        """
-        return cast("Page[MemoryStore]", _twin(self._portal, self._portal.call(self._impl.list_page(page_size=page_size, page_token=page_token))))
-
     def subject_facts(self, subject: str) -> list[Fact]:
         """Every fact about ``subject``, history included, in every memory store of the
         tenant, by store, key and record order.
@@ -730,21 +727,6 @@ class MemoryStores:
         Raises :class:`~ownstate.errors.InvalidInput`.
         """
         return self._portal.call(self._impl.subject_facts(subject))
-
-    def list_after(self, *, after: str | None = None, limit: int | None = None) -> list[MemoryStore]:
-        """Up to ``limit`` stores (``Limits.default_page_size`` by default) named after
-        ``after``, by name: the keyset listing behind :meth:`list_page`.
-
-        Raises :class:`~ownstate.errors.InvalidInput`.
-        """
-        return cast("list[MemoryStore]", _twin(self._portal, self._portal.call(self._impl.list_after(after=after, limit=limit))))
-
-    def list(self, *, page_size: int | None = None, page_token: str | None = None) -> Iterator[MemoryStore]:
-        """Every memory store, by name, fetched a page at a time.
-
-        Raises as :meth:`list_page`, when iteration starts.
-        """
-        return self._portal.iterate(self._impl.list(page_size=page_size, page_token=page_token), lambda e: _twin(self._portal, e))
 
     def delete(self, name: str) -> int:
         """Delete a memory store and every fact in it, history included; returns how many
@@ -777,6 +759,28 @@ class MemoryStores:
         Raises :class:`~ownstate.errors.InvalidInput`.
         """
         return self._portal.call(self._impl.export_subject(subject))
+
+    def list_page(self, *, page_size: int | None = None, page_token: str | None = None) -> Page[MemoryStore]:
+        """One page of stores, by name.
+
+        Raises :class:`~ownstate.errors.InvalidInput`, :class:`~ownstate.errors.LimitExceeded`.
+        """
+        return cast("Page[MemoryStore]", _twin(self._portal, self._portal.call(self._impl.list_page(page_size=page_size, page_token=page_token))))
+
+    def list_after(self, *, after: str | None = None, limit: int | None = None) -> list[MemoryStore]:
+        """Up to ``limit`` stores (``Limits.default_page_size`` by default) named after
+        ``after``, by name: the keyset listing behind :meth:`list_page`.
+
+        Raises :class:`~ownstate.errors.InvalidInput`.
+        """
+        return cast("list[MemoryStore]", _twin(self._portal, self._portal.call(self._impl.list_after(after=after, limit=limit))))
+
+    def list(self, *, page_size: int | None = None, page_token: str | None = None) -> Iterator[MemoryStore]:
+        """Every store, by name, fetched a page at a time.
+
+        Raises as :meth:`list_page`, when iteration starts.
+        """
+        return self._portal.iterate(self._impl.list(page_size=page_size, page_token=page_token), lambda e: _twin(self._portal, e))
 
 
 class Runs:
