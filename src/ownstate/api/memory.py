@@ -4,6 +4,10 @@ A memory store holds durable facts about subjects (``user:8814``, ``account:ACME
 is never overwritten: remembering a new value closes the current fact and records the new
 one, forgetting closes it, and both keep it in the history. The time model (valid time and
 record time) is described in ``docs/memory.md``.
+
+It may touch the backend's memory-store and fact operations through its scope, and the
+sessions and runs of the public API (``session``, ``runs``) for exporting and erasing a
+subject.
 """
 
 from __future__ import annotations
