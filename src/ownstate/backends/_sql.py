@@ -15,7 +15,7 @@ from typing import Any
 from ..model import CLOSED_RUN_STATUSES, CheckpointScope, RetentionPolicy
 
 __all__ = ["ACTIVE", "CHECKPOINT_COLUMNS", "COPY_CHECKPOINTS", "COPY_WRITES", "FACT_COLUMNS",
-           "F_FACT_COLUMNS", "RUN_COLUMNS", "RUN_ROWID", "RUN_STATE", "SCOPED_RUN",
+           "FORK_VECTORS", "F_FACT_COLUMNS", "RUN_COLUMNS", "RUN_ROWID", "RUN_STATE", "SCOPED_RUN",
            "WRITE_COLUMNS", "awaiting_filter", "before_mark", "believed_at",
            "listing_conditions", "outstanding_filter", "retention_reasons", "runs_filter",
            "scope_params", "session_page", "sessions_filter"]
@@ -198,6 +198,13 @@ def retention_reasons(p: str, policy: RetentionPolicy,
 
 
 # sessions -----------------------------------------------------------------------------
+
+#: a fork's item vectors: each copied item (of the child ``sid``, bound second) takes the
+#: vector of the parent's item (``sid`` bound first) at the same seq
+FORK_VECTORS = ("INSERT INTO item_vectors (id, tenant, store, model, vector) "
+                "SELECT c.id, v.tenant, v.store, v.model, v.vector FROM items c "
+                "JOIN items p ON p.sid = {p} AND p.seq = c.seq "
+                "JOIN item_vectors v ON v.id = p.id WHERE c.sid = {p}")
 
 
 def believed_at(at: str) -> str:
