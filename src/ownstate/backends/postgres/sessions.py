@@ -12,7 +12,7 @@ from ... import errors
 from ..._jsontext import decode_json
 from ...model import Item, SessionRecord, SessionStoreRecord, build_item
 from .._replay import Meta, Replay
-from .._sql import FORK_VECTORS, session_page, sessions_filter
+from .._sql import FORK_VECTORS, item_page, session_page, sessions_filter
 from ..ports.sessions import NewItem, SessionOrder, changed_labels, forked_record
 from ._core import Cursor, PostgresCore
 from ._vector_rows import store_item_vectors
@@ -470,14 +470,7 @@ class SessionsInPostgres(PostgresCore):
     ) -> list[Item]:
         if not descending and self._replay.max_items > 0:
             return await self._replay_items(tenant, store, session_id, limit, after_seq or 0)
-        if descending:
-            query = (f"SELECT {_ITEM_COLUMNS} FROM items WHERE sid = {_SID_OF} AND seq < %s "
-                     "ORDER BY seq DESC LIMIT %s")
-            bound = after_seq if after_seq is not None else 2**62
-        else:
-            query = (f"SELECT {_ITEM_COLUMNS} FROM items WHERE sid = {_SID_OF} AND seq > %s "
-                     "ORDER BY seq LIMIT %s")
-            bound = after_seq if after_seq is not None else 0
+        query, bound = item_page("%s", _ITEM_COLUMNS, _SID_OF, descending, after_seq)
 
         async def run(cur: Cursor) -> list[Item]:
             await cur.execute(query, (tenant, store, session_id, bound, limit), binary=True)

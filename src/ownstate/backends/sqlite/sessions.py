@@ -12,7 +12,7 @@ from ... import errors
 from ..._ids import format_time
 from ...model import Item, SessionRecord, SessionStoreRecord, build_item
 from .._replay import Meta, Replay
-from .._sql import FORK_VECTORS, session_page, sessions_filter
+from .._sql import FORK_VECTORS, item_page, session_page, sessions_filter
 from ..ports.sessions import NewItem, SessionOrder, changed_labels, forked_record
 from ._core import (
     ITEM_COLUMNS,
@@ -297,14 +297,7 @@ class SessionsInSqlite(SqliteCore):
         if not descending and self._replay.max_items > 0:
             return await self._run(lambda conn: self._replay_items(
                 conn, tenant, store, session_id, limit, after_seq or 0))
-        if descending:
-            sql = (f"SELECT {ITEM_COLUMNS} FROM items WHERE sid = ? AND seq < ? "
-                   "ORDER BY seq DESC LIMIT ?")
-            bound = after_seq if after_seq is not None else 2**62
-        else:
-            sql = (f"SELECT {ITEM_COLUMNS} FROM items WHERE sid = ? AND seq > ? "
-                   "ORDER BY seq LIMIT ?")
-            bound = after_seq if after_seq is not None else 0
+        sql, bound = item_page("?", ITEM_COLUMNS, "?", descending, after_seq)
 
         def run(conn: sqlite3.Connection) -> list[Item]:
             sid = self._sid(conn, tenant, store, session_id)
