@@ -1,4 +1,7 @@
-"""The public client objects and the functions that open them."""
+"""The public client objects and the functions that open them.
+
+It only gathers names from the modules of ``ownstate.api``; it touches nothing itself.
+"""
 
 from __future__ import annotations
 

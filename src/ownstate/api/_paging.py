@@ -1,23 +1,28 @@
 """Paging shared by the async API and its sync twin: the auto-pager, token positions,
-listing orders, and pages by token over keyset listings (:func:`keyset_page`,
+listing orders, pages by token over keyset listings (:func:`keyset_page`,
 :func:`page_by_name`, public as ``ownstate.api.keyset_page`` and ``page_by_name`` for
-listings composed outside the API, such as the server's per-principal ones).
+listings composed outside the API, such as the server's per-principal ones), and the
+listing by name that the session stores and the memory stores share
+(:class:`StoreListing`).
 
-It may touch page tokens (``ownstate._tokens``) and the limits, never a backend.
+It may touch page tokens (``ownstate._tokens``) and the limits, never a backend: a
+listing's records come from a function (or, for :class:`StoreListing`, a method) that
+its caller supplies.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from .._tokens import decode_token, encode_token
 from ..errors import InvalidInput
 from ..limits import Limits, int64
 from ..model import Page
+from ._scope import Scope
 
-__all__ = ["AsyncPager", "keyset_limit", "keyset_page", "name_cursor", "order_key",
-           "page_by_name", "token_position"]
+__all__ = ["AsyncPager", "StoreListing", "keyset_limit", "keyset_page", "name_cursor",
+           "order_key", "page_by_name", "token_position"]
 
 T = TypeVar("T")
 C = TypeVar("C", int, str)
@@ -150,3 +155,57 @@ async def page_by_name(
         return records, records[-1].name if more else None
 
     return await keyset_page(limits, listing, page_size, page_token, named, cursor=str)
+
+
+H = TypeVar("H", bound=_Named)
+
+
+class StoreListing(Generic[H]):
+    """The listing by name of a tenant's stores of one kind, shared by
+    ``client.session_stores`` and ``client.memory_stores``: a page by token
+    (:meth:`list_page`), the keyset listing behind it (:meth:`list_after`) and every
+    store a page at a time (:meth:`list`). A subclass names its listing in ``_listing``
+    (page tokens are bound to it and to the tenant) and reads up to ``limit`` handles
+    named after ``after`` in :meth:`_named_after`. The sync generator writes these
+    methods into each subclass's twin, ``H`` read as that subclass's handle."""
+
+    _listing: ClassVar[str]
+
+    def __init__(self, scope: Scope) -> None:
+        self._scope = scope
+
+    async def _named_after(self, limit: int, after: str | None) -> list[H]:
+        raise NotImplementedError
+
+    async def list_page(
+        self, *, page_size: int | None = None, page_token: str | None = None
+    ) -> Page[H]:
+        """One page of stores, by name.
+
+        Raises :class:`~ownstate.errors.InvalidInput`, :class:`~ownstate.errors.LimitExceeded`.
+        """
+        s = self._scope
+        handles, token = await page_by_name(s.limits, f"{self._listing}\x00{s.tenant}",
+                                            page_size, page_token, self._named_after)
+        return Page(handles, token)
+
+    async def list_after(
+        self, *, after: str | None = None, limit: int | None = None
+    ) -> list[H]:
+        """Up to ``limit`` stores (``Limits.default_page_size`` by default) named after
+        ``after``, by name: the keyset listing behind :meth:`list_page`.
+
+        Raises :class:`~ownstate.errors.InvalidInput`.
+        """
+        return await self._named_after(keyset_limit(limit, self._scope.limits),
+                                       name_cursor(after))
+
+    def list(
+        self, *, page_size: int | None = None, page_token: str | None = None
+    ) -> AsyncPager[H]:
+        """Every store, by name, fetched a page at a time.
+
+        Raises as :meth:`list_page`, when iteration starts.
+        """
+        return AsyncPager(
+            lambda token: self.list_page(page_size=page_size, page_token=token), page_token)

@@ -8,6 +8,9 @@ portal is how a coroutine gets run:
   call costs no thread hop and concurrent threads really run concurrently.
 - :class:`ThreadPortal` hands it to an event loop on a daemon thread and waits. It serves
   backends bound to one event loop (a PostgreSQL or Redis connection pool).
+
+It runs the coroutines it is given, on a thread and an event loop of its own making, and
+touches no backend.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """What every public handle carries: the backend, the tenant, the limits in force and the
-embedder, if any."""
+embedder, if any.
+
+It holds them and touches none of them.
+"""
 
 from __future__ import annotations
 

@@ -6,6 +6,9 @@ modes: ``lexical`` (the backend's full-text engine), ``semantic`` (the backend's
 vectors to the query's) or ``hybrid``, the reciprocal-rank fusion of the two
 (:func:`ownstate.embeddings.fuse`), computed here for every backend. The default is
 hybrid with an embedder and lexical without one.
+
+It may touch the client's embedder and the backend's vector and search operations through
+the scope.
 """
 
 from __future__ import annotations

@@ -31,14 +31,7 @@ from ..limits import TENANT_RE, Limits
 from ..model import ItemHit, Page
 from . import _semantic
 from . import access as _access
-from ._paging import (
-    AsyncPager,
-    keyset_limit,
-    name_cursor,
-    order_key,
-    page_by_name,
-    token_position,
-)
+from ._paging import AsyncPager, StoreListing, order_key, token_position
 from ._scope import Scope as _Scope
 from ._semantic import Mode
 from .assets import AsyncAssets
@@ -191,11 +184,10 @@ class AsyncSessionStore(_access.StoreHandle):
         )
 
 
-class AsyncSessionStores:
+class AsyncSessionStores(StoreListing[AsyncSessionStore]):
     """The tenant's session stores: ``client.session_stores``."""
 
-    def __init__(self, scope: _Scope) -> None:
-        self._scope = scope
+    _listing = "stores"
 
     async def create(self, name: str, *, owner: str | None = None,
                      index_items: bool = True) -> AsyncSessionStore:
@@ -238,35 +230,10 @@ class AsyncSessionStores:
             raise InvalidInput("session_id must be a non-empty string", field="session_id")
         return AsyncSession(self._scope, None, store=valid, session_id=session_id)
 
-    async def list_page(
-        self, *, page_size: int | None = None, page_token: str | None = None
-    ) -> Page[AsyncSessionStore]:
-        """One page of stores, by name. Raises :class:`~ownstate.errors.InvalidInput`,
-        :class:`~ownstate.errors.LimitExceeded`."""
+    async def _named_after(self, limit: int, after: str | None) -> list[AsyncSessionStore]:
         s = self._scope
-        records, token = await page_by_name(
-            s.limits, f"stores\x00{s.tenant}", page_size, page_token,
-            lambda limit, after: s.backend.list_stores(s.tenant, limit, after))
-        return Page([AsyncSessionStore(s, r) for r in records], token)
-
-    async def list_after(
-        self, *, after: str | None = None, limit: int | None = None
-    ) -> list[AsyncSessionStore]:
-        """Up to ``limit`` stores (``Limits.default_page_size`` by default) named after
-        ``after``, by name: the keyset listing behind :meth:`list_page`.
-
-        Raises :class:`~ownstate.errors.InvalidInput`.
-        """
-        s = self._scope
-        return [AsyncSessionStore(s, r) for r in await s.backend.list_stores(
-            s.tenant, keyset_limit(limit, s.limits), name_cursor(after))]
-
-    def list(
-        self, *, page_size: int | None = None, page_token: str | None = None
-    ) -> AsyncPager[AsyncSessionStore]:
-        """Every store, by name, fetched a page at a time."""
-        return AsyncPager(
-            lambda token: self.list_page(page_size=page_size, page_token=token), page_token)
+        return [AsyncSessionStore(s, r)
+                for r in await s.backend.list_stores(s.tenant, limit, after)]
 
     async def reindex(self, store: str, *, batch_size: int = 256,
                       replace: bool = False) -> int:

@@ -1,4 +1,7 @@
-"""Assets: content-addressed bytes owned by sessions: the async public API (``client.assets``)."""
+"""Assets: content-addressed bytes owned by sessions: the async public API (``client.assets``).
+
+It may touch the backend's asset operations through its scope, nothing else.
+"""
 
 from __future__ import annotations
 

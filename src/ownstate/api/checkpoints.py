@@ -1,4 +1,8 @@
-"""Checkpoints, scoped to actor, session and run: the async public API (``client.checkpoints``)."""
+"""Checkpoints, scoped to actor, session and run: the async public API (``client.checkpoints``).
+
+It may touch the backend's checkpoint operations through its scope, and uses the fencing
+token check of :mod:`ownstate.api.runs`.
+"""
 
 from __future__ import annotations
 

@@ -4,6 +4,10 @@ A memory store holds durable facts about subjects (``user:8814``, ``account:ACME
 is never overwritten: remembering a new value closes the current fact and records the new
 one, forgetting closes it, and both keep it in the history. The time model (valid time and
 record time) is described in ``docs/memory.md``.
+
+It may touch the backend's memory-store and fact operations through its scope, and the
+sessions and runs of the public API (``session``, ``runs``) for exporting and erasing a
+subject.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from ..model import (
 from . import _semantic
 from . import access as _access
 from . import distill as _distill
-from ._paging import AsyncPager, keyset_limit, keyset_page, name_cursor, page_by_name
+from ._paging import StoreListing, keyset_limit, keyset_page
 from ._scope import Scope
 from ._semantic import Mode
 from .runs import AsyncRuns
@@ -503,15 +507,14 @@ class AsyncMemoryStore(_access.StoreHandle):
             subject, include_sessions=include_sessions)
 
 
-class AsyncMemoryStores:
+class AsyncMemoryStores(StoreListing[AsyncMemoryStore]):
     """The tenant's memory stores: ``client.memory_stores``.
 
     Memory stores are separate from session stores: their names live apart, and deleting
     a session store or a session never touches a fact.
     """
 
-    def __init__(self, scope: Scope) -> None:
-        self._scope = scope
+    _listing = "memory_stores"
 
     async def create(self, name: str, *, owner: str | None = None) -> AsyncMemoryStore:
         """Create a memory store named with 3-55 chars of ``[a-z0-9_-]``, owned by
@@ -535,18 +538,10 @@ class AsyncMemoryStores:
         record = await s.backend.get_memory_store(s.tenant, _validate.store_name(name))
         return AsyncMemoryStore(s, record)
 
-    async def list_page(
-        self, *, page_size: int | None = None, page_token: str | None = None
-    ) -> Page[AsyncMemoryStore]:
-        """One page of memory stores, by name.
-
-        Raises :class:`~ownstate.errors.InvalidInput`, :class:`~ownstate.errors.LimitExceeded`.
-        """
+    async def _named_after(self, limit: int, after: str | None) -> list[AsyncMemoryStore]:
         s = self._scope
-        records, token = await page_by_name(
-            s.limits, f"memory_stores\x00{s.tenant}", page_size, page_token,
-            lambda limit, after: s.backend.list_memory_stores(s.tenant, limit, after))
-        return Page([AsyncMemoryStore(s, r) for r in records], token)
+        return [AsyncMemoryStore(s, r)
+                for r in await s.backend.list_memory_stores(s.tenant, limit, after)]
 
     async def subject_facts(self, subject: str) -> list[Fact]:
         """Every fact about ``subject``, history included, in every memory store of the
@@ -556,28 +551,6 @@ class AsyncMemoryStores:
         """
         s = self._scope
         return await s.backend.subject_facts(s.tenant, _name(subject, "subject"))
-
-    async def list_after(
-        self, *, after: str | None = None, limit: int | None = None
-    ) -> list[AsyncMemoryStore]:
-        """Up to ``limit`` stores (``Limits.default_page_size`` by default) named after
-        ``after``, by name: the keyset listing behind :meth:`list_page`.
-
-        Raises :class:`~ownstate.errors.InvalidInput`.
-        """
-        s = self._scope
-        return [AsyncMemoryStore(s, r) for r in await s.backend.list_memory_stores(
-            s.tenant, keyset_limit(limit, s.limits), name_cursor(after))]
-
-    def list(
-        self, *, page_size: int | None = None, page_token: str | None = None
-    ) -> AsyncPager[AsyncMemoryStore]:
-        """Every memory store, by name, fetched a page at a time.
-
-        Raises as :meth:`list_page`, when iteration starts.
-        """
-        return AsyncPager(
-            lambda token: self.list_page(page_size=page_size, page_token=token), page_token)
 
     async def delete(self, name: str) -> int:
         """Delete a memory store and every fact in it, history included; returns how many

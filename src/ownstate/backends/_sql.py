@@ -15,8 +15,8 @@ from typing import Any
 from ..model import CLOSED_RUN_STATUSES, CheckpointScope, RetentionPolicy
 
 __all__ = ["ACTIVE", "CHECKPOINT_COLUMNS", "COPY_CHECKPOINTS", "COPY_WRITES", "FACT_COLUMNS",
-           "F_FACT_COLUMNS", "RUN_COLUMNS", "RUN_ROWID", "RUN_STATE", "SCOPED_RUN",
-           "WRITE_COLUMNS", "awaiting_filter", "before_mark", "believed_at",
+           "FORK_VECTORS", "F_FACT_COLUMNS", "RUN_COLUMNS", "RUN_ROWID", "RUN_STATE", "SCOPED_RUN",
+           "WRITE_COLUMNS", "awaiting_filter", "before_mark", "believed_at", "item_page",
            "listing_conditions", "outstanding_filter", "retention_reasons", "runs_filter",
            "scope_params", "session_page", "sessions_filter"]
 
@@ -199,6 +199,13 @@ def retention_reasons(p: str, policy: RetentionPolicy,
 
 # sessions -----------------------------------------------------------------------------
 
+#: a fork's item vectors: each copied item (of the child ``sid``, bound second) takes the
+#: vector of the parent's item (``sid`` bound first) at the same seq
+FORK_VECTORS = ("INSERT INTO item_vectors (id, tenant, store, model, vector) "
+                "SELECT c.id, v.tenant, v.store, v.model, v.vector FROM items c "
+                "JOIN items p ON p.sid = {p} AND p.seq = c.seq "
+                "JOIN item_vectors v ON v.id = p.id WHERE c.sid = {p}")
+
 
 def believed_at(at: str) -> str:
     """The facts ``f`` that recall returns for the moment ``at`` (a placeholder, bound four
@@ -209,6 +216,18 @@ def believed_at(at: str) -> str:
             "AND g.subject = f.subject AND g.memory_store = f.memory_store AND g.key = f.key "
             f"AND g.fid > f.fid AND g.valid_from <= {at} "
             f"AND (g.superseded_at IS NULL OR g.valid_to > {at}))))")
+
+
+def item_page(p: str, columns: str, sid: str, descending: bool,
+              after_seq: int | None) -> tuple[str, int]:
+    """A page of one session's items past ``after_seq``, newest or oldest first: the query
+    of ``columns`` of the session ``sid`` (a placeholder, or a subquery finding it), its
+    seq bound and limit left to bind, and that bound."""
+    if descending:
+        return (f"SELECT {columns} FROM items WHERE sid = {sid} AND seq < {p} "
+                f"ORDER BY seq DESC LIMIT {p}", after_seq if after_seq is not None else 2**62)
+    return (f"SELECT {columns} FROM items WHERE sid = {sid} AND seq > {p} "
+            f"ORDER BY seq LIMIT {p}", after_seq if after_seq is not None else 0)
 
 
 def sessions_filter(p: str, tenant: str, store: str,

@@ -15,15 +15,16 @@ nothing but the ports and the model.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..model import Decision
 from .ports.transfer import PART_FIELDS, Row
 
-__all__ = ["EXPORTS", "LARGE_ROWS", "RESTORES", "TENANTS", "Dialect", "decision_text",
-           "export_query", "make_row", "restore_sql", "stored_row"]
+__all__ = ["CHECKPOINT_WRITES", "EXPORTS", "LARGE_ROWS", "RESTORES", "TENANTS", "Dialect",
+           "checkpoint_page", "decision_text", "export_query", "make_row", "restore_sql",
+           "stored_row"]
 
 #: the most rows of a part whose rows hold payloads of any size that one page reads, so
 #: that a page of them stays far from filling memory (their bytes are bounded per row)
@@ -128,6 +129,32 @@ def export_query(d: Dialect, part: str, after: Sequence[Any] | None,
     sql = (f"SELECT {', '.join(columns + cursor)} FROM {spec.source} WHERE {where} "
            f"ORDER BY {', '.join(ordered)} LIMIT {int(limit)}")
     return sql, params
+
+
+#: the columns of a checkpoint's pending writes that a checkpoints page reads, by ``cid``;
+#: each backend adds its own ``WHERE cid`` test (an array on PostgreSQL, chunks of
+#: placeholders on SQLite)
+CHECKPOINT_WRITES = ("SELECT cid, task_id, idx, channel, type_tag, payload, task_path FROM "
+                     "checkpoint_writes")
+
+
+def checkpoint_page(d: Dialect, found: Sequence[Sequence[Any]], limit: int,
+                    writes: Iterable[Sequence[Any]]) -> tuple[list[Row], tuple[Any, ...] | None]:
+    """A checkpoints page from up to ``limit + 1`` rows of its export query (``found``)
+    and the :data:`CHECKPOINT_WRITES` rows of the first ``limit`` (``writes``, in write
+    order): each checkpoint's row carries its writes; the cursor is there when more
+    rows follow."""
+    held: dict[int, list[Row]] = {}
+    for w in writes:
+        held.setdefault(w[0], []).append(
+            {"task_id": w[1], "index": w[2], "channel": w[3], "type_tag": w[4],
+             "payload": bytes(w[5]), "task_path": w[6]})
+    rows = []
+    for r in found[:limit]:
+        row = make_row(d, "checkpoints", r[:8])
+        row["writes"] = held.get(r[9], [])
+        rows.append(row)
+    return rows, (tuple(found[limit - 1][8:]) if len(found) > limit else None)
 
 
 def make_row(d: Dialect, part: str, values: Sequence[Any]) -> Row:

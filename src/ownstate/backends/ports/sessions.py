@@ -13,7 +13,7 @@ from ...errors import LimitExceeded
 from ...model import Item, ItemHit, SessionRecord, SessionStoreRecord
 from .search import TextQuery, item_text
 
-__all__ = ["NewItem", "SessionOrder", "SessionPort", "changed_labels"]
+__all__ = ["NewItem", "SessionOrder", "SessionPort", "changed_labels", "forked_record"]
 
 SessionOrder = Literal["create_time", "last_activity_time"]
 
@@ -74,6 +74,17 @@ class NewItem:
 
 
 _UNDECODED: Any = object()
+
+
+def forked_record(parent: SessionRecord, new_session_id: str, now: datetime) -> SessionRecord:
+    """The record of the session that :meth:`SessionPort.fork_session` makes from ``parent``:
+    the parent's actor, labels and root, the parent as its parent, made (and last active)
+    at ``now``."""
+    return SessionRecord(
+        tenant=parent.tenant, store=parent.store, session_id=new_session_id,
+        actor_id=parent.actor_id, parent_session_id=parent.session_id,
+        root_session_id=parent.root_session_id, metadata=dict(parent.metadata),
+        create_time=now, last_activity_time=now)
 
 
 def changed_labels(labels: Mapping[str, str], changes: Mapping[str, str | None],

@@ -12,8 +12,8 @@ from ... import errors
 from ..._jsontext import decode_json
 from ...model import Item, SessionRecord, SessionStoreRecord, build_item
 from .._replay import Meta, Replay
-from .._sql import session_page, sessions_filter
-from ..ports.sessions import NewItem, SessionOrder, changed_labels
+from .._sql import FORK_VECTORS, item_page, session_page, sessions_filter
+from ..ports.sessions import NewItem, SessionOrder, changed_labels, forked_record
 from ._core import Cursor, PostgresCore
 from ._vector_rows import store_item_vectors
 from .access import drop_store, start_grants
@@ -352,17 +352,8 @@ class SessionsInPostgres(PostgresCore):
                               (copied[0], child_sid))
             await add_counts(cur, tenant, "item", "", copied[1], copied[2],
                              Counter(dict(zip(copied[3] or (), copied[4] or (), strict=True))))
-            await cur.execute(
-                "INSERT INTO item_vectors (id, tenant, store, model, vector) "
-                "SELECT c.id, v.tenant, v.store, v.model, v.vector FROM items c "
-                "JOIN items p ON p.sid = %s AND p.seq = c.seq "
-                "JOIN item_vectors v ON v.id = p.id WHERE c.sid = %s", (parent_sid, child_sid))
-            return SessionRecord(
-                tenant=tenant, store=store, session_id=new_session_id,
-                actor_id=parent.actor_id, parent_session_id=session_id,
-                root_session_id=parent.root_session_id, metadata=parent.metadata,
-                create_time=now, last_activity_time=now,
-            )
+            await cur.execute(FORK_VECTORS.format(p="%s"), (parent_sid, child_sid))
+            return forked_record(parent, new_session_id, now)
 
         return await self._write(tenant, run)
 
@@ -479,14 +470,7 @@ class SessionsInPostgres(PostgresCore):
     ) -> list[Item]:
         if not descending and self._replay.max_items > 0:
             return await self._replay_items(tenant, store, session_id, limit, after_seq or 0)
-        if descending:
-            query = (f"SELECT {_ITEM_COLUMNS} FROM items WHERE sid = {_SID_OF} AND seq < %s "
-                     "ORDER BY seq DESC LIMIT %s")
-            bound = after_seq if after_seq is not None else 2**62
-        else:
-            query = (f"SELECT {_ITEM_COLUMNS} FROM items WHERE sid = {_SID_OF} AND seq > %s "
-                     "ORDER BY seq LIMIT %s")
-            bound = after_seq if after_seq is not None else 0
+        query, bound = item_page("%s", _ITEM_COLUMNS, _SID_OF, descending, after_seq)
 
         async def run(cur: Cursor) -> list[Item]:
             await cur.execute(query, (tenant, store, session_id, bound, limit), binary=True)

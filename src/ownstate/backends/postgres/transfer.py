@@ -28,11 +28,13 @@ from ..._ids import now as _clock
 from ..._jsontext import decode_json
 from ...errors import SessionNotFound
 from .._transfer_sql import (
+    CHECKPOINT_WRITES,
     EXPORTS,
     LARGE_ROWS,
     RESTORES,
     TENANTS,
     Dialect,
+    checkpoint_page,
     export_query,
     make_row,
     restore_sql,
@@ -330,21 +332,12 @@ async def _checkpoint_page(cur: Sql, tenant: str, after: Cursor | None,
     await cur.execute(sql, [tenant, *params])
     found = await cur.fetchall()
     page = found[:limit]
-    writes: dict[int, list[Row]] = {}
+    writes: list[Any] = []
     if page:
-        await cur.execute(
-            "SELECT cid, task_id, idx, channel, type_tag, payload, task_path FROM "
-            "checkpoint_writes WHERE cid = ANY(%s) ORDER BY wid", ([r[9] for r in page],))
-        for w in await cur.fetchall():
-            writes.setdefault(w[0], []).append(
-                {"task_id": w[1], "index": w[2], "channel": w[3], "type_tag": w[4],
-                 "payload": bytes(w[5]), "task_path": w[6]})
-    rows = []
-    for r in page:
-        row = make_row(DIALECT, "checkpoints", r[:8])
-        row["writes"] = writes.get(r[9], [])
-        rows.append(row)
-    return rows, (tuple(found[limit - 1][8:]) if len(found) > limit else None)
+        await cur.execute(f"{CHECKPOINT_WRITES} WHERE cid = ANY(%s) ORDER BY wid",
+                          ([r[9] for r in page],))
+        writes = await cur.fetchall()
+    return checkpoint_page(DIALECT, found, limit, writes)
 
 
 async def _restore_checkpoints(cur: Sql, tenant: str, rows: Sequence[Row]) -> int:

@@ -28,7 +28,7 @@ from ..._ids import format_time, parse_time
 from ...embeddings import Embedding
 from ...embeddings._protocol import one_model
 from ...model import Item, SessionRecord, SessionStoreRecord
-from ..ports.sessions import NewItem, SessionOrder, changed_labels
+from ..ports.sessions import NewItem, SessionOrder, changed_labels, forked_record
 from ._core import (
     CLAIM_GRACE_MS,
     DROP,
@@ -626,10 +626,7 @@ class SessionsInRedis(RedisCore):
                     store=store, session_id=new_session_id)
             raise errors.SessionNotFound(store=store, session_id=session_id)
         self._remember_root(tenant, store, new_session_id, root)
-        return SessionRecord(
-            tenant=tenant, store=store, session_id=new_session_id, actor_id=parent.actor_id,
-            parent_session_id=session_id, root_session_id=parent.root_session_id,
-            metadata=dict(parent.metadata), create_time=now, last_activity_time=now)
+        return forked_record(parent, new_session_id, now)
 
     # items -----------------------------------------------------------------------------
 

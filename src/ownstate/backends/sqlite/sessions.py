@@ -12,8 +12,8 @@ from ... import errors
 from ..._ids import format_time
 from ...model import Item, SessionRecord, SessionStoreRecord, build_item
 from .._replay import Meta, Replay
-from .._sql import session_page, sessions_filter
-from ..ports.sessions import NewItem, SessionOrder, changed_labels
+from .._sql import FORK_VECTORS, item_page, session_page, sessions_filter
+from ..ports.sessions import NewItem, SessionOrder, changed_labels, forked_record
 from ._core import (
     ITEM_COLUMNS,
     SESSION_COLUMNS,
@@ -217,17 +217,8 @@ class SessionsInSqlite(SqliteCore):
                         "SELECT index_items FROM session_stores WHERE tenant = ? AND name = ?",
                         (tenant, store)).fetchone()[0]:
                     defer(conn, "item", "SELECT id FROM items WHERE sid = ?", (child_sid,))
-                conn.execute(
-                    "INSERT INTO item_vectors (id, tenant, store, model, vector) "
-                    "SELECT c.id, v.tenant, v.store, v.model, v.vector FROM items c "
-                    "JOIN items p ON p.sid = ? AND p.seq = c.seq "
-                    "JOIN item_vectors v ON v.id = p.id WHERE c.sid = ?", (parent_sid, child_sid))
-            return SessionRecord(
-                tenant=tenant, store=store, session_id=new_session_id,
-                actor_id=parent.actor_id, parent_session_id=session_id,
-                root_session_id=parent.root_session_id, metadata=parent.metadata,
-                create_time=now, last_activity_time=now,
-            )
+                conn.execute(FORK_VECTORS.format(p="?"), (parent_sid, child_sid))
+            return forked_record(parent, new_session_id, now)
 
         return await self._run(run)
 
@@ -306,14 +297,7 @@ class SessionsInSqlite(SqliteCore):
         if not descending and self._replay.max_items > 0:
             return await self._run(lambda conn: self._replay_items(
                 conn, tenant, store, session_id, limit, after_seq or 0))
-        if descending:
-            sql = (f"SELECT {ITEM_COLUMNS} FROM items WHERE sid = ? AND seq < ? "
-                   "ORDER BY seq DESC LIMIT ?")
-            bound = after_seq if after_seq is not None else 2**62
-        else:
-            sql = (f"SELECT {ITEM_COLUMNS} FROM items WHERE sid = ? AND seq > ? "
-                   "ORDER BY seq LIMIT ?")
-            bound = after_seq if after_seq is not None else 0
+        sql, bound = item_page("?", ITEM_COLUMNS, "?", descending, after_seq)
 
         def run(conn: sqlite3.Connection) -> list[Item]:
             sid = self._sid(conn, tenant, store, session_id)

@@ -21,11 +21,13 @@ from typing import Any, TypeVar
 from ..._ids import format_time, now, parse_time
 from ...errors import SessionNotFound
 from .._transfer_sql import (
+    CHECKPOINT_WRITES,
     EXPORTS,
     LARGE_ROWS,
     RESTORES,
     TENANTS,
     Dialect,
+    checkpoint_page,
     export_query,
     make_row,
     restore_sql,
@@ -267,24 +269,14 @@ def _checkpoint_page(conn: sqlite3.Connection, tenant: str, after: Cursor | None
                      limit: int) -> tuple[list[Row], Cursor | None]:
     sql, params = export_query(DIALECT, "checkpoints", after, limit + 1)
     found = conn.execute(sql, [tenant, *params]).fetchall()
-    page = found[:limit]
-    writes: dict[int, list[Row]] = {}
-    cids = [r[9] for r in page]
+    writes: list[Any] = []
+    cids = [r[9] for r in found[:limit]]
     for start in range(0, len(cids), 500):
         chunk = cids[start:start + 500]
         marks = ", ".join("?" * len(chunk))
-        for w in conn.execute(
-                "SELECT cid, task_id, idx, channel, type_tag, payload, task_path FROM "
-                f"checkpoint_writes WHERE cid IN ({marks}) ORDER BY wid", chunk):
-            writes.setdefault(w[0], []).append(
-                {"task_id": w[1], "index": w[2], "channel": w[3], "type_tag": w[4],
-                 "payload": bytes(w[5]), "task_path": w[6]})
-    rows = []
-    for r in page:
-        row = make_row(DIALECT, "checkpoints", r[:8])
-        row["writes"] = writes.get(r[9], [])
-        rows.append(row)
-    return rows, (tuple(found[limit - 1][8:]) if len(found) > limit else None)
+        writes += conn.execute(f"{CHECKPOINT_WRITES} WHERE cid IN ({marks}) ORDER BY wid",
+                               chunk)
+    return checkpoint_page(DIALECT, found, limit, writes)
 
 
 def _restore_checkpoints(conn: sqlite3.Connection, tenant: str, rows: Sequence[Row]) -> int:
