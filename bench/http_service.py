@@ -213,13 +213,15 @@ async def _load(bases: list[str], token: str, store: str, first: int, clients: i
     latencies: list[float] = []
     errors: list[str] = []
     turns_done = 0
+    late = 0
 
     async def one(n: int) -> None:
-        nonlocal turns_done
+        nonlocal turns_done, late
         client = await ownstate.connect_async(bases[n % len(bases)], token=token)
         try:
             session = await (await client.session_stores.get(store)).add(
                 actor_id=f"user-{n}", session_id=f"s-{n}")
+            late += time.time() > start_at
             await asyncio.sleep(max(0.0, start_at - time.time()))
             stop = time.perf_counter() + seconds
             i = 0
@@ -244,7 +246,7 @@ async def _load(bases: list[str], token: str, store: str, first: int, clients: i
     cpu0 = time.process_time()
     await asyncio.gather(*tasks)
     return {"latencies": latencies, "turns": turns_done, "errors": errors,
-            "cpu": time.process_time() - cpu0}
+            "cpu": time.process_time() - cpu0, "late": late}
 
 
 def _load_worker(bases: list[str], token: str, store: str, first: int, clients: int,
@@ -306,7 +308,7 @@ def bench_load(args: argparse.Namespace) -> None:
             finally:
                 setup.close()
             # every client is made and has its session before the clock starts
-            start_at = time.time() + 5 + args.clients * 0.03
+            start_at = time.time() + 10 + args.clients * 0.1
             shares = [args.clients // procs + (1 if p < args.clients % procs else 0)
                       for p in range(procs)]
             futures = [pool.submit(_load_worker, bases, token, store, sum(shares[:p]),
@@ -343,6 +345,10 @@ def bench_load(args: argparse.Namespace) -> None:
           f"ms, load generator {1000 * client_cpu / max(turns, 1):.2f} ms, PostgreSQL "
           f"{1000 * (d1 - d0) / max(turns, 1):.2f} ms; load average {load0:.1f} -> "
           f"{load1:.1f}\n")
+    late = sum(r["late"] for r in results)
+    if late:
+        print(f"- {late} clients were not ready when the clock started (the figures are "
+              "not comparable)")
     for line in sorted(set(errors))[:10]:
         print(f"- error: {line}")
 
