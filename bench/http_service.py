@@ -206,9 +206,11 @@ def ratio(direct_row: list[str], http_row: list[str]) -> str:
 
 
 async def _load(bases: list[str], token: str, store: str, first: int, clients: int,
-                start_at: float, seconds: float) -> dict[str, Any]:
-    """Clients ``first`` to ``first + clients - 1``, client ``n`` on server ``n % len(bases)``,
-    doing turns from wall-clock time ``start_at`` for ``seconds``."""
+                seconds: float, ready: Any, start: Any) -> dict[str, Any]:
+    """Clients ``first`` to ``first + clients - 1``, client ``n`` on server ``n % len(bases)``:
+    each makes its client and session, puts one token on ``ready``, and once every client
+    of every process is ready (``start``, a shared value, holds the wall-clock start time)
+    does turns from that time for ``seconds``."""
     pairs = conversation(200, seed=7)
     latencies: list[float] = []
     errors: list[str] = []
@@ -221,6 +223,8 @@ async def _load(bases: list[str], token: str, store: str, first: int, clients: i
         try:
             session = await (await client.session_stores.get(store)).add(
                 actor_id=f"user-{n}", session_id=f"s-{n}")
+            ready.put(n)
+            start_at = await started
             late += time.time() > start_at
             await asyncio.sleep(max(0.0, start_at - time.time()))
             stop = time.perf_counter() + seconds
@@ -241,7 +245,14 @@ async def _load(bases: list[str], token: str, store: str, first: int, clients: i
         finally:
             await client.close()
 
+    async def wait_start() -> float:
+        while not start.value:
+            await asyncio.sleep(0.05)
+        return float(start.value)
+
+    started = asyncio.ensure_future(wait_start())
     tasks = [asyncio.create_task(one(n)) for n in range(first, first + clients)]
+    start_at = await started
     await asyncio.sleep(max(0.0, start_at - time.time()))
     cpu0 = time.process_time()
     await asyncio.gather(*tasks)
@@ -250,9 +261,9 @@ async def _load(bases: list[str], token: str, store: str, first: int, clients: i
 
 
 def _load_worker(bases: list[str], token: str, store: str, first: int, clients: int,
-                 start_at: float, seconds: float) -> dict[str, Any]:
+                 seconds: float, ready: Any, start: Any) -> dict[str, Any]:
     """One load-generator process (see ``_load``)."""
-    return asyncio.run(_load(bases, token, store, first, clients, start_at, seconds))
+    return asyncio.run(_load(bases, token, store, first, clients, seconds, ready, start))
 
 
 def _cpu_seconds(pids: list[int]) -> float:
@@ -300,20 +311,25 @@ def bench_load(args: argparse.Namespace) -> None:
     with database(args.db) as url:
         if args.db == "postgres":
             url += f"&pool_max={args.pool_max}&application_name={_APP_NAME}"
+        context = get_context("spawn")
         with servers(url, args.servers) as (processes, bases, token), ProcessPoolExecutor(
-                procs, mp_context=get_context("spawn")) as pool:
+                procs, mp_context=context) as pool, context.Manager() as manager:
             setup = ownstate.connect(bases[0], token=token)
             try:
                 store = setup.session_stores.create("load").name
             finally:
                 setup.close()
             # every client is made and has its session before the clock starts
-            start_at = time.time() + 10 + args.clients * 0.1
+            ready, start = manager.Queue(), manager.Value("d", 0.0)
             shares = [args.clients // procs + (1 if p < args.clients % procs else 0)
                       for p in range(procs)]
             futures = [pool.submit(_load_worker, bases, token, store, sum(shares[:p]),
-                                   shares[p], start_at, args.seconds)
+                                   shares[p], args.seconds, ready, start)
                        for p in range(procs)]
+            for _ in range(args.clients):
+                ready.get(timeout=600)
+            start_at = time.time() + 1
+            start.value = start_at
             time.sleep(max(0.0, start_at - time.time()))
             server_pids = [p.pid for p in processes]
             db_pids = _database_pids(args.db)
