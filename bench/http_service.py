@@ -90,34 +90,57 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@contextmanager
-def server(url: str) -> Iterator[tuple[str, str]]:
-    """``ownstate serve`` on ``url`` in its own process: (base URL, an admin token)."""
-    # The key acts for the default tenant, the one the library opens without being told.
-    with ownstate.connect(url) as direct:  # migrates; then mint a key
-        _, token = direct.api_keys.create("bench", admin=True)
+def _start(url: str, token: str, *, migrate: bool = True) -> tuple[subprocess.Popen[bytes], str]:
+    """One ``ownstate serve`` process on a free port, answering: (process, base URL)."""
     port = _free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "ownstate", "--url", url, "serve", "--port", str(port),
-         "--no-bootstrap", "--log-level", "warning"],
+         "--no-bootstrap", "--log-level", "warning", *([] if migrate else ["--no-migrate"])],
         stdout=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{base}/api/2.0/agents/whoami",
+                         headers={"authorization": f"Bearer {token}"}).status_code == 200:
+                return process, base
+        except httpx.HTTPError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.terminate()
+            raise SystemExit("the server did not start")
+        time.sleep(0.1)
+
+
+@contextmanager
+def servers(url: str, count: int = 1) -> Iterator[tuple[list[subprocess.Popen[bytes]],
+                                                         list[str], str]]:
+    """``count`` ``ownstate serve`` processes on ``url``, each on its own port (the first
+    migrates, the others only verify, as replicas do): (processes, base URLs, an admin
+    token)."""
+    # The key acts for the default tenant, the one the library opens without being told.
+    with ownstate.connect(url) as direct:  # migrates; then mint a key
+        _, token = direct.api_keys.create("bench", admin=True)
+    processes: list[subprocess.Popen[bytes]] = []
+    bases: list[str] = []
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{base}/api/2.0/agents/whoami",
-                             headers={"authorization": f"Bearer {token}"}).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("the server did not start")
-            time.sleep(0.1)
-        yield base, token
+        for n in range(count):
+            process, base = _start(url, token, migrate=n == 0)
+            processes.append(process)
+            bases.append(base)
+        yield processes, bases, token
     finally:
-        process.terminate()
-        process.wait(timeout=20)
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(timeout=20)
+
+
+@contextmanager
+def server(url: str) -> Iterator[tuple[str, str]]:
+    """``ownstate serve`` on ``url`` in its own process: (base URL, an admin token)."""
+    with servers(url) as (_, bases, token):
+        yield bases[0], token
 
 
 # turns -----------------------------------------------------------------------------------
@@ -182,26 +205,28 @@ def ratio(direct_row: list[str], http_row: list[str]) -> str:
 # load ------------------------------------------------------------------------------------
 
 
-async def _load(base: str, token: str, clients: int, seconds: float
-                ) -> tuple[list[float], int, list[str], float]:
+async def _load(bases: list[str], token: str, store: str, first: int, clients: int,
+                seconds: float, ready: Any, start: Any) -> dict[str, Any]:
+    """Clients ``first`` to ``first + clients - 1``, client ``n`` on server ``n % len(bases)``:
+    each makes its client and session, puts one token on ``ready``, and once every client
+    of every process is ready (``start``, a shared value, holds the wall-clock start time)
+    does turns from that time for ``seconds``."""
     pairs = conversation(200, seed=7)
     latencies: list[float] = []
     errors: list[str] = []
     turns_done = 0
-    setup = await ownstate.connect_async(base, token=token)
-    try:
-        store = await setup.session_stores.create("load")
-    finally:
-        await setup.close()
-    start_gate = asyncio.Event()
+    late = 0
 
     async def one(n: int) -> None:
-        nonlocal turns_done
-        client = await ownstate.connect_async(base, token=token)
+        nonlocal turns_done, late
+        client = await ownstate.connect_async(bases[n % len(bases)], token=token)
         try:
-            session = await (await client.session_stores.get(store.name)).add(
+            session = await (await client.session_stores.get(store)).add(
                 actor_id=f"user-{n}", session_id=f"s-{n}")
-            await start_gate.wait()
+            ready.put(n)
+            start_at = await started
+            late += time.time() > start_at
+            await asyncio.sleep(max(0.0, start_at - time.time()))
             stop = time.perf_counter() + seconds
             i = 0
             while time.perf_counter() < stop:
@@ -220,27 +245,126 @@ async def _load(base: str, token: str, clients: int, seconds: float
         finally:
             await client.close()
 
-    tasks = [asyncio.create_task(one(n)) for n in range(clients)]
-    await asyncio.sleep(0.5)
-    began = time.perf_counter()
-    start_gate.set()
+    async def wait_start() -> float:
+        while not start.value:
+            await asyncio.sleep(0.05)
+        return float(start.value)
+
+    started = asyncio.ensure_future(wait_start())
+    tasks = [asyncio.create_task(one(n)) for n in range(first, first + clients)]
+    start_at = await started
+    await asyncio.sleep(max(0.0, start_at - time.time()))
+    cpu0 = time.process_time()
     await asyncio.gather(*tasks)
-    return latencies, turns_done, errors, time.perf_counter() - began
+    return {"latencies": latencies, "turns": turns_done, "errors": errors,
+            "cpu": time.process_time() - cpu0, "late": late}
+
+
+def _load_worker(bases: list[str], token: str, store: str, first: int, clients: int,
+                 seconds: float, ready: Any, start: Any) -> dict[str, Any]:
+    """One load-generator process (see ``_load``)."""
+    return asyncio.run(_load(bases, token, store, first, clients, seconds, ready, start))
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU seconds the processes have used so far (gone ones count 0)."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far, from /proc/stat."""
+    with open("/proc/stat") as f:
+        values = [int(v) for v in f.readline().split()[1:]]
+    idle = values[3] + values[4]
+    return (sum(values) - idle) / os.sysconf("SC_CLK_TCK"), sum(values) / os.sysconf(
+        "SC_CLK_TCK")
+
+
+def _database_pids(kind: str) -> list[int]:
+    """The PostgreSQL backends serving the benchmark's servers (by application name)."""
+    if kind != "postgres":
+        return []
+    import psycopg
+
+    with psycopg.connect(POSTGRES, autocommit=True) as conn:
+        return [row[0] for row in conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (_APP_NAME,))]
+
+
+_APP_NAME = "ownstate-bench-http"
 
 
 def bench_load(args: argparse.Namespace) -> None:
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
     print(f"# HTTP service under load ({environment()}; {args.db})\n")
-    with database(args.db) as url, server(url) as (base, token):
-        latencies, turns, errors, elapsed = asyncio.run(
-            _load(base, token, args.clients, args.seconds))
+    procs = max(1, min(args.client_processes, args.clients))
+    with database(args.db) as url:
+        if args.db == "postgres":
+            url += f"&pool_max={args.pool_max}&application_name={_APP_NAME}"
+        context = get_context("spawn")
+        with servers(url, args.servers) as (processes, bases, token), ProcessPoolExecutor(
+                procs, mp_context=context) as pool, context.Manager() as manager:
+            setup = ownstate.connect(bases[0], token=token)
+            try:
+                store = setup.session_stores.create("load").name
+            finally:
+                setup.close()
+            # every client is made and has its session before the clock starts
+            ready, start = manager.Queue(), manager.Value("d", 0.0)
+            shares = [args.clients // procs + (1 if p < args.clients % procs else 0)
+                      for p in range(procs)]
+            futures = [pool.submit(_load_worker, bases, token, store, sum(shares[:p]),
+                                   shares[p], args.seconds, ready, start)
+                       for p in range(procs)]
+            for _ in range(args.clients):
+                ready.get(timeout=600)
+            start_at = time.time() + 1
+            start.value = start_at
+            time.sleep(max(0.0, start_at - time.time()))
+            server_pids = [p.pid for p in processes]
+            db_pids = _database_pids(args.db)
+            s0, d0, (b0, t0) = _cpu_seconds(server_pids), _cpu_seconds(db_pids), _machine_busy()
+            load0 = os.getloadavg()[0]
+            time.sleep(args.seconds)
+            s1, d1, (b1, t1) = _cpu_seconds(server_pids), _cpu_seconds(db_pids), _machine_busy()
+            load1 = os.getloadavg()[0]
+            results = [f.result() for f in futures]
+    latencies = [x for r in results for x in r["latencies"]]
+    errors = [e for r in results for e in r["errors"]]
+    turns = sum(r["turns"] for r in results)
+    client_cpu = sum(r["cpu"] for r in results)
     q = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [0.0] * 99
-    print(f"## {args.clients} concurrent clients for {args.seconds:.0f} s: each turn appends "
-          "two items and reads the newest 20 (two requests)\n")
-    print_table(["clients", "turns", "turns/s", "requests/s", "p50 ms", "p90 ms", "p99 ms",
-                 "errors"],
-                [[str(args.clients), str(turns), f"{turns / elapsed:.0f}",
+    elapsed = args.seconds
+    print(f"## {args.clients} concurrent clients in {procs} process(es), {args.servers} "
+          f"server process(es), for {args.seconds:.0f} s: each turn appends two items and "
+          "reads the newest 20 (two requests)\n")
+    print_table(["servers", "clients", "turns", "turns/s", "requests/s", "p50 ms", "p90 ms",
+                 "p99 ms", "errors"],
+                [[str(args.servers), str(args.clients), str(turns), f"{turns / elapsed:.0f}",
                   f"{2 * turns / elapsed:.0f}", f"{q[49] * 1000:.1f}", f"{q[89] * 1000:.1f}",
                   f"{q[98] * 1000:.1f}", str(len(errors))]])
+    cores = (t1 - t0) / elapsed
+    print(f"CPU over the {elapsed:.0f} s (cores busy; the machine has {cores:.1f}): servers "
+          f"{(s1 - s0) / elapsed:.2f}, load generator {client_cpu / elapsed:.2f}, PostgreSQL "
+          f"backends of the servers {(d1 - d0) / elapsed:.2f}, whole machine "
+          f"{(b1 - b0) / elapsed:.2f}; per turn: servers {1000 * (s1 - s0) / max(turns, 1):.2f} "
+          f"ms, load generator {1000 * client_cpu / max(turns, 1):.2f} ms, PostgreSQL "
+          f"{1000 * (d1 - d0) / max(turns, 1):.2f} ms; load average {load0:.1f} -> "
+          f"{load1:.1f}\n")
+    late = sum(r["late"] for r in results)
+    if late:
+        print(f"- {late} clients were not ready when the clock started (the figures are "
+              "not comparable)")
     for line in sorted(set(errors))[:10]:
         print(f"- error: {line}")
 
@@ -257,6 +381,13 @@ def main() -> None:
     load.add_argument("--clients", type=int, default=64)
     load.add_argument("--seconds", type=float, default=20.0)
     load.add_argument("--db", choices=["postgres", "sqlite"], default="postgres")
+    load.add_argument("--servers", type=int, default=1,
+                      help="ownstate serve processes, each on its own port; client n uses "
+                           "server n mod this")
+    load.add_argument("--client-processes", type=int, default=1,
+                      help="load-generator processes the clients are spread over")
+    load.add_argument("--pool-max", type=int, default=10,
+                      help="PostgreSQL connections per server process (pool_max)")
     load.set_defaults(run=bench_load)
     args = parser.parse_args()
     args.run(args)

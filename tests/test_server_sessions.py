@@ -181,6 +181,17 @@ def test_a_missing_session_is_a_problem_built_from_its_ids(admin: httpx.Client) 
         assert listing["details"] == {"store": "nostore"}
 
 
+def test_a_method_a_route_does_not_serve_is_refused_naming_those_it_does(
+        admin: httpx.Client) -> None:
+    for method, path, allowed in (("PUT", f"{ITEMS}:append", "POST"),
+                                  ("DELETE", ITEMS, "GET"),
+                                  ("PUT", S1, "DELETE, GET, PATCH")):
+        refused = admin.request(method, path)
+        assert _problem(refused, 405, "invalid_input")["details"] == {"field": "method"}
+        assert refused.headers["allow"] == allowed
+    assert _problem(admin.get(f"{AGENTS}/no-such-thing"), 404, "not_found")
+
+
 # bounds: refused, and nothing stored changes -------------------------------------------------
 
 
