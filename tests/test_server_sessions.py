@@ -185,7 +185,10 @@ def test_a_method_a_route_does_not_serve_is_refused_naming_those_it_does(
         admin: httpx.Client) -> None:
     for method, path, allowed in (("PUT", f"{ITEMS}:append", "POST"),
                                   ("DELETE", ITEMS, "GET"),
-                                  ("PUT", S1, "DELETE, GET, PATCH")):
+                                  ("PUT", S1, "DELETE, GET, PATCH"),
+                                  # /runs/{run_id} would take "r1:await" too: the path is
+                                  # /runs/{run_id}:await's, which serves POST alone
+                                  ("OPTIONS", f"{AGENTS}/runs/r1:await", "POST")):
         refused = admin.request(method, path)
         assert _problem(refused, 405, "invalid_input")["details"] == {"field": "method"}
         assert refused.headers["allow"] == allowed

@@ -8,6 +8,7 @@ the server imports it but the package's lazy ``create_app``.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -32,6 +33,8 @@ with requires("server", "the HTTP server"):
 __all__ = ["ServerSettings", "create_app"]
 
 log = logging.getLogger("ownstate.server")
+#: A path parameter in a route template.
+_PARAMETER = re.compile(r"\{[^}]*\}")
 
 
 def _validation_error(exc: RequestValidationError) -> InvalidInput:
@@ -45,14 +48,24 @@ def _validation_error(exc: RequestValidationError) -> InvalidInput:
 
 
 def _allowed_methods(app: FastAPI, request: Request) -> str:
-    """Every method some route serves at this path (a 405 must list them all)."""
-    methods: set[str] = set()
+    """Every method the routes of this path's template serve (a 405 must list them all).
+
+    A path can match more than one template when a parameter would also take a literal
+    suffix (``/runs/{run_id}`` matches ``/runs/r1:await``, which is
+    ``/runs/{run_id}:await``'s); the path belongs to the template with the most literal
+    text, as the document lists it, and only that template's methods are allowed."""
+    by_template: dict[str, set[str]] = {}
     scope = dict(request.scope, method="")
     for route in app.router.routes:
         match, _ = route.matches(scope)
-        if match is not Match.NONE:
-            methods.update(getattr(route, "methods", None) or ())
-    return ", ".join(sorted(methods))
+        template = getattr(route, "path_format", None)
+        if match is not Match.NONE and template is not None:
+            by_template.setdefault(template, set()).update(getattr(route, "methods", None)
+                                                           or ())
+    if not by_template:
+        return ""
+    chosen = max(by_template, key=lambda t: (len(_PARAMETER.sub("", t)), t))
+    return ", ".join(sorted(by_template[chosen]))
 
 
 def _add_routes(app: FastAPI, router: APIRouter) -> None:
