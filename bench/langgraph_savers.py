@@ -12,6 +12,10 @@ median milliseconds of the first and of the last 20 turns. Run by hand (not in C
 
     /work/venv/bin/python bench/langgraph_savers.py --turns 500
 
+``--synchronous-checkpoints`` adds a fifth saver: ``OwnstateSaver`` on PostgreSQL with
+``synchronous_checkpoints=true``, whose checkpoint writes wait for their WAL flush like
+every other write (the default does not), in the same lockstep.
+
 Needs the ``bench`` extra (``langgraph-checkpoint-sqlite``, ``langgraph-checkpoint-postgres``)
 and a PostgreSQL server at ``OWNSTATE_BENCH_POSTGRES_URL`` (default
 ``postgresql://postgres@127.0.0.1:5432/test``).
@@ -79,6 +83,8 @@ def postgres_bytes(schema: str) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=500)
+    parser.add_argument("--synchronous-checkpoints", action="store_true",
+                        help="also OwnstateSaver on PostgreSQL with synchronous_checkpoints")
     args = parser.parse_args()
     pairs = conversation(args.turns)
     questions = [p[0]["content"] for p in pairs]
@@ -88,6 +94,9 @@ def main() -> None:
     suffix = uuid.uuid4().hex[:8]
     schemas = {"OwnstateSaver (postgres)": f"bench_os_{suffix}",
                "PostgresSaver": f"bench_lg_{suffix}"}
+    synchronous = "OwnstateSaver (postgres, synchronous checkpoints)"
+    if args.synchronous_checkpoints:
+        schemas[synchronous] = f"bench_oss_{suffix}"
     closers: list[Any] = []
     try:
         with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
@@ -111,6 +120,11 @@ def main() -> None:
             "OwnstateSaver (postgres)": build_graph(own_pg, answers),
             "PostgresSaver": build_graph(pg_saver, answers),
         }
+        if args.synchronous_checkpoints:
+            own_sync = OwnstateSaver.from_url(
+                f"{POSTGRES_URL}?schema={schemas[synchronous]}&synchronous_checkpoints=true")
+            closers.append(own_sync.close)
+            graphs[synchronous] = build_graph(own_sync, answers)
         names = list(graphs)
         times: dict[str, list[float]] = {name: [] for name in names}
         config = {"configurable": {"thread_id": "bench-thread"}}
@@ -134,6 +148,8 @@ def main() -> None:
             "OwnstateSaver (postgres)": postgres_bytes(schemas["OwnstateSaver (postgres)"]),
             "PostgresSaver": postgres_bytes(schemas["PostgresSaver"]),
         }
+        if args.synchronous_checkpoints:
+            stored[synchronous] = postgres_bytes(schemas[synchronous])
         window = min(WINDOW, args.turns)
         first = {n: median_ms(times[n][:window]) for n in names}
         last = {n: median_ms(times[n][-window:]) for n in names}

@@ -699,6 +699,89 @@ def test_a_step_s_checkpoint_writes_and_read_are_one_round_trip_each(schema: str
     assert asyncio.run(scenario()) == {"put": 1, "put_writes": 1, "get": 1}
 
 
+def _commit_modes(backend: PostgresBackend) -> dict[str, str]:
+    """Each write of a LangGraph step against ``backend``, and the ``synchronous_commit``
+    its transaction committed with (read back inside that transaction)."""
+    from ownstate.backends.ports.checkpoints import Fence, NewCheckpoint
+    from ownstate.backends.postgres import _core
+    from ownstate.model import CheckpointScope
+
+    seen: list[str] = []
+    original = _core.Cursor._send
+
+    async def observed(self: Cursor, statement: Any, *, commit: bool) -> None:
+        if commit and not self._read:  # the commit's own setting, as the server has it
+            async def probe() -> None:
+                await statement()
+                cur = await self._conn.execute("SELECT current_setting('synchronous_commit')")
+                row = await cur.fetchone()
+                seen.append(str(row[0]) if row else "")
+
+            await original(self, probe, commit=commit)
+            return
+        await original(self, statement, commit=commit)
+
+    async def scenario() -> dict[str, str]:
+        await backend.setup(migrate=True)
+        modes: dict[str, str] = {}
+        try:
+            await backend.create_store("default", "modes", _BASE)
+            await backend.create_session("default", "modes", "s", "a", {}, _BASE)
+            holder = await backend.open_run("default", "modes", "s", "holder", "langgraph",
+                                            None, "me", 60.0, _BASE)
+            scope = CheckpointScope("a", "modes", "s", holder.run_id)
+            fence = Fence(holder.run_id, holder.fencing_token)
+            _core.Cursor._send = observed  # type: ignore[method-assign]
+            try:
+                for name, call in (
+                    ("append", lambda: backend.append_items(
+                        "default", "modes", "s", [_item(1)], None, _BASE)),
+                    ("put", lambda: backend.put_checkpoint(
+                        "default", scope, NewCheckpoint("", "c1", None, "t", b"p", "{}"),
+                        fence, _BASE)),
+                    ("put_writes", lambda: backend.put_writes(
+                        "default", scope, "", "c1",
+                        [PendingWrite("task", 0, "ch", "t", b"w")], fence, _BASE)),
+                    ("close", lambda: backend.close_run(
+                        "default", holder.run_id, "done", None, 1, holder.fencing_token,
+                        _BASE)),
+                ):
+                    seen.clear()
+                    await call()
+                    modes[name] = ",".join(seen)
+            finally:
+                _core.Cursor._send = original  # type: ignore[method-assign]
+            got = await backend.get_checkpoint("default", scope, "", None)
+            assert got is not None
+            assert got.payload == b"p"
+            assert got.pending_writes == (PendingWrite("task", 0, "ch", "t", b"w"),)
+        finally:
+            await backend.close()
+        return modes
+
+    return asyncio.run(scenario())
+
+
+def test_checkpoint_writes_commit_without_waiting_for_the_disk(schema: str) -> None:
+    # A step's checkpoint and writes need not wait for their WAL flush (checkpoints are
+    # disposable, and the step's next item append or run close flushes them anyway);
+    # items and runs, the system of record, always do.
+    modes = _commit_modes(PostgresBackend(POSTGRES_URL, schema=schema))
+    assert modes == {"append": "on", "put": "off", "put_writes": "off", "close": "on"}
+
+
+def test_synchronous_checkpoints_makes_every_write_wait_for_the_disk(schema: str) -> None:
+    from ownstate.backends import open_backend
+
+    backend = open_backend(_with(POSTGRES_URL, schema=schema,
+                                 synchronous_checkpoints="true"))
+    assert isinstance(backend, PostgresBackend)
+    modes = _commit_modes(backend)
+    assert modes == {"append": "on", "put": "on", "put_writes": "on", "close": "on"}
+    with pytest.raises(InvalidInput, match="synchronous_checkpoints"):
+        open_backend(_with(POSTGRES_URL, schema=schema, synchronous_checkpoints="maybe"))
+
+
 def test_an_own_pool_prepares_a_statement_the_second_time_it_runs(schema: str) -> None:
     async def prepared(cur: Cursor) -> int:
         await cur.execute("SELECT count(*) FROM pg_prepared_statements")

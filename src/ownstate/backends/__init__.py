@@ -44,6 +44,19 @@ def _float_option(options: dict[str, list[str]], name: str, default: float) -> f
         raise InvalidInput(f"URL option {name}= must be a number", field="url") from exc
 
 
+_BOOLEANS = {"true": True, "1": True, "on": True, "yes": True,
+             "false": False, "0": False, "off": False, "no": False}
+
+
+def _bool_option(options: dict[str, list[str]], name: str, default: bool) -> bool:
+    if name not in options:
+        return default
+    value = options[name][-1].lower()
+    if value not in _BOOLEANS:
+        raise InvalidInput(f"URL option {name}= must be true or false", field="url")
+    return _BOOLEANS[value]
+
+
 def open_backend(url: str, *, inline: bool = False, token: str | None = None) -> Backend:
     """A backend for ``url``, not yet set up.
 
@@ -51,8 +64,9 @@ def open_backend(url: str, *, inline: bool = False, token: str | None = None) ->
     - ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``; options
       ``?busy_timeout=SECONDS&synchronous=normal|full&replay_cache=ITEMS``
     - ``postgresql://user@host:5432/db``; options ``?schema=NAME`` (default ``ownstate``),
-      ``pool_min``, ``pool_max``, ``pool_timeout``, ``replay_cache``; other options go to
-      libpq
+      ``pool_min``, ``pool_max``, ``pool_timeout``, ``replay_cache``,
+      ``synchronous_checkpoints=true`` (checkpoint writes wait for their WAL flush, as
+      every other write does); other options go to libpq
     - ``redis://host:6379/0``, ``rediss://...`` (TLS), ``redis+cluster://host:7000`` and
       ``rediss+cluster://...`` (Redis Cluster); options ``?prefix=NAME`` (default
       ``ownstate``) and ``checkpoint_ttl=SECONDS``; other options go to redis-py
@@ -90,7 +104,8 @@ def open_backend(url: str, *, inline: bool = False, token: str | None = None) ->
     if scheme in ("postgresql", "postgres"):
         from .postgres import PostgresBackend
 
-        own = {"schema", "pool_min", "pool_max", "pool_timeout", "replay_cache"}
+        own = {"schema", "pool_min", "pool_max", "pool_timeout", "replay_cache",
+               "synchronous_checkpoints"}
         libpq_query = urlencode([(k, v) for k, vs in options.items() if k not in own
                                  for v in vs], quote_via=quote)
         conninfo = urlunsplit(("postgresql", parts.netloc, parts.path, libpq_query, ""))
@@ -104,6 +119,7 @@ def open_backend(url: str, *, inline: bool = False, token: str | None = None) ->
             max_size=int(_float_option(options, "pool_max", 10)),
             timeout=_float_option(options, "pool_timeout", 10.0),
             replay_cache=int(_float_option(options, "replay_cache", 20_000)),
+            synchronous_checkpoints=_bool_option(options, "synchronous_checkpoints", False),
         )
     if scheme in ("redis", "rediss", "redis+cluster", "rediss+cluster"):
         from .redis import RedisBackend

@@ -18,6 +18,18 @@ that is safe: always for reads, and for writes whose commit had not been sent (P
 applies nothing of a transaction it never saw committed). A write whose connection was
 lost once its commit was on the wire raises :class:`~ownstate.errors.BackendUnavailable`
 saying it may or may not have been applied.
+
+**Checkpoint writes commit without waiting for the disk** (``synchronous_commit`` off for
+their transaction only), unless the backend is made with ``synchronous_checkpoints=True``.
+Checkpoints are the framework's disposable scratch (rebuildable from sessions and runs),
+and a commit that waits for its WAL flush costs a few milliseconds where the statement
+costs a fraction of one. What that gives up is narrow: the commit is still atomic, ordered
+and visible at once, fencing is unchanged (run rows, which hold the lease, always commit
+synchronously), and a crash of the client loses nothing. Only a crash of the server or
+its machine can lose checkpoint writes committed in the last moments (PostgreSQL flushes
+them within three ``wal_writer_delay``, 0.6 s by default) and never anything committed
+before a synchronous commit, because the WAL is flushed in order: a framework step that
+ends by appending items or closing its run has made all of its checkpoints durable.
 """
 
 from __future__ import annotations
@@ -65,6 +77,8 @@ EXPORT_SNAPSHOT: ContextVar[tuple[object, str] | None] = ContextVar(
     "ownstate_postgres_export_snapshot", default=None)
 _SETTINGS = ("SELECT set_config('search_path', %s, true), set_config('TimeZone', 'UTC', true)")
 _SETTINGS_FOR_TENANT = _SETTINGS + ", set_config('ownstate.tenant', %s, true)"
+#: Added to a transaction's settings by a write that may commit without its WAL flush.
+_ASYNC_COMMIT = ", set_config('synchronous_commit', 'off', true)"
 
 
 def translate(exc: psycopg.Error) -> OwnstateError:
@@ -230,6 +244,8 @@ class PostgresCore:
     must be in autocommit mode). ``schema`` is the PostgreSQL schema that holds ownstate's
     tables, so several applications can share one database. ``replay_cache`` is how many
     items the replay cache may hold (see ``_replay``; 0 turns it off).
+    ``synchronous_checkpoints`` makes checkpoint writes wait for their WAL flush like every
+    other write (see the module docstring for what the default gives up).
     """
 
     def __init__(
@@ -242,6 +258,7 @@ class PostgresCore:
         max_size: int = 10,
         timeout: float = 10.0,
         replay_cache: int = 20_000,
+        synchronous_checkpoints: bool = False,
     ) -> None:
         if (conninfo is None) == (pool is None):
             raise InvalidInput("give the PostgreSQL backend a conninfo or a pool, not both")
@@ -254,6 +271,7 @@ class PostgresCore:
         self._opened = False
         self._search_path = '"' + schema.replace('"', '""') + '", public'
         self._replay = ReplayCache(replay_cache)
+        self._synchronous_checkpoints = synchronous_checkpoints
         #: whether a session store indexes its items, as last seen: (tenant, store) to
         #: the flag. A write that relies on it checks it in its statement (a store may be
         #: deleted and made again with the other flag).
@@ -281,7 +299,8 @@ class PostgresCore:
         self._opened = False
 
     async def _transaction(self, tenant: str | None, fn: Callable[[Cursor], Awaitable[T]],
-                           attempt: _Attempt, read: bool, snapshot: bool) -> T:
+                           attempt: _Attempt, read: bool, snapshot: bool,
+                           lazy_commit: bool) -> T:
         async with self._pool.connection() as conn:
             attempt.conn = conn
             if _looks_dead(conn):
@@ -290,6 +309,8 @@ class PostgresCore:
             settings: tuple[str, tuple[str, ...]] = (
                 (_SETTINGS, (self._search_path,)) if tenant is None
                 else (_SETTINGS_FOR_TENANT, (self._search_path, tenant)))
+            if lazy_commit:
+                settings = (settings[0] + _ASYNC_COMMIT, settings[1])
             held = EXPORT_SNAPSHOT.get()
             cur = Cursor(conn, settings, attempt, read=read, snapshot=snapshot,
                          adopt=held[1] if snapshot and held is not None and held[0] is self
@@ -307,13 +328,14 @@ class PostgresCore:
             return result
 
     async def _run(self, tenant: str | None, fn: Callable[[Cursor], Awaitable[T]], *,
-                   read: bool, snapshot: bool = False) -> T:
+                   read: bool, snapshot: bool = False, lazy_commit: bool = False) -> T:
         await self._open()
         dead = lost_midway = rolled_back = 0
         while True:
             attempt = _Attempt()
             try:
-                return await self._transaction(tenant, fn, attempt, read, snapshot)
+                return await self._transaction(tenant, fn, attempt, read, snapshot,
+                                               lazy_commit)
             except psycopg.errors.TransactionRollback as exc:
                 # A deadlock or serialisation failure: the server rolled the transaction
                 # back and said so, so running it again is safe.
@@ -350,3 +372,11 @@ class PostgresCore:
         """Run a write transaction, retried if its connection was lost before it was
         committed; lost while committing, it raises BackendUnavailable."""
         return await self._run(tenant, fn, read=False)
+
+    async def _write_checkpoint(self, tenant: str | None,
+                                fn: Callable[[Cursor], Awaitable[T]]) -> T:
+        """:meth:`_write` for a transaction that writes checkpoints only: it commits without
+        waiting for its WAL flush unless the backend was made ``synchronous_checkpoints``
+        (see the module docstring)."""
+        return await self._run(tenant, fn, read=False,
+                               lazy_commit=not self._synchronous_checkpoints)

@@ -16,7 +16,8 @@ The operations a LangGraph step makes (a put, a task's writes, a read of the lat
 checkpoint) are each one statement, so one round trip, committed with it: the statement
 returns what was found besides what was written (the scope's run, the fence run's state,
 the checkpoint), and a refusal is worded from that after the fact, when nothing was
-written.
+written. A put and a task's writes commit without waiting for their WAL flush (``_core``
+says what that gives up, and ``synchronous_checkpoints`` turns it off).
 """
 
 from __future__ import annotations
@@ -254,7 +255,7 @@ class CheckpointsInPostgres(PostgresCore):
                 pending_writes=pending,
             )
 
-        return await self._write(tenant, run)
+        return await self._write_checkpoint(tenant, run)
 
     async def put_writes(self, tenant: str, scope: CheckpointScope, namespace: str,
                          checkpoint_id: str, writes: Sequence[PendingWrite],
@@ -283,7 +284,7 @@ class CheckpointsInPostgres(PostgresCore):
                     run_id=scope.run_id, checkpoint_id=checkpoint_id,
                     namespace=namespace)
 
-        await self._write(tenant, run)
+        await self._write_checkpoint(tenant, run)
 
     # reads -----------------------------------------------------------------------------
 
