@@ -33,12 +33,16 @@ def _schema(url: str) -> str:
 
 
 def _counts(url: str) -> tuple[dict[tuple[str, str, str], int], dict[tuple[str, str, str], int]]:
-    """The counts kept in ``search_terms``, and those recounted from every row's ``terms``
-    (as the schema's owner, whom row-level security does not bind here)."""
+    """The counts kept in ``search_terms`` and its log, and those recounted from every
+    row's ``terms`` (as the schema's owner, whom row-level security does not bind here)."""
     schema = _schema(url)
     with psycopg.connect(POSTGRES_URL) as conn:
         kept = {(r[0], r[1], r[2]): int(r[3]) for r in conn.execute(
-            f"SELECT tenant, kind, lexeme, sum(docs) FROM {schema}.search_terms "
+            f"SELECT tenant, kind, lexeme, sum(docs) FROM (SELECT tenant, kind, lexeme, docs "
+            f"FROM {schema}.search_terms UNION ALL SELECT l.tenant, l.kind, "
+            "l.prefix || u.term, u.docs FROM "
+            f"{schema}.search_term_log l, unnest(string_to_array(l.terms, ' '), "
+            "string_to_array(l.counts, ' ')::bigint[]) AS u (term, docs)) AS c "
             "GROUP BY tenant, kind, lexeme HAVING sum(docs) <> 0")}
         recounted = {(r[0], r[1], r[2]): int(r[3]) for r in conn.execute(
             f"SELECT f.tenant, 'fact', u.lexeme, count(*) FROM {schema}.facts f "
@@ -159,10 +163,10 @@ def test_migration_counts_the_terms_stored_before(make_url: Maker) -> None:
     schema = _schema(url)
     with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
         conn.execute(f"SET search_path TO {schema}")
-        conn.execute("DROP TABLE search_terms")
+        conn.execute("DROP TABLE search_terms, search_term_log")
         conn.execute("DROP FUNCTION facts_leave_search_terms() CASCADE")
         conn.execute("DROP FUNCTION items_leave_search_terms() CASCADE")
-        conn.execute("DELETE FROM ownstate_schema WHERE version = 9")
+        conn.execute("DELETE FROM ownstate_schema WHERE version >= 9")
     with ownstate.connect(url) as client:
         client.migrate()
         found, expected_version = client.check()
@@ -182,13 +186,13 @@ def test_a_store_without_item_indexing_makes_no_terms(
         make_url: Maker, monkeypatch: pytest.MonkeyPatch) -> None:
     url = make_url("postgres")
     made: list[str] = []
-    real = pg_sessions.item_vector
+    real = pg_sessions.item_terms_binary
 
-    def spy(tenant: str, text: str) -> Any:
-        made.append(text)
-        return real(tenant, text)
+    def spy(prefix: str, found: list[str], seen: Any) -> Any:
+        made.append(" ".join(found))
+        return real(prefix, found, seen)
 
-    monkeypatch.setattr(pg_sessions, "item_vector", spy)
+    monkeypatch.setattr(pg_sessions, "item_terms_binary", spy)
     with ownstate.connect(url) as client:
         plain = client.session_stores.create("plain", index_items=False)
         session = plain.add(actor_id="user:1")
