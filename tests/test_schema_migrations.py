@@ -26,6 +26,7 @@ RELEASED = {
         4: "16d233cf8e4d68cd5fe433a9c6eb7bfd934c01b93e7ed85818f3eec95c60a40c",
         5: "0bf759a2d68764e54f1478b771c796bd4ea313f87293efb54f0b0c924c562316",
         6: "5b2b8c8f6f59dd886167f42eb56a3662355ecdb0c713dfaa67a018a021c2eb8f",
+        9: "4cace36bc6e23480104d0da83a1c52380a59a4add6a15b718f5ee7fc24d988b1",
     },
     "postgres": {
         1: "31c25f0bec00f4f93e7f646372a6c28947aa085fe1057242963c3d4d7611137f",
@@ -35,6 +36,8 @@ RELEASED = {
         5: "f0673e5c7782faaeee5d746abd8697f256c3ccce385591e4ba4201a067a838da",
         6: "875acb2e293ea14a117b7e49c54e105fe594e49be7591b7e2302028216830e0c",
         7: "c32a45a2997a2b84f174f04ee37165b1094a1694cd59ca2e6c6ce0c31e4c7513",
+        9: "5f1c34a538365e61fe357fa5872687fca4f308b875e89b62472384613acc88ec",
+        10: "722843e12dbc5aa2ee1655c6b4570a34f12cd5c2721d5064bb1137557af6bb9d",
     },
 }
 SCHEMAS: dict[str, Any] = {"sqlite": sqlite_schema, "postgres": postgres_schema}
