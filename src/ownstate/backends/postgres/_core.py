@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import select
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -48,10 +49,12 @@ with requires("postgres", "the PostgreSQL backend"):
     import psycopg
     from psycopg import AsyncConnection, AsyncCursor, AsyncPipeline, sql
     from psycopg.abc import Params
-    from psycopg.pq import TransactionStatus
+    from psycopg.adapt import Dumper
+    from psycopg.postgres import types
+    from psycopg.pq import Format, TransactionStatus
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-__all__ = ["EXPORT_SNAPSHOT", "Cursor", "PostgresCore", "translate"]
+__all__ = ["EXPORT_SNAPSHOT", "BinaryVector", "Cursor", "PostgresCore", "translate"]
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
@@ -79,6 +82,31 @@ _SETTINGS = ("SELECT set_config('search_path', %s, true), set_config('TimeZone',
 _SETTINGS_FOR_TENANT = _SETTINGS + ", set_config('ownstate.tenant', %s, true)"
 #: Added to a transaction's settings by a write that may commit without its WAL flush.
 _ASYNC_COMMIT = ", set_config('synchronous_commit', 'off', true)"
+
+
+class BinaryVector(bytes):
+    """A ``tsvector`` in its binary form (``_tsvector``), which this backend's connections
+    send as a ``tsvector`` (a list of them as a ``tsvector[]``)."""
+
+    __slots__ = ()
+
+
+class _BinaryVectorDumper(Dumper):
+    format = Format.BINARY
+    oid = types["tsvector"].oid
+
+    def dump(self, obj: BinaryVector) -> bytes:
+        return obj
+
+
+#: The connections that know how to send a BinaryVector: every connection the backend
+#: uses, its own pool's or one given to it, is taught once.
+_TAUGHT: weakref.WeakSet[AsyncConnection[Any]] = weakref.WeakSet()
+
+
+def _teach(conn: AsyncConnection[Any]) -> None:
+    conn.adapters.register_dumper(BinaryVector, _BinaryVectorDumper)
+    _TAUGHT.add(conn)
 
 
 def translate(exc: psycopg.Error) -> OwnstateError:
@@ -164,11 +192,24 @@ class Cursor:
         return rows
 
     async def execute(self, query: Query, params: Params | None = None, *,
-                      last: bool = False, binary: bool = False) -> None:
+                      last: bool = False, binary: bool = False,
+                      before: tuple[Query, Params] | None = None) -> None:
         """Run one statement; with ``last``, commit with it (a write's final statement);
-        with ``binary``, rows arrive in binary (faster to decode numbers and times)."""
-        await self._send(lambda: self._cur.execute(query, params, binary=binary or None),
-                         commit=self._read or last)
+        with ``binary``, rows arrive in binary (faster to decode numbers and times). With
+        ``before``, that statement (whose rows are dropped) runs first, in the same round
+        trip and transaction: in a read, the two are one transaction, and the second's
+        snapshot is taken once the first is done."""
+        if before is None:
+            await self._send(lambda: self._cur.execute(query, params, binary=binary or None),
+                             commit=self._read or last)
+            return
+        conn, prior = self._conn, before
+
+        async def both() -> None:
+            await conn.execute(*prior)
+            await self._cur.execute(query, params, binary=binary or None)
+
+        await self._send(both, commit=self._read or last)
 
     async def executemany(self, query: Query, params_seq: Iterable[Params]) -> None:
         await self._send(lambda: self._cur.executemany(query, params_seq),
@@ -306,6 +347,8 @@ class PostgresCore:
             if _looks_dead(conn):
                 await conn.close()
                 raise psycopg.OperationalError("the pooled connection was closed by the server")
+            if conn not in _TAUGHT:
+                _teach(conn)
             settings: tuple[str, tuple[str, ...]] = (
                 (_SETTINGS, (self._search_path,)) if tenant is None
                 else (_SETTINGS_FOR_TENANT, (self._search_path, tenant)))

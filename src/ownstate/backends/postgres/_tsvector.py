@@ -13,13 +13,18 @@ lexeme may be stored as its hash, and a hash that equals a stored term shares it
 lexeme), the same first positions of each, and a position past the largest a
 ``tsvector`` holds kept once, as the text parser keeps it (it drops repeats). The
 server sorts the lexemes itself.
+
+An append sends its items' terms in the same form, as a ``tsvector[]`` parameter of
+``BinaryVector`` values (``_core``): the server then reads them with ``tsvector_recv`` instead
+of parsing their text (``tsvector_in`` checks the class of every character, which cost
+the server more than anything else an indexed append does but the term counts).
 """
 
 from __future__ import annotations
 
 import struct
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from .search import (
     LONGEST_LEXEME,
@@ -31,7 +36,7 @@ from .search import (
     term_positions,
 )
 
-__all__ = ["item_vector_binary"]
+__all__ = ["item_terms_binary", "item_vector_binary"]
 
 _COUNT = struct.Struct(">i")
 #: lexemes (with their NUL) of the terms seen, per scope prefix: terms repeat across the
@@ -67,11 +72,17 @@ def vector_binary(prefix: str, found: Sequence[str],
 
 
 def _vector_binary(prefix: str, found: Sequence[str]) -> list[bytes]:
+    return _vector_and_terms(prefix, found)[0]
+
+
+def _vector_and_terms(prefix: str, found: Sequence[str]) -> tuple[list[bytes], Iterable[str]]:
+    """The parts of the binary ``tsvector`` of ``found``, and its distinct lexemes without
+    the prefix (a term, or the hash a long one is stored as)."""
     lexemes = _LEXEMES.get(prefix)
     if lexemes is None or len(lexemes) > _CACHED:
         lexemes = _LEXEMES[prefix] = {}
     if len(found) > MAX_POSITION:
-        return _exact(lexemes, prefix, found)
+        return _exact_and_terms(lexemes, prefix, found)
     # the usual document: no position to cap, no term long enough to be hashed (so no
     # two terms share a lexeme); a term seen once keeps its position as an int
     positions = grouped_positions(found)
@@ -81,7 +92,7 @@ def _vector_binary(prefix: str, found: Sequence[str]) -> list[bytes]:
         lex = lexemes.get(term)
         if lex is None:
             if len(term) * 4 > _SHORT:  # it may be hashed (long terms are not kept)
-                return _exact(lexemes, prefix, found)
+                return _exact_and_terms(lexemes, prefix, found)
             lex = lexemes[term] = (prefix + term).encode() + b"\x00"
         add(lex)
         if at.__class__ is int:
@@ -89,7 +100,14 @@ def _vector_binary(prefix: str, found: Sequence[str]) -> list[bytes]:
         else:
             del at[MAX_POSITIONS:]
             add(struct.pack(f">{len(at) + 1}H", len(at), *at))
-    return out
+    return out, positions.keys()
+
+
+def _exact_and_terms(lexemes: dict[str, bytes], prefix: str, found: Sequence[str]
+                     ) -> tuple[list[bytes], Iterable[str]]:
+    out = _exact(lexemes, prefix, found)
+    cut = len(prefix.encode())
+    return out, [lex[cut:-1].decode() for lex in out[1::2]]
 
 
 def _exact(lexemes: dict[str, bytes], prefix: str, found: Sequence[str]) -> list[bytes]:
@@ -121,3 +139,12 @@ def item_vector_binary(tenant: str, found: Sequence[str],
             _PREFIXES.clear()
         prefix = _PREFIXES[tenant] = scope_prefix(tenant)
     return vector_binary(prefix, found, seen), len(found)
+
+
+def item_terms_binary(prefix: str, found: Sequence[str], seen: Counter[str]) -> bytes:
+    """The binary ``tsvector`` of an item's terms ``found`` in scope ``prefix``; each of its
+    distinct lexemes, without the prefix, is counted into ``seen`` (what an append logs)."""
+    made, distinct = _vector_and_terms(prefix, found)
+    seen.update(distinct)
+    return b"".join(made)
+

@@ -586,6 +586,30 @@ MIGRATIONS: tuple[Migration, ...] = (
         "ALTER INDEX facts_terms SET (gin_pending_list_limit = 256)",
         "ALTER INDEX items_terms SET (gin_pending_list_limit = 256)",
     )),
+    Migration(10, "search term counts logged by writes, folded by searches", (
+        # A write adds one row here (its documents per term, the terms without their scope
+        # prefix, each list one space-separated text) instead of a row of search_terms
+        # per lexeme; searches fold the rows of their tenant and kind into search_terms
+        # before they read it, and so does a write that finds many (search.py). Empty at
+        # first: search_terms already counts every stored document.
+        """
+        CREATE TABLE search_term_log (
+            tenant  text NOT NULL,
+            kind    text NOT NULL CHECK (kind IN ('fact', 'item')),
+            prefix  text COLLATE "C" NOT NULL,
+            terms   text COLLATE "C" NOT NULL,
+            counts  text NOT NULL,
+            entries integer NOT NULL
+        )
+        """,
+        "CREATE INDEX search_term_log_by_scope ON search_term_log (tenant, kind) "
+        "INCLUDE (entries)",
+        "ALTER TABLE search_term_log ENABLE ROW LEVEL SECURITY",
+        "ALTER TABLE search_term_log FORCE ROW LEVEL SECURITY",
+        "CREATE POLICY tenant_isolation ON search_term_log USING (tenant = "
+        "current_setting('ownstate.tenant', true)) WITH CHECK (tenant = "
+        "current_setting('ownstate.tenant', true))",
+    )),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -13,11 +13,22 @@ BM25 needs the number of documents in the scope and their total length: ``search
 keeps them; and the number of documents holding each query term: ``search_terms`` keeps
 it per lexeme (a lexeme names its scope). Both are kept in eight shards per row (a writer
 adds to the shard of its connection, so concurrent writers rarely wait on one row), in
-the transaction that writes the documents, as its last statement, lexemes in code-point
-order; deletes, cascades included, subtract through statement-level triggers (stats
-first, then terms, as writers do). Counting a common term's documents at query time
-would read up to half the scope's rows.
+the transaction that writes the documents, as its last statement; deletes, cascades
+included, subtract through statement-level triggers (stats first, then terms, as writers
+do). Counting a common term's documents at query time would read up to half the scope's
+rows.
 
+A write does not add to ``search_terms`` row by row (a batch of 20 items would update
+some 250 rows, most of an indexed append's time): it adds one row to
+``search_term_log``, its documents per term (:data:`LOG_FROM`). The log is folded into
+``search_terms`` (:data:`FOLD`: its rows deleted, their counts summed per lexeme and
+added, lexemes in code-point order, so two folders never wait on each other's rows in
+turn) by every search, before it reads, for its tenant and kind, in a statement of its
+own so that what it reads next sees what a concurrent fold committed; and by a write
+that finds :data:`FOLD_ENTRIES` or more term counts logged for its tenant and kind, in
+its own statement, which bounds what a search may find to fold. A count in the log is
+already in force: a delete subtracts from ``search_terms`` whether or not the rows'
+counts were folded yet, and a sum over both is exact at all times.
 A search (:func:`ranked`) reads those counts and the postings of its rarest terms (through
 the GIN index) in one statement, then the rows of the first candidates they give, and
 scores them best first and exactly, in Python from their counts of the kept lexemes, as
@@ -53,10 +64,10 @@ from ..ports.search import (
 )
 from ._core import Cursor, PostgresCore
 
-__all__ = ["ADD_COUNTS", "LONGEST_LEXEME", "MAX_POSITION", "MAX_POSITIONS", "TERMS_FROM",
-           "SearchInPostgres", "Vector", "add_counts", "backfill", "fact_vector",
-           "grouped_positions", "item_vector", "lexeme", "lexeme_counts", "ranked",
-           "scope_prefix", "term_counts_sql", "term_positions"]
+__all__ = ["ADD_COUNTS", "FOLD", "FOLD_ENTRIES", "LOG_FROM", "LONGEST_LEXEME", "MAX_POSITION",
+           "MAX_POSITIONS", "SearchInPostgres", "Vector", "add_counts", "backfill",
+           "fact_vector", "grouped_positions", "item_vector", "lexeme", "logged_counts",
+           "ranked", "scope_prefix", "term_counts_sql", "term_positions"]
 
 T = TypeVar("T")
 
@@ -170,43 +181,84 @@ def item_vector(tenant: str, text: str) -> Vector:
     return _made(scope_prefix(tenant), terms(text))
 
 
-#: The rows of ``search_terms`` a write adds to: ``lexemes`` in code-point order (the
-#: order of ``COLLATE "C"``, so two writers take the rows they share in one order) and
-#: the documents each gained, each list sent as one text, split by spaces (a lexeme holds
-#: none: far cheaper for the driver than an array of many); joined to the CTE or table
-#: ``{after}``, so that they are written after it, and not at all when it has no row.
-TERMS_FROM = (
+#: A write folds the log of its tenant and kind when it finds at least this many term
+#: counts in it: what a search may have to fold is bounded by about this many (and one
+#: write's own).
+FOLD_ENTRIES = 20_000
+
+#: Adds the counts of the log rows ``{gone}`` (a CTE of deleted rows) to ``search_terms``,
+#: one row per lexeme, in code-point order (the order of ``COLLATE "C"``, as the delete
+#: triggers take them, so two writers take the rows they share in one order).
+_FOLDED = (
     "INSERT INTO search_terms AS c (tenant, kind, lexeme, shard, docs) "
-    "SELECT %(tenant)s, %(kind)s, u.lexeme, pg_backend_pid() %% 8, u.docs "
-    "FROM {after}, unnest(string_to_array(%(lexemes)s, ' '), "
-    "string_to_array(%(counts)s, ' ')::bigint[]) AS u (lexeme, docs) "
+    "SELECT %(tenant)s, %(kind)s, t.lexeme, pg_backend_pid() %% 8, t.docs FROM ("
+    "SELECT g.prefix || u.term AS lexeme, sum(u.docs) AS docs FROM {gone} AS g, "
+    "unnest(string_to_array(g.terms, ' '), string_to_array(g.counts, ' ')::bigint[]) "
+    "AS u (term, docs) GROUP BY 1) AS t ORDER BY t.lexeme COLLATE \"C\" "
     "ON CONFLICT (tenant, kind, lexeme, shard) DO UPDATE SET docs = c.docs + excluded.docs"
 )
 
-#: Adds documents to a scope's statistics and their lexemes to ``search_terms``, in that
-#: order (as the delete triggers subtract them).
+#: Folds the log of a tenant and kind (``tenant``, ``kind``) into ``search_terms``.
+FOLD = (
+    "WITH gone AS (DELETE FROM search_term_log WHERE tenant = %(tenant)s "
+    "AND kind = %(kind)s RETURNING prefix, terms, counts) " + _FOLDED.format(gone="gone")
+)
+
+#: CTEs that log a write's documents per term, after the CTE ``{after}`` and only when it
+#: has a row (``log_prefix``, ``log_terms``, ``log_counts``, ``log_entries``: see
+#: :func:`logged_counts`), then fold the log when it held ``fold_at`` term counts or
+#: more (the row just logged is not among them: a statement does not see its own rows).
+LOG_FROM = (
+    "logged AS (INSERT INTO search_term_log (tenant, kind, prefix, terms, counts, entries) "
+    "SELECT %(tenant)s, %(kind)s, %(log_prefix)s, %(log_terms)s, %(log_counts)s, "
+    "%(log_entries)s FROM {after} RETURNING 1), "
+    "due AS (DELETE FROM search_term_log WHERE tenant = %(tenant)s AND kind = %(kind)s "
+    "AND EXISTS (SELECT FROM logged) AND (SELECT sum(entries) FROM search_term_log "
+    "WHERE tenant = %(tenant)s AND kind = %(kind)s) >= %(fold_at)s "
+    "RETURNING prefix, terms, counts), "
+    "folded AS (" + _FOLDED.format(gone="due") + ")"
+)
+
+#: Adds documents to a scope's statistics and logs their terms, in that order (as the
+#: delete triggers subtract them: statistics, then terms).
 ADD_COUNTS = (
     "WITH stats AS (INSERT INTO search_stats AS s (tenant, kind, scope, shard, docs, length) "
     "VALUES (%(tenant)s, %(kind)s, %(scope)s, pg_backend_pid() %% 8, %(docs)s, %(length)s) "
     "ON CONFLICT (tenant, kind, scope, shard) DO UPDATE SET docs = s.docs + excluded.docs, "
-    "length = s.length + excluded.length RETURNING 1) " + TERMS_FROM.format(after="stats")
+    "length = s.length + excluded.length RETURNING 1), " + LOG_FROM.format(after="stats")
+    + " SELECT"
 )
 
 
-def lexeme_counts(counts: Counter[str]) -> dict[str, str]:
-    """The ``lexemes`` and ``counts`` parameters of ``TERMS_FROM``."""
-    ordered = sorted(counts)
-    return {"lexemes": " ".join(ordered), "counts": " ".join([str(counts[t]) for t in ordered])}
+def logged_counts(prefix: str, counts: Counter[str]) -> dict[str, Any]:
+    """The parameters of :data:`LOG_FROM`: the documents of each term of ``counts``, a term
+    being a lexeme without its scope's ``prefix``."""
+    return {"log_prefix": prefix, "log_terms": " ".join(counts),
+            "log_counts": " ".join(map(str, counts.values())), "log_entries": len(counts),
+            "fold_at": FOLD_ENTRIES}
+
+
+def _scope_terms(prefix: str, lexemes: Counter[str]) -> Counter[str]:
+    """``lexemes`` (all of scope ``prefix``) as terms without the prefix."""
+    cut = len(prefix)
+    terms: Counter[str] = Counter()
+    for lex, n in lexemes.items():
+        if lex[:cut] != prefix:
+            raise ValueError(f"lexeme {lex!r} is not of the scope counted ({prefix!r})")
+        terms[lex[cut:]] = n
+    return terms
 
 
 async def add_counts(cur: Cursor, tenant: str, kind: str, scope: str, docs: int,
                      length: int, counts: Counter[str]) -> None:
     """Count ``docs`` documents of ``length`` terms in all, holding the lexemes of
-    ``counts``, into ``search_stats`` and ``search_terms``: the last statement of a write."""
+    ``counts`` (all of the scope's prefix), into ``search_stats`` and the log of
+    ``search_terms``: the last statement of a write."""
     if docs:
+        prefix = scope_prefix(tenant) if kind == "item" else scope_prefix(tenant, scope)
         await cur.execute(ADD_COUNTS, {"tenant": tenant, "kind": kind, "scope": scope,
                                        "docs": docs, "length": length,
-                                       **lexeme_counts(counts)})
+                                       **logged_counts(prefix, _scope_terms(prefix, counts))})
 
 
 def term_counts_sql(alias: str) -> str:
@@ -263,9 +315,12 @@ async def ranked(cur: Cursor, table: str, key: str, kind: str, prefix: str,
     rarest terms.
     """
     wanted = [lexeme(prefix, t) for t in query.terms]
+    # the log folded first, in the same round trip; the counts are read by the next
+    # statement, whose snapshot holds what this fold and any it waited for committed
     await cur.execute(_STATS_AND_POSTINGS.format(key=key, table=table), {
         "tenant": params["tenant"], "scope": params["scope"], "kind": kind,
-        "wanted": wanted, "budget": CANDIDATE_POSTINGS}, binary=True)
+        "wanted": wanted, "budget": CANDIDATE_POSTINGS}, binary=True,
+        before=(FOLD, {"tenant": params["tenant"], "kind": kind}))
     n, size = 0, 0
     df: dict[str, int] = {}
     read_first: dict[str, list[int]] = {}  # the postings the statement read

@@ -13,11 +13,13 @@ from ..._jsontext import decode_json
 from ...model import Item, SessionRecord, SessionStoreRecord, build_item
 from .._replay import Meta, Replay
 from .._sql import FORK_VECTORS, item_page, session_page, sessions_filter
+from ..ports.search import terms
 from ..ports.sessions import NewItem, SessionOrder, changed_labels, forked_record
-from ._core import Cursor, PostgresCore
+from ._core import BinaryVector, Cursor, PostgresCore
+from ._tsvector import item_terms_binary
 from ._vector_rows import store_item_vectors
 from .access import drop_store, start_grants
-from .search import TERMS_FROM, add_counts, item_vector, lexeme_counts
+from .search import LOG_FROM, add_counts, logged_counts, scope_prefix
 
 __all__ = ["SessionsInPostgres"]
 
@@ -35,7 +37,8 @@ _ITEM_COLUMNS = (
 #: from; the batch arrives as one array per column, sent in binary (no quoting to do).
 #: The update matches only if the store indexes its items as ``indexed`` says (the terms
 #: sent are NULL when it does not), so a statement made for the other flag changes
-#: nothing; the counts of search terms come last, after the statistics.
+#: nothing; the items' terms arrive as binary tsvectors; the log of their counts comes
+#: last, after the statistics (``search.py``).
 _APPEND_TEMPLATE = (
     "WITH s AS (UPDATE sessions SET item_count = item_count + %(n)s, "
     "last_activity_time = %(now)s WHERE tenant = %(tenant)s AND store = %(store)s "
@@ -45,11 +48,11 @@ _APPEND_TEMPLATE = (
     "added AS (INSERT INTO items (sid, seq, tenant, item_id, create_time, format, data, role, "
     "type, tool_name, model, in_tokens, out_tokens, terms, terms_len) SELECT s.sid, "
     "s.base + u.ord, %(tenant)s, u.item_id, %(now)s, u.format, u.data::json, u.role, u.type, "
-    "u.tool_name, u.model, u.in_tokens, u.out_tokens, u.terms::tsvector, u.len "
+    "u.tool_name, u.model, u.in_tokens, u.out_tokens, u.terms, u.len "
     "FROM s, unnest(%(ids)b::text[], "
     "%(formats)b::text[], %(data)b::text[], %(roles)b::text[], %(types)b::text[], "
     "%(tools)b::text[], %(models)b::text[], %(ins)b::bigint[], %(outs)b::bigint[], "
-    "%(terms)b::text[], %(lens)b::int[]) "
+    "%(terms)b::tsvector[], %(lens)b::int[]) "
     "WITH ORDINALITY AS u (item_id, format, data, role, type, tool_name, model, in_tokens, "
     "out_tokens, terms, len, ord) RETURNING terms_len), "
     "stats AS (INSERT INTO search_stats AS t (tenant, kind, scope, shard, docs, length) "
@@ -57,8 +60,8 @@ _APPEND_TEMPLATE = (
     "FROM added WHERE terms_len IS NOT NULL HAVING count(*) > 0 "
     "ON CONFLICT (tenant, kind, scope, shard) DO UPDATE SET docs = t.docs + excluded.docs, "
     "length = t.length + excluded.length RETURNING 1), "
-    "counted AS (" + TERMS_FROM.format(after="stats").replace("{", "{{").replace("}", "}}")
-    + "){key} SELECT base FROM s"
+    + LOG_FROM.format(after="stats").replace("{", "{{").replace("}", "}}")
+    + "{key} SELECT base FROM s"
 )
 _APPEND_WITH_KEY = _APPEND_TEMPLATE.format(key=(
     ", k AS (INSERT INTO idempotency_keys (sid, key, tenant, request_hash, item_ids, "
@@ -439,17 +442,17 @@ class SessionsInPostgres(PostgresCore):
         terms are made then)."""
         params["indexed"] = indexed
         params["kind"] = "item"
-        if not indexed:
-            params["terms"] = params["lens"] = [None] * len(items)
-            params.update(lexemes="", counts="")
-            return
-        vectors = [item_vector(tenant, it.text) for it in items]
-        params["terms"] = [v.text for v in vectors]
-        params["lens"] = [v.length for v in vectors]
+        prefix = scope_prefix(tenant)
         counts: Counter[str] = Counter()
-        for v in vectors:
-            counts.update(v.lexemes)
-        params.update(lexeme_counts(counts))
+        if not indexed:
+            params["terms"] = None
+            params["lens"] = [None] * len(items)
+        else:
+            found = [terms(it.text) for it in items]
+            params["terms"] = [BinaryVector(item_terms_binary(prefix, f, counts))
+                               for f in found]
+            params["lens"] = [len(f) for f in found]
+        params.update(logged_counts(prefix, counts))
 
     @staticmethod
     async def _replayed(cur: Cursor, seen: Sequence[Any], session_id: str,
