@@ -289,6 +289,9 @@ def _fill(url: str, tenant: str) -> None:
         client.assets.put(b"bytes of " + tenant.encode(), "text/plain", session=session)
         client.memory_stores.create("facts").remember("user:1", "channel", "email",
                                                       source=item)
+        # a search folds the logged item term counts into search_terms; the facts' stay
+        # logged, so both tables hold rows
+        client.session_stores.search_items("hello")
 
 
 def test_a_runtime_role_sees_only_its_tenant(admin: Any, schema: str,
