@@ -17,6 +17,7 @@ from conftest import POSTGRES_URL
 import ownstate
 from ownstate import archive
 from ownstate.api.bulk import BulkSession, add_sessions
+from ownstate.backends.ports import search as search_rules
 from ownstate.backends.ports.search import fact_text, item_text, query_terms, rank, terms
 from ownstate.backends.postgres import search as pg_search
 from ownstate.backends.postgres import sessions as pg_sessions
@@ -294,8 +295,8 @@ def test_pruned_candidates_still_give_the_best_hits(make_url: Maker,
         assert len(items) == 12
         # read one term's postings at a time: the rarest first, the others only when the
         # first did not give enough hits; score one candidate at a time
-        monkeypatch.setattr(pg_search, "CANDIDATE_POSTINGS", 1)
-        monkeypatch.setattr(pg_search, "RESCORED", 1)
+        monkeypatch.setattr(search_rules, "CANDIDATE_POSTINGS", 1)
+        monkeypatch.setattr(search_rules, "RESCORED", 1)
         assert memory.search(query, limit=2) == exact[:2]
         assert memory.search(query, limit=40) == exact
         assert memory.search(query, subject="user:1", limit=5) == exact[:5]

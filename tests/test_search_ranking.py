@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import ownstate
+from ownstate.backends.ports import search as search_rules
 from ownstate.backends.ports.search import fact_text, item_text, query_terms, rank, terms
-from ownstate.backends.sqlite import search as sqlite_search
 
 
 @pytest.fixture
@@ -71,8 +71,8 @@ def test_pruned_candidates_still_give_the_best_hits(client: ownstate.Client,
     assert len(exact) == 12
     # read one term's postings at a time: the rarest first, the others only when the
     # first did not give enough hits
-    monkeypatch.setattr(sqlite_search, "CANDIDATE_POSTINGS", 1)
-    monkeypatch.setattr(sqlite_search, "RESCORED", 1)
+    monkeypatch.setattr(search_rules, "CANDIDATE_POSTINGS", 1)
+    monkeypatch.setattr(search_rules, "RESCORED", 1)
     assert memory.search("rare unusual common filler", limit=2) == exact[:2]
     assert memory.search("rare unusual common filler", limit=40) == exact
     assert memory.search("rare unusual common filler", subject="user:1", limit=5) == exact[:5]

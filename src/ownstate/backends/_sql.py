@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..errors import CheckpointNotFound
 from ..model import CLOSED_RUN_STATUSES, CheckpointScope, RetentionPolicy
 
 __all__ = ["ACTIVE", "CHECKPOINT_COLUMNS", "COPY_CHECKPOINTS", "COPY_WRITES", "FACT_COLUMNS",
@@ -175,6 +176,16 @@ def before_mark(p: str, rid: int, before: str,
         sql += f" AND namespace = {p}"
         params.append(namespace)
     return sql, params
+
+
+def before_condition(p: str, mark: int | None, scope: CheckpointScope,
+                     before: str) -> tuple[str, int]:
+    """The condition (over checkpoints ``c``) of a listing that goes on after the place
+    ``mark`` that :func:`before_mark` found, and its parameter; raises CheckpointNotFound
+    when it found none."""
+    if mark is None:
+        raise CheckpointNotFound(run_id=scope.run_id, checkpoint_id=before)
+    return f"c.cid < {p}", mark
 
 
 def retention_reasons(p: str, policy: RetentionPolicy,

@@ -37,6 +37,7 @@ from .._sql import (
     COPY_WRITES,
     SCOPED_RUN,
     WRITE_COLUMNS,
+    before_condition,
     before_mark,
     listing_conditions,
     retention_reasons,
@@ -321,11 +322,8 @@ class CheckpointsInPostgres(PostgresCore):
         if before is not None:
             await cur.execute(*before_mark("%s", rid, before, namespace))
             found = await cur.fetchone()
-            mark = found[0] if found else None
-            if mark is None:
-                raise CheckpointNotFound(
-                    run_id=scope.run_id, checkpoint_id=before)
-            conditions.append("c.cid < %s")
+            condition, mark = before_condition("%s", found[0] if found else None, scope, before)
+            conditions.append(condition)
             values.append(mark)
         return conditions, values
 

@@ -41,16 +41,8 @@ from ...errors import (
     SessionNotFound,
 )
 from ...model import Decision, Effect, Lease, Run
+from .. import _sql
 from .._decisions import Listener, Signalled
-from .._sql import (
-    ACTIVE,
-    RUN_COLUMNS,
-    RUN_ROWID,
-    RUN_STATE,
-    awaiting_filter,
-    outstanding_filter,
-    runs_filter,
-)
 from ..ports.runs import RunState, decision_refusal, run_refusal
 from ._core import Cursor, PostgresCore
 
@@ -81,7 +73,7 @@ async def _refusal(cur: Cursor, tenant: str, run_id: str, fencing_token: int | N
                    lease_needed: bool = False, claimant: str | None = None,
                    now: datetime | None = None) -> OwnstateError:
     """Why a conditional write on the run changed nothing, read right after it."""
-    await cur.execute(RUN_STATE.format(p="%s"), (tenant, run_id))
+    await cur.execute(_sql.RUN_STATE.format(p="%s"), (tenant, run_id))
     row = await cur.fetchone()
     state = None if row is None else RunState(row[0], int(row[1]), row[2], row[3])
     refusal = run_refusal(run_id, state, fencing_token, lease_needed=lease_needed,
@@ -131,7 +123,7 @@ class RunsInPostgres(PostgresCore, Signalled):
         await cur.execute(
             "SELECT s.sid, "
             " EXISTS (SELECT 1 FROM runs WHERE tenant = %s AND run_id = %s), "
-            f" (SELECT run_id FROM runs r WHERE r.sid = s.sid AND {ACTIVE}) "
+            f" (SELECT run_id FROM runs r WHERE r.sid = s.sid AND {_sql.ACTIVE}) "
             "FROM sessions s WHERE s.tenant = %s AND s.store = %s AND s.session_id = %s",
             (tenant, run_id, tenant, store, session_id))
         row = await cur.fetchone()
@@ -146,8 +138,9 @@ class RunsInPostgres(PostgresCore, Signalled):
 
     async def get_run(self, tenant: str, run_id: str) -> Run:
         async def run(cur: Cursor) -> Run:
-            await cur.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE tenant = %s AND run_id = %s",
-                              (tenant, run_id))
+            await cur.execute(
+                f"SELECT {_sql.RUN_COLUMNS} FROM runs WHERE tenant = %s AND run_id = %s",
+                (tenant, run_id))
             row = await cur.fetchone()
             if row is None:
                 raise RunNotFound(run_id=run_id)
@@ -158,16 +151,16 @@ class RunsInPostgres(PostgresCore, Signalled):
     async def list_runs(self, tenant: str, *, store: str | None, session_id: str | None,
                         status: str | None, framework: str | None, limit: int,
                         after: Sequence[Any] | None) -> tuple[list[Run], list[Any] | None]:
-        where, params = runs_filter("%s", tenant, store, session_id, status, framework,
+        where, params = _sql.runs_filter("%s", tenant, store, session_id, status, framework,
                                     after)
-        query = f"SELECT {RUN_COLUMNS}, rid FROM runs WHERE {where} ORDER BY rid DESC LIMIT %s"
+        query = f"SELECT {_sql.RUN_COLUMNS}, rid FROM runs WHERE {where} ORDER BY rid DESC LIMIT %s"
         params.append(limit + 1)
 
         async def run(cur: Cursor) -> tuple[list[Run], list[Any] | None]:
             await cur.execute(query, params)
             rows = await cur.fetchall()
             page = rows[:limit]
-            cursor = [page[-1][RUN_ROWID]] if len(rows) > limit else None
+            cursor = [page[-1][_sql.RUN_ROWID]] if len(rows) > limit else None
             return [_run(r) for r in page], cursor
 
         return await self._read(tenant, run)
@@ -178,9 +171,9 @@ class RunsInPostgres(PostgresCore, Signalled):
             await cur.execute(
                 "UPDATE runs SET status = 'awaiting_human', awaiting = %s::json, "
                 "status_since = %s, lease_owner = NULL, lease_expires_at = NULL, decision = NULL "
-                f"WHERE tenant = %s AND run_id = %s AND {ACTIVE} "
+                f"WHERE tenant = %s AND run_id = %s AND {_sql.ACTIVE} "
                 "AND (%s::bigint IS NULL OR fencing_token = %s) "
-                f"RETURNING {RUN_COLUMNS}",
+                f"RETURNING {_sql.RUN_COLUMNS}",
                 (awaiting_json, now, tenant, run_id, fencing_token, fencing_token), last=True)
             row = await cur.fetchone()
             if row is None:
@@ -197,7 +190,7 @@ class RunsInPostgres(PostgresCore, Signalled):
             await cur.execute(
                 "UPDATE runs SET status = 'running', awaiting = NULL, status_since = %s, "
                 "lease_owner = %s, lease_expires_at = %s, fencing_token = fencing_token + 1 "
-                f"WHERE tenant = %s AND run_id = %s AND {ACTIVE} "
+                f"WHERE tenant = %s AND run_id = %s AND {_sql.ACTIVE} "
                 "AND (lease_owner IS NULL OR lease_expires_at <= %s OR lease_owner = %s) "
                 "RETURNING fencing_token",
                 (now, owner, expires, tenant, run_id, now, owner), last=True)
@@ -215,7 +208,7 @@ class RunsInPostgres(PostgresCore, Signalled):
         async def run(cur: Cursor) -> Lease:
             await cur.execute(
                 "UPDATE runs SET lease_expires_at = %s "
-                f"WHERE tenant = %s AND run_id = %s AND {ACTIVE} AND fencing_token = %s "
+                f"WHERE tenant = %s AND run_id = %s AND {_sql.ACTIVE} AND fencing_token = %s "
                 "AND lease_owner IS NOT NULL RETURNING lease_owner",
                 (expires, tenant, run_id, fencing_token), last=True)
             row = await cur.fetchone()
@@ -234,9 +227,9 @@ class RunsInPostgres(PostgresCore, Signalled):
                 "lease_owner = NULL, lease_expires_at = NULL, "
                 "usd_cost = usd_cost + %s::double precision, "
                 "step_count = coalesce(%s::bigint, step_count) "
-                f"WHERE tenant = %s AND run_id = %s AND {ACTIVE} "
+                f"WHERE tenant = %s AND run_id = %s AND {_sql.ACTIVE} "
                 "AND (%s::bigint IS NULL OR fencing_token = %s) "
-                f"RETURNING {RUN_COLUMNS}",
+                f"RETURNING {_sql.RUN_COLUMNS}",
                 (status, now, now, usd_cost or 0.0, step_count, tenant, run_id,
                  fencing_token, fencing_token), last=True)
             row = await cur.fetchone()
@@ -248,8 +241,8 @@ class RunsInPostgres(PostgresCore, Signalled):
 
     async def outstanding(self, tenant: str, status: str, framework: str | None,
                           entered_before: datetime | None, limit: int) -> list[Run]:
-        where, params = outstanding_filter("%s", tenant, status, framework, entered_before)
-        query = (f"SELECT {RUN_COLUMNS} FROM runs WHERE {where} "
+        where, params = _sql.outstanding_filter("%s", tenant, status, framework, entered_before)
+        query = (f"SELECT {_sql.RUN_COLUMNS} FROM runs WHERE {where} "
                  "ORDER BY status_since, rid LIMIT %s")
         params.append(limit)
 
@@ -269,7 +262,7 @@ class RunsInPostgres(PostgresCore, Signalled):
                 "WITH decided AS (UPDATE runs SET decision = %s::jsonb, "
                 "decisions = coalesce(decisions, '[]'::jsonb) || jsonb_build_array(%s::jsonb) "
                 "WHERE tenant = %s AND run_id = %s AND status = 'awaiting_human' "
-                f"AND decision IS NULL RETURNING {RUN_COLUMNS}) "
+                f"AND decision IS NULL RETURNING {_sql.RUN_COLUMNS}) "
                 "SELECT *, pg_notify(%s, '') FROM decided",
                 (text, text, tenant, run_id, decision_channel(self.schema)), last=True)
             row = await cur.fetchone()
@@ -289,9 +282,9 @@ class RunsInPostgres(PostgresCore, Signalled):
                             stores: frozenset[str] | None, limit: int,
                             after: Sequence[Any] | None
                             ) -> tuple[list[Run], list[Any] | None]:
-        where, params = awaiting_filter("%s", tenant, decided, framework, stores, after,
+        where, params = _sql.awaiting_filter("%s", tenant, decided, framework, stores, after,
                                         time_p="%s::timestamptz")
-        query = (f"SELECT {RUN_COLUMNS}, rid, status_since FROM runs WHERE {where} "
+        query = (f"SELECT {_sql.RUN_COLUMNS}, rid, status_since FROM runs WHERE {where} "
                  "ORDER BY status_since, rid LIMIT %s")
         params.append(limit + 1)
 
@@ -299,7 +292,7 @@ class RunsInPostgres(PostgresCore, Signalled):
             await cur.execute(query, params)
             rows = await cur.fetchall()
             page = rows[:limit]
-            cursor = ([format_time(page[-1][RUN_ROWID + 1]), page[-1][RUN_ROWID]]
+            cursor = ([format_time(page[-1][_sql.RUN_ROWID + 1]), page[-1][_sql.RUN_ROWID]]
                       if len(rows) > limit else None)
             return [_run(r) for r in page], cursor
 

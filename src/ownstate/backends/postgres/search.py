@@ -48,20 +48,8 @@ from typing import Any, NamedTuple, TypeVar
 
 from ..._jsontext import decode_json
 from ...model import ItemHit, build_item
-from ..ports.search import (
-    CANDIDATE_POSTINGS,
-    RESCORED,
-    TextQuery,
-    bm25_of,
-    candidates,
-    fact_text,
-    idf,
-    item_text,
-    read_terms,
-    terms,
-    top,
-    useful_terms,
-)
+from ..ports import search as rules
+from ..ports.search import terms
 from ._core import Cursor, PostgresCore
 
 __all__ = ["ADD_COUNTS", "FOLD", "FOLD_ENTRIES", "LOG_FROM", "LONGEST_LEXEME", "MAX_POSITION",
@@ -174,7 +162,7 @@ def _made(prefix: str, found: Sequence[str]) -> Vector:
 
 
 def fact_vector(tenant: str, store: str, key: str, value: Any) -> Vector:
-    return _made(scope_prefix(tenant, store), terms(fact_text(key, value)))
+    return _made(scope_prefix(tenant, store), terms(rules.fact_text(key, value)))
 
 
 def item_vector(tenant: str, text: str) -> Vector:
@@ -299,7 +287,7 @@ class _Unscored(Exception):
 
 
 async def ranked(cur: Cursor, table: str, key: str, kind: str, prefix: str,
-                 params: dict[str, Any], query: TextQuery, limit: int,
+                 params: dict[str, Any], query: rules.TextQuery, limit: int,
                  fetch: Callable[[list[int]], Awaitable[list[tuple[int, T, Any, int, Any]]]],
                  narrow: str | None = None) -> list[tuple[T, float]]:
     """The ``limit`` best documents of scope ``prefix`` in ``table`` (row id ``key``), with
@@ -319,7 +307,7 @@ async def ranked(cur: Cursor, table: str, key: str, kind: str, prefix: str,
     # statement, whose snapshot holds what this fold and any it waited for committed
     await cur.execute(_STATS_AND_POSTINGS.format(key=key, table=table), {
         "tenant": params["tenant"], "scope": params["scope"], "kind": kind,
-        "wanted": wanted, "budget": CANDIDATE_POSTINGS}, binary=True,
+        "wanted": wanted, "budget": rules.CANDIDATE_POSTINGS}, binary=True,
         before=(FOLD, {"tenant": params["tenant"], "kind": kind}))
     n, size = 0, 0
     df: dict[str, int] = {}
@@ -331,11 +319,11 @@ async def ranked(cur: Cursor, table: str, key: str, kind: str, prefix: str,
             df[lex] = int(docs)
             if ids is not None:
                 read_first[lex] = ids
-    kept = [t for t in useful_terms(wanted, df, n) if t in df]
+    kept = [t for t in rules.useful_terms(wanted, df, n) if t in df]
     if n <= 0 or not kept:
         return []
-    weights = {t: idf(df[t], n) for t in kept}
-    bm25 = bm25_of(kept, weights, n, size / n)
+    weights = {t: rules.idf(df[t], n) for t in kept}
+    bm25 = rules.bm25_of(kept, weights, n, size / n)
     params.update(kept=kept, any=" | ".join(kept))
     scored: dict[int, tuple[T, float, Any] | None] = {}
 
@@ -349,10 +337,10 @@ async def ranked(cur: Cursor, table: str, key: str, kind: str, prefix: str,
                    cap: int | None) -> list[tuple[T, float]]:
         # top() scores a chunk at a time; the candidates from the one it asks for on are
         # fetched and scored a batch at a time, so that most searches take one round trip
-        ahead = RESCORED
+        ahead = rules.RESCORED
         while True:
             try:
-                return top(found, unread_idf, limit, score, cap)
+                return rules.top(found, unread_idf, limit, score, cap)
             except _Unscored as missing:
                 start = next(n for n, (_, i) in enumerate(found) if i == missing.args[0])
                 batch = [i for _, i in found[start:start + ahead] if i not in scored]
@@ -375,18 +363,18 @@ async def ranked(cur: Cursor, table: str, key: str, kind: str, prefix: str,
             "FROM unnest(%(read)s::text[]) AS q (t)", {"read": list(read)}, binary=True)
         return {t: ids for t, ids in await cur.fetchall()}  # noqa: C416 - typed rows
 
-    budget = CANDIDATE_POSTINGS
+    budget = rules.CANDIDATE_POSTINGS
     found: dict[str, list[int]] = {}
     while True:
-        read, unread = read_terms(kept, df, budget)
+        read, unread = rules.read_terms(kept, df, budget)
         for t in read:
             if t not in found and t in read_first:
                 found[t] = read_first.pop(t)
         fresh = [t for t in read if t not in found]
         if fresh:
             found.update(await postings(fresh))
-        hits = await rank(candidates(found, weights), sum(weights[t] for t in unread),
-                          RESCORED if unread else None)
+        hits = await rank(rules.candidates(found, weights), sum(weights[t] for t in unread),
+                          rules.RESCORED if unread else None)
         if not unread or len(hits) >= limit:
             return hits
         budget = 4 * max(budget, sum(df[t] for t in read))
@@ -420,7 +408,7 @@ async def backfill(cur: Cursor) -> None:
         rows = await cur.fetchall()
         if not rows:
             break
-        made = [item_vector(r[1], item_text(json.loads(r[2]))) for r in rows]
+        made = [item_vector(r[1], rules.item_text(json.loads(r[2]))) for r in rows]
         await cur.execute(
             "UPDATE items SET terms = v.terms::tsvector, terms_len = v.len FROM "
             "unnest(%s::bigint[], %s::text[], %s::int[]) AS v (id, terms, len) "
@@ -445,7 +433,7 @@ class SearchInPostgres(PostgresCore):
     """``search_items`` over items (facts: ``FactsInPostgres.search``)."""
 
     async def search_items(
-        self, tenant: str, query: TextQuery, *, stores: Sequence[str] | None,
+        self, tenant: str, query: rules.TextQuery, *, stores: Sequence[str] | None,
         actor_id: str | None, session_id: str | None, limit: int,
     ) -> list[ItemHit]:
         where = (

@@ -27,19 +27,7 @@ from ..._extras import requires
 from ..._ids import now as _clock
 from ..._jsontext import decode_json
 from ...errors import SessionNotFound
-from .._transfer_sql import (
-    CHECKPOINT_WRITES,
-    EXPORTS,
-    LARGE_ROWS,
-    RESTORES,
-    TENANTS,
-    Dialect,
-    checkpoint_page,
-    export_query,
-    make_row,
-    restore_sql,
-    stored_row,
-)
+from .. import _transfer_sql as shared
 from ..ports.search import item_text, terms
 from ..ports.transfer import Cursor, Row, missing_parent
 from ._core import EXPORT_SNAPSHOT, PostgresCore
@@ -57,7 +45,7 @@ def _same(value: Any) -> Any:
     return value
 
 
-DIALECT = Dialect(p="%s", collate=' COLLATE "C"', json_out="{}::text", json_in="%s::json",
+DIALECT = shared.Dialect(p="%s", collate=' COLLATE "C"', json_out="{}::text", json_in="%s::json",
                   bytes_in="%b", time_out=_same, time_in=_same)
 _SESSION_CHUNK = 512
 _ITEMS = ("SELECT b.pos, i.seq, i.item_id, i.create_time, i.format, i.data::text, i.role, "
@@ -112,14 +100,14 @@ class TransferInPostgres(PostgresCore):
 
     async def transfer_tenants(self) -> list[str]:
         async def run(cur: Sql) -> list[str]:
-            await cur.execute(TENANTS)
+            await cur.execute(shared.TENANTS)
             return [r[0] for r in await cur.fetchall()]
 
         return await self._read(None, run, snapshot=self._exporting())
 
     async def export_rows(self, tenant: str, part: str, after: Cursor | None,
                           limit: int) -> tuple[list[Row], Cursor | None]:
-        limit = min(limit, LARGE_ROWS.get(part, limit))
+        limit = min(limit, shared.LARGE_ROWS.get(part, limit))
         if part == "items":
             return await self._read(tenant, lambda cur: _item_page(cur, tenant, after, limit),
                                     snapshot=True)
@@ -128,11 +116,11 @@ class TransferInPostgres(PostgresCore):
                 cur, tenant, after, limit), snapshot=True)
 
         async def run(cur: Sql) -> tuple[list[Row], Cursor | None]:
-            sql, params = export_query(DIALECT, part, after, limit + 1)
+            sql, params = shared.export_query(DIALECT, part, after, limit + 1)
             await cur.execute(sql, [tenant, *params])
             found = await cur.fetchall()
-            width = len(EXPORTS[part].columns)
-            rows = [make_row(DIALECT, part, r[:width]) for r in found[:limit]]
+            width = len(shared.EXPORTS[part].columns)
+            rows = [shared.make_row(DIALECT, part, r[:width]) for r in found[:limit]]
             return rows, (tuple(found[limit - 1][width:]) if len(found) > limit else None)
 
         return await self._read(tenant, run, snapshot=self._exporting())
@@ -146,9 +134,10 @@ class TransferInPostgres(PostgresCore):
             if part == "checkpoints":
                 return await _restore_checkpoints(cur, tenant, rows)
             await _check_refs(cur, tenant, part, rows)
-            params = [RESTORES[part][1](tenant, {**stored_row(DIALECT, part, r), "_now": now})
+            restore = shared.RESTORES[part][1]
+            params = [restore(tenant, {**shared.stored_row(DIALECT, part, r), "_now": now})
                       for r in rows]
-            await cur.executemany(restore_sql(DIALECT, part), params)
+            await cur.executemany(shared.restore_sql(DIALECT, part), params)
             return int(cur.rowcount)
 
         now = _clock()
@@ -328,16 +317,16 @@ async def _restore_facts(cur: Sql, tenant: str, rows: Sequence[Row]) -> int:
 
 async def _checkpoint_page(cur: Sql, tenant: str, after: Cursor | None,
                            limit: int) -> tuple[list[Row], Cursor | None]:
-    sql, params = export_query(DIALECT, "checkpoints", after, limit + 1)
+    sql, params = shared.export_query(DIALECT, "checkpoints", after, limit + 1)
     await cur.execute(sql, [tenant, *params])
     found = await cur.fetchall()
     page = found[:limit]
     writes: list[Any] = []
     if page:
-        await cur.execute(f"{CHECKPOINT_WRITES} WHERE cid = ANY(%s) ORDER BY wid",
+        await cur.execute(f"{shared.CHECKPOINT_WRITES} WHERE cid = ANY(%s) ORDER BY wid",
                           ([r[9] for r in page],))
         writes = await cur.fetchall()
-    return checkpoint_page(DIALECT, found, limit, writes)
+    return shared.checkpoint_page(DIALECT, found, limit, writes)
 
 
 async def _restore_checkpoints(cur: Sql, tenant: str, rows: Sequence[Row]) -> int:

@@ -25,6 +25,7 @@ from .._sql import (
     COPY_WRITES,
     SCOPED_RUN,
     WRITE_COLUMNS,
+    before_condition,
     before_mark,
     listing_conditions,
     retention_reasons,
@@ -221,11 +222,9 @@ class CheckpointsInSqlite(SqliteCore):
                 f"EXISTS (SELECT 1 FROM json_each(c.metadata) e WHERE {condition})")
             values.extend(wanted)
         if before is not None:
-            (mark,) = conn.execute(*before_mark("?", rid, before, namespace)).fetchone()
-            if mark is None:
-                raise CheckpointNotFound(
-                    run_id=scope.run_id, checkpoint_id=before)
-            conditions.append("c.cid < ?")
+            (found,) = conn.execute(*before_mark("?", rid, before, namespace)).fetchone()
+            condition, mark = before_condition("?", found, scope, before)
+            conditions.append(condition)
             values.append(mark)
         return conditions, values
 

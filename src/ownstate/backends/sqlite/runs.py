@@ -26,16 +26,8 @@ from ...errors import (
     SessionNotFound,
 )
 from ...model import Decision, Effect, Lease, Run
+from .. import _sql
 from .._decisions import Signalled
-from .._sql import (
-    ACTIVE,
-    RUN_COLUMNS,
-    RUN_ROWID,
-    RUN_STATE,
-    awaiting_filter,
-    outstanding_filter,
-    runs_filter,
-)
 from ..ports.runs import RunState, decision_refusal, run_refusal
 from ._core import SqliteCore, write
 
@@ -60,7 +52,7 @@ def _run(row: Sequence[Any]) -> Run:
 
 
 def _state(conn: sqlite3.Connection, tenant: str, run_id: str) -> RunState | None:
-    row = conn.execute(RUN_STATE.format(p="?"), (tenant, run_id)).fetchone()
+    row = conn.execute(_sql.RUN_STATE.format(p="?"), (tenant, run_id)).fetchone()
     return None if row is None else RunState(row[0], int(row[1]), row[2], _time(row[3]))
 
 
@@ -80,8 +72,8 @@ def _fenced_update(conn: sqlite3.Connection, tenant: str, run_id: str,
     ``fencing_token`` is given, still held with it; the run as written, or the refusal."""
     with write(conn):
         row = conn.execute(
-            f"UPDATE runs SET {assignments} WHERE tenant = ? AND run_id = ? AND {ACTIVE} "
-            f"AND (? IS NULL OR fencing_token = ?) RETURNING {RUN_COLUMNS}",
+            f"UPDATE runs SET {assignments} WHERE tenant = ? AND run_id = ? AND {_sql.ACTIVE} "
+            f"AND (? IS NULL OR fencing_token = ?) RETURNING {_sql.RUN_COLUMNS}",
             (*values, tenant, run_id, fencing_token, fencing_token)).fetchone()
         if row is None:
             raise _refusal(conn, tenant, run_id, fencing_token)
@@ -133,7 +125,7 @@ class RunsInSqlite(SqliteCore, Signalled):
         if conn.execute("SELECT 1 FROM runs WHERE tenant = ? AND run_id = ?",
                         (tenant, run_id)).fetchone() is not None:
             return AlreadyExists(run_id=run_id)
-        active = conn.execute(f"SELECT run_id FROM runs WHERE sid = ? AND {ACTIVE}",
+        active = conn.execute(f"SELECT run_id FROM runs WHERE sid = ? AND {_sql.ACTIVE}",
                               (sid,)).fetchone()
         if active is not None:
             return ActiveRunExists(
@@ -142,8 +134,9 @@ class RunsInSqlite(SqliteCore, Signalled):
 
     async def get_run(self, tenant: str, run_id: str) -> Run:
         def run(conn: sqlite3.Connection) -> Run:
-            row = conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE tenant = ? AND run_id = ?",
-                               (tenant, run_id)).fetchone()
+            row = conn.execute(
+                f"SELECT {_sql.RUN_COLUMNS} FROM runs WHERE tenant = ? AND run_id = ?",
+                (tenant, run_id)).fetchone()
             if row is None:
                 raise RunNotFound(run_id=run_id)
             return _run(row)
@@ -153,14 +146,14 @@ class RunsInSqlite(SqliteCore, Signalled):
     async def list_runs(self, tenant: str, *, store: str | None, session_id: str | None,
                         status: str | None, framework: str | None, limit: int,
                         after: Sequence[Any] | None) -> tuple[list[Run], list[Any] | None]:
-        where, params = runs_filter("?", tenant, store, session_id, status, framework, after)
-        sql = f"SELECT {RUN_COLUMNS}, rid FROM runs WHERE {where} ORDER BY rid DESC LIMIT ?"
+        where, params = _sql.runs_filter("?", tenant, store, session_id, status, framework, after)
+        sql = f"SELECT {_sql.RUN_COLUMNS}, rid FROM runs WHERE {where} ORDER BY rid DESC LIMIT ?"
         params.append(limit + 1)
 
         def run(conn: sqlite3.Connection) -> tuple[list[Run], list[Any] | None]:
             rows = conn.execute(sql, params).fetchall()
             page = rows[:limit]
-            cursor = [page[-1][RUN_ROWID]] if len(rows) > limit else None
+            cursor = [page[-1][_sql.RUN_ROWID]] if len(rows) > limit else None
             return [_run(r) for r in page], cursor
 
         return await self._run(run)
@@ -182,7 +175,7 @@ class RunsInSqlite(SqliteCore, Signalled):
                 row = conn.execute(
                     "UPDATE runs SET status = 'running', awaiting = NULL, status_since = ?, "
                     "lease_owner = ?, lease_expires_at = ?, fencing_token = fencing_token + 1 "
-                    f"WHERE tenant = ? AND run_id = ? AND {ACTIVE} "
+                    f"WHERE tenant = ? AND run_id = ? AND {_sql.ACTIVE} "
                     "AND (lease_owner IS NULL OR lease_expires_at <= ? OR lease_owner = ?) "
                     "RETURNING fencing_token",
                     (stamp, owner, format_time(expires), tenant, run_id, stamp, owner),
@@ -201,7 +194,7 @@ class RunsInSqlite(SqliteCore, Signalled):
             with write(conn):
                 row = conn.execute(
                     "UPDATE runs SET lease_expires_at = ? "
-                    f"WHERE tenant = ? AND run_id = ? AND {ACTIVE} AND fencing_token = ? "
+                    f"WHERE tenant = ? AND run_id = ? AND {_sql.ACTIVE} AND fencing_token = ? "
                     "AND lease_owner IS NOT NULL RETURNING lease_owner",
                     (format_time(expires), tenant, run_id, fencing_token)).fetchone()
                 if row is None:
@@ -224,10 +217,11 @@ class RunsInSqlite(SqliteCore, Signalled):
 
     async def outstanding(self, tenant: str, status: str, framework: str | None,
                           entered_before: datetime | None, limit: int) -> list[Run]:
-        where, params = outstanding_filter(
+        where, params = _sql.outstanding_filter(
             "?", tenant, status, framework,
             None if entered_before is None else format_time(entered_before))
-        sql = f"SELECT {RUN_COLUMNS} FROM runs WHERE {where} ORDER BY status_since, rid LIMIT ?"
+        sql = (f"SELECT {_sql.RUN_COLUMNS} FROM runs WHERE {where} "
+               "ORDER BY status_since, rid LIMIT ?")
         params.append(limit)
         return await self._run(lambda conn: [_run(r) for r in conn.execute(sql, params)])
 
@@ -242,7 +236,7 @@ class RunsInSqlite(SqliteCore, Signalled):
                     "UPDATE runs SET decision = ?, "
                     "decisions = json_insert(coalesce(decisions, '[]'), '$[#]', json(?)) "
                     "WHERE tenant = ? AND run_id = ? AND status = 'awaiting_human' "
-                    f"AND decision IS NULL RETURNING {RUN_COLUMNS}",
+                    f"AND decision IS NULL RETURNING {_sql.RUN_COLUMNS}",
                     (text, text, tenant, run_id)).fetchone()
                 if row is None:
                     found = conn.execute(
@@ -260,15 +254,15 @@ class RunsInSqlite(SqliteCore, Signalled):
                             stores: frozenset[str] | None, limit: int,
                             after: Sequence[Any] | None
                             ) -> tuple[list[Run], list[Any] | None]:
-        where, params = awaiting_filter("?", tenant, decided, framework, stores, after)
-        sql = (f"SELECT {RUN_COLUMNS}, rid, status_since FROM runs WHERE {where} "
+        where, params = _sql.awaiting_filter("?", tenant, decided, framework, stores, after)
+        sql = (f"SELECT {_sql.RUN_COLUMNS}, rid, status_since FROM runs WHERE {where} "
                "ORDER BY status_since, rid LIMIT ?")
         params.append(limit + 1)
 
         def run(conn: sqlite3.Connection) -> tuple[list[Run], list[Any] | None]:
             rows = conn.execute(sql, params).fetchall()
             page = rows[:limit]
-            cursor = ([page[-1][RUN_ROWID + 1], page[-1][RUN_ROWID]] if len(rows) > limit
+            cursor = ([page[-1][_sql.RUN_ROWID + 1], page[-1][_sql.RUN_ROWID]] if len(rows) > limit
                       else None)
             return [_run(r) for r in page], cursor
 

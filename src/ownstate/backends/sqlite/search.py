@@ -53,20 +53,7 @@ from typing import Any, TypeVar
 
 from ..._jsontext import decode_json
 from ...model import Item, ItemHit
-from ..ports.search import (
-    CANDIDATE_POSTINGS,
-    RESCORED,
-    TextQuery,
-    bm25_of,
-    candidates,
-    fact_text,
-    idf,
-    item_text,
-    read_terms,
-    terms,
-    top,
-    useful_terms,
-)
+from ..ports import search as rules
 from ._core import ITEM_COLUMNS, SqliteCore, to_items, write
 
 __all__ = ["PENDING_LIMIT", "SearchInSqlite", "count_terms", "defer", "fact_prefix",
@@ -119,16 +106,17 @@ def fact_prefix(tenant: str, store: str) -> str:
 
 def fact_terms(tenant: str, store: str, key: str, value_json: str) -> str:
     """The ``fact_search`` text of a fact."""
-    return _joined(_prefix(tenant, store), terms(fact_text(key, json.loads(value_json))))
+    text = rules.fact_text(key, json.loads(value_json))
+    return _joined(_prefix(tenant, store), rules.terms(text))
 
 
 def item_terms(tenant: str, text: str) -> str:
     """The ``item_search`` text of an item whose searchable text is ``text``."""
-    return _joined(_prefix(tenant), terms(text))
+    return _joined(_prefix(tenant), rules.terms(text))
 
 
 def _item_terms_of_data(tenant: str, data_json: str) -> str:
-    return item_terms(tenant, item_text(decode_json(data_json)))
+    return item_terms(tenant, rules.item_text(decode_json(data_json)))
 
 
 
@@ -184,8 +172,8 @@ def _queued_documents(kind: str, row: Sequence[Any]) -> tuple[str, list[str]]:
     """A queued row's scope prefix and terms."""
     if kind == "fact":
         value = row[4] if isinstance(row[4], str) else bytes(row[4]).decode()
-        return _prefix(row[1], row[2]), terms(fact_text(row[3], decode_json(value)))
-    return _prefix(row[1]), terms(item_text(decode_json(row[2])))
+        return _prefix(row[1], row[2]), rules.terms(rules.fact_text(row[3], decode_json(value)))
+    return _prefix(row[1]), rules.terms(rules.item_text(decode_json(row[2])))
 
 
 def _index(conn: sqlite3.Connection, kind: str) -> None:
@@ -208,7 +196,7 @@ def index_pending(conn: sqlite3.Connection, kind: str) -> None:
         _index(conn, kind)
 
 
-def ranked(conn: sqlite3.Connection, kind: str, prefix: str, query: TextQuery, limit: int,
+def ranked(conn: sqlite3.Connection, kind: str, prefix: str, query: rules.TextQuery, limit: int,
            fetch: Callable[[list[int]], Iterable[tuple[T, str, Any]]],
            narrow: Callable[[], list[int]] | None = None) -> list[tuple[T, float]]:
     """The ``limit`` best documents of scope ``prefix`` in ``kind``'s index, with their
@@ -226,11 +214,11 @@ def ranked(conn: sqlite3.Connection, kind: str, prefix: str, query: TextQuery, l
         "WHERE term IN (SELECT value FROM json_each(?))", (json.dumps([prefix, *wanted]),))}
     n, size = stats.pop(prefix, (0, 0))
     df = {t: d for t, (d, _) in stats.items() if d > 0}
-    kept = [t for t in useful_terms(wanted, df, n) if t in df]
+    kept = [t for t in rules.useful_terms(wanted, df, n) if t in df]
     if n <= 0 or not kept:
         return []
-    weights = {t: idf(df[t], n) for t in kept}
-    bm25 = bm25_of(kept, weights, n, size / n)
+    weights = {t: rules.idf(df[t], n) for t in kept}
+    bm25 = rules.bm25_of(kept, weights, n, size / n)
 
     def score(ids: list[int]) -> list[tuple[T, float, Any]]:
         scored = []
@@ -242,20 +230,20 @@ def ranked(conn: sqlite3.Connection, kind: str, prefix: str, query: TextQuery, l
         return scored
 
     if narrow is not None:
-        return top([(0.0, i) for i in narrow()], math.inf, limit, score, None)
+        return rules.top([(0.0, i) for i in narrow()], math.inf, limit, score, None)
 
     def postings(read: Iterable[str]) -> dict[str, list[int]]:
         return {t: [r[0] for r in conn.execute(
             f"SELECT rowid FROM {kind}_search WHERE {kind}_search MATCH ?", (f'"{t}"',))]
             for t in read}
 
-    budget = CANDIDATE_POSTINGS
+    budget = rules.CANDIDATE_POSTINGS
     found: dict[str, list[int]] = {}
     while True:
-        read, unread = read_terms(kept, df, budget)
+        read, unread = rules.read_terms(kept, df, budget)
         found.update(postings(t for t in read if t not in found))
-        hits = top(candidates(found, weights), sum(weights[t] for t in unread), limit, score,
-                   RESCORED if unread else None)
+        hits = rules.top(rules.candidates(found, weights), sum(weights[t] for t in unread), limit,
+                         score, rules.RESCORED if unread else None)
         if not unread or len(hits) >= limit:
             return hits
         budget = 4 * max(budget, sum(df[t] for t in read))
@@ -265,7 +253,7 @@ class SearchInSqlite(SqliteCore):
     """``search_items`` over items (facts: ``FactsInSqlite``)."""
 
     async def search_items(
-        self, tenant: str, query: TextQuery, *, stores: Sequence[str] | None,
+        self, tenant: str, query: rules.TextQuery, *, stores: Sequence[str] | None,
         actor_id: str | None, session_id: str | None, limit: int,
     ) -> list[ItemHit]:
         columns = ", ".join("i." + c for c in ITEM_COLUMNS.split(", "))

@@ -20,26 +20,14 @@ from typing import Any, TypeVar
 
 from ..._ids import format_time, now, parse_time
 from ...errors import SessionNotFound
-from .._transfer_sql import (
-    CHECKPOINT_WRITES,
-    EXPORTS,
-    LARGE_ROWS,
-    RESTORES,
-    TENANTS,
-    Dialect,
-    checkpoint_page,
-    export_query,
-    make_row,
-    restore_sql,
-    stored_row,
-)
+from .. import _transfer_sql as shared
 from ..ports.transfer import Cursor, Row, missing_parent
 from ._core import SqliteCore, write
 from .search import defer
 
 __all__ = ["TransferInSqlite"]
 
-DIALECT = Dialect(p="?", collate="", json_out="{}", json_in="?", bytes_in="?",
+DIALECT = shared.Dialect(p="?", collate="", json_out="{}", json_in="?", bytes_in="?",
                   time_out=parse_time, time_in=format_time)
 _ITEM_COLUMNS = ("seq, item_id, create_time, format, data, role, type, tool_name, model, "
                  "in_tokens, out_tokens")
@@ -99,11 +87,11 @@ class TransferInSqlite(SqliteCore):
         return await self._run(call)
 
     async def transfer_tenants(self) -> list[str]:
-        return await self._export_read(lambda conn: [r[0] for r in conn.execute(TENANTS)])
+        return await self._export_read(lambda conn: [r[0] for r in conn.execute(shared.TENANTS)])
 
     async def export_rows(self, tenant: str, part: str, after: Cursor | None,
                           limit: int) -> tuple[list[Row], Cursor | None]:
-        limit = min(limit, LARGE_ROWS.get(part, limit))
+        limit = min(limit, shared.LARGE_ROWS.get(part, limit))
         if part == "items":
             return await self._export_read(lambda conn: _item_page(conn, tenant, after, limit))
         if part == "checkpoints":
@@ -111,10 +99,10 @@ class TransferInSqlite(SqliteCore):
                                                                          limit))
 
         def run(conn: sqlite3.Connection) -> tuple[list[Row], Cursor | None]:
-            sql, params = export_query(DIALECT, part, after, limit + 1)
+            sql, params = shared.export_query(DIALECT, part, after, limit + 1)
             found = conn.execute(sql, [tenant, *params]).fetchall()
             width = len(found[0]) - len(_cursor_width(part)) if found else 0
-            rows = [make_row(DIALECT, part, r[:width]) for r in found[:limit]]
+            rows = [shared.make_row(DIALECT, part, r[:width]) for r in found[:limit]]
             more = len(found) > limit
             return rows, (tuple(found[limit - 1][width:]) if more else None)
 
@@ -132,8 +120,8 @@ class TransferInSqlite(SqliteCore):
                     return _restore_checkpoints(conn, tenant, rows)
                 _check_refs(conn, tenant, part, rows)
                 stamp = format_time(now())
-                conn.executemany(restore_sql(DIALECT, part), [
-                    _params(part, tenant, {**stored_row(DIALECT, part, r), "_now": stamp})
+                conn.executemany(shared.restore_sql(DIALECT, part), [
+                    _params(part, tenant, {**shared.stored_row(DIALECT, part, r), "_now": stamp})
                     for r in rows])
                 return conn.total_changes - before
 
@@ -141,11 +129,11 @@ class TransferInSqlite(SqliteCore):
 
 
 def _cursor_width(part: str) -> tuple[Any, ...]:
-    return EXPORTS[part].cursor
+    return shared.EXPORTS[part].cursor
 
 
 def _params(part: str, tenant: str, row: Row) -> tuple[Any, ...]:
-    return RESTORES[part][1](tenant, row)
+    return shared.RESTORES[part][1](tenant, row)
 
 
 def _sid(conn: sqlite3.Connection, tenant: str, store: str, session_id: str) -> int:
@@ -246,7 +234,7 @@ def _restore_facts(conn: sqlite3.Connection, tenant: str, rows: Sequence[Row]) -
                         (tenant, store)).fetchone() is None:
             raise missing_parent("facts", "memory store", store)
     for r in rows:
-        t = stored_row(DIALECT, "facts", r)
+        t = shared.stored_row(DIALECT, "facts", r)
         cur = conn.execute(
             "INSERT INTO facts (tenant, memory_store, fact_id, subject, key, value, "
             "confidence, source_type, source_store, source_session_id, source_item_id, "
@@ -267,16 +255,16 @@ def _restore_facts(conn: sqlite3.Connection, tenant: str, rows: Sequence[Row]) -
 
 def _checkpoint_page(conn: sqlite3.Connection, tenant: str, after: Cursor | None,
                      limit: int) -> tuple[list[Row], Cursor | None]:
-    sql, params = export_query(DIALECT, "checkpoints", after, limit + 1)
+    sql, params = shared.export_query(DIALECT, "checkpoints", after, limit + 1)
     found = conn.execute(sql, [tenant, *params]).fetchall()
     writes: list[Any] = []
     cids = [r[9] for r in found[:limit]]
     for start in range(0, len(cids), 500):
         chunk = cids[start:start + 500]
         marks = ", ".join("?" * len(chunk))
-        writes += conn.execute(f"{CHECKPOINT_WRITES} WHERE cid IN ({marks}) ORDER BY wid",
+        writes += conn.execute(f"{shared.CHECKPOINT_WRITES} WHERE cid IN ({marks}) ORDER BY wid",
                                chunk)
-    return checkpoint_page(DIALECT, found, limit, writes)
+    return shared.checkpoint_page(DIALECT, found, limit, writes)
 
 
 def _restore_checkpoints(conn: sqlite3.Connection, tenant: str, rows: Sequence[Row]) -> int:

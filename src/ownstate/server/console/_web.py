@@ -53,13 +53,13 @@ __all__ = [
     "may",
     "memory_levels",
     "moment",
-    "readable_stores",
     "redirect",
     "render",
     "safe_url",
     "security_headers",
     "sign_ins",
     "signed_in",
+    "store_index",
     "store_levels",
 ]
 
@@ -289,15 +289,19 @@ def moment(text: str | None, field: str) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.astimezone()
 
 
-async def readable_stores(caller: Caller, kind: str) -> list[str]:
-    """The names of the stores of ``kind`` the caller may read: every store for an
-    admin, else those it holds a grant on."""
+async def store_index(request: Request, signed: Signed, kind: str,
+                      template: str) -> HTMLResponse:
+    """The page ``template`` naming the stores of ``kind`` the caller may read: every
+    store for an admin, else those it holds a grant on."""
+    caller = signed.caller
     visible = await visible_stores(caller, kind)
     if visible is not None:
-        return sorted(visible)
-    if kind == SESSION_STORE:
-        return [s.name async for s in caller.client.session_stores.list()]
-    return [m.name async for m in caller.client.memory_stores.list()]
+        names = sorted(visible)
+    elif kind == SESSION_STORE:
+        names = [s.name async for s in caller.client.session_stores.list()]
+    else:
+        names = [m.name async for m in caller.client.memory_stores.list()]
+    return render(request, template, signed, names=names)
 
 
 async def store_levels(caller: Caller) -> Mapping[str, int] | None:

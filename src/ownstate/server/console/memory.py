@@ -26,9 +26,9 @@ from ._web import (
     may,
     memory_levels,
     moment,
-    readable_stores,
     redirect,
     render,
+    store_index,
 )
 
 __all__ = ["router"]
@@ -42,8 +42,7 @@ _SUBJECTS_PAGE = 50
 @router.get("/memory")
 async def memory_stores(request: Request, signed: ConsoleCaller) -> Response:
     """The memory stores the caller may read, by name."""
-    names = await readable_stores(signed.caller, MEMORY_STORE)
-    return render(request, "memory_stores.html", signed, names=names)
+    return await store_index(request, signed, MEMORY_STORE, "memory_stores.html")
 
 
 @router.get("/memory/{store}")

@@ -22,10 +22,10 @@ from ._web import (
     ConsoleCaller,
     console_router,
     moment,
-    readable_stores,
     redirect,
     render,
     security_headers,
+    store_index,
 )
 from .transcript import entries
 
@@ -58,8 +58,7 @@ def _labels(text: str | None) -> dict[str, str]:
 @router.get("/sessions")
 async def stores(request: Request, signed: ConsoleCaller) -> Response:
     """The session stores the caller may read, by name."""
-    names = await readable_stores(signed.caller, SESSION_STORE)
-    return render(request, "stores.html", signed, names=names)
+    return await store_index(request, signed, SESSION_STORE, "stores.html")
 
 
 @router.get("/sessions/{store}")
