@@ -9,6 +9,10 @@ taking the URL and returning a :class:`Backend` (not yet set up)::
     mine = "mine_backend:open_backend"
 
 The built-in schemes come first; an entry point is loaded only when its scheme is used.
+
+It may touch the interface (``base``) and errors, each built-in backend package only when
+its scheme is used, and other distributions' entry points (``importlib.metadata``); never
+the API above it.
 """
 
 from __future__ import annotations

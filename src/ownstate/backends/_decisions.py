@@ -10,7 +10,8 @@ pause after each check grows from 50 ms up to a bound (one second where decision
 other processes go unannounced, as on SQLite), which keeps a waiter on a quiet run cheap
 and a decision made elsewhere found within the bound.
 
-Imports nothing of ownstate's but the model.
+It may touch nothing of ownstate's but the model, and no datastore itself: a backend's
+listener feeds it.
 """
 
 from __future__ import annotations

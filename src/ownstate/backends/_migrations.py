@@ -4,7 +4,8 @@ to do, or refuses.
 
 A database newer than this code is always refused (downgrading would lose what the newer
 code wrote); an older one is migrated only when the caller allows it, so a process that may
-not run DDL verifies instead. Imports nothing of ownstate's but its errors.
+not run DDL verifies instead. It may touch nothing of ownstate's but its errors, and no
+database: each backend runs its own migrations.
 """
 
 from __future__ import annotations

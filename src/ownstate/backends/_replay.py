@@ -18,6 +18,9 @@ entry of n items has O(log n) of them. The cache holds at most ``max_items`` ite
 sessions, dropping the least recently replayed sessions first. It trusts that items are
 never updated in place (ownstate never does; whoever edits ``items.data`` by hand should
 turn the cache off with ``replay_cache=0``).
+
+It may touch nothing else of ownstate's and no database: the backend that keeps one reads
+the items and hands them over.
 """
 
 from __future__ import annotations

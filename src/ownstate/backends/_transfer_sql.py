@@ -8,8 +8,8 @@ differs between the two databases (placeholders, casts to and from JSON, how tim
 stored) comes in a :class:`Dialect`. Items, the part that is large, are paged by each
 backend its own way. A run's decisions are read out in one spelling whatever the column
 (SQLite's text, PostgreSQL's ``jsonb``): compact JSON of
-:meth:`~ownstate.model.Decision.to_json`, as the memory backend writes it. Imports
-nothing but the ports and the model.
+:meth:`~ownstate.model.Decision.to_json`, as the memory backend writes it. It may touch the
+transfer port and the model alone: no driver, no connection.
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ accepts plain cursors).
 Every method takes the tenant and applies it in its query: nothing is looked up by a bare
 id across tenants. Every method either completes or leaves stored state unchanged, and
 translates its driver's errors into :mod:`ownstate.errors`.
+
+It may touch the ports and errors, nothing else: no driver, no datastore, never the API
+above it.
 """
 
 from __future__ import annotations

@@ -9,6 +9,10 @@ tenant: a client on this backend acts for the key's tenant and principal, with e
 permissions the server grants it.
 Validation runs in the client (so a bad call fails before a request is made) and again in
 the server (which trusts no client).
+
+It may touch the interface (``base``), its own parts, the replay cache
+(``backends._replay``) and errors; it reaches the server only through ``_transport``, and
+never a database or the server's code.
 """
 
 from __future__ import annotations

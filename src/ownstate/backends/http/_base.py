@@ -1,5 +1,9 @@
 """What every port over HTTP shares: the transport, the routes' prefix, and how ids go
-into paths and bodies."""
+into paths and bodies.
+
+It may touch the transport (``_transport``), the wire format (``ownstate._wire``), the
+replay cache (``backends._replay``), the limits and errors.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""One HTTP connection pool to an ownstate server, and the call every port makes through it."""
+"""One HTTP connection pool to an ownstate server, and the call every port makes through it.
+
+It may touch httpx (imported on first use, through ``ownstate._extras``), the wire format
+(``ownstate._wire``) and errors; it is the only module of this backend that touches httpx.
+"""
 
 from __future__ import annotations
 

@@ -2,6 +2,9 @@
 
 A key's secret is made by the caller (only its digest travels), its id by the server; the
 server checks keys, and a client never looks one up, so :meth:`find_api_key` is refused.
+
+It may touch the server through the transport of ``_base``, the wire format
+(``ownstate._wire``), the model and errors.
 """
 
 from __future__ import annotations

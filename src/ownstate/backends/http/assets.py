@@ -1,4 +1,8 @@
-"""Assets, streamed, over HTTP: bytes travel as raw bodies, references as JSON."""
+"""Assets, streamed, over HTTP: bytes travel as raw bodies, references as JSON.
+
+It may touch the server through the transport of ``_base``, the wire format
+(``ownstate._wire``), the model and errors.
+"""
 
 from __future__ import annotations
 

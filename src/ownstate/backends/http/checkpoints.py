@@ -1,4 +1,9 @@
-"""Checkpoints, always under their full run scope, over HTTP."""
+"""Checkpoints, always under their full run scope, over HTTP.
+
+It may touch the server through the transport of ``_base``, the run part beside it, the
+checkpoint port, page tokens (``ownstate._tokens``), the wire format (``ownstate._wire``),
+the limits and the model.
+"""
 
 from __future__ import annotations
 

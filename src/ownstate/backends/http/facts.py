@@ -5,6 +5,9 @@ times. A :class:`NewFact` travels without its id (the server's public API gives 
 a new one, and the facts that come back carry it), and ``now`` is not sent: a system of
 record stamps writes with its own clock, not with its clients'. Explicit times
 (``valid_from``, ``valid_at``, ``known_at``) travel as given.
+
+It may touch the server through the transport of ``_base``, the fact and search ports, the
+wire format (``ownstate._wire``), the model and errors.
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 
 Waiting for a decision is a long poll: each request asks the server to hold it open for
 up to :data:`_POLL_SECONDS`, and the client asks again until its own timeout passes.
+
+It may touch the server through the transport of ``_base``, the wire format
+(``ownstate._wire``), the limits, the model and errors.
 """
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""Session stores, sessions and items, over HTTP."""
+"""Session stores, sessions and items, over HTTP.
+
+It may touch the server through the transport of ``_base``, the replay cache
+(``backends._replay``), the session and search ports, the wire format (``ownstate._wire``),
+the model and errors.
+"""
 
 from __future__ import annotations
 

@@ -3,6 +3,8 @@
 ``memory://`` gives a private, empty database; ``memory://NAME`` gives one shared by every
 client in this process that names it. Nothing survives the process. Each method runs
 without awaiting under one lock, so every operation is atomic.
+
+It may touch the interface (``base``) and its own parts, nothing outside this process.
 """
 
 from __future__ import annotations

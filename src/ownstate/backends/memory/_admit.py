@@ -1,4 +1,7 @@
-"""One model per session store for item vectors, in memory: the check an append makes."""
+"""One model per session store for item vectors, in memory: the check an append makes.
+
+It may touch the in-memory data (``_data``) and the embeddings, nothing else.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The plain Python data behind the in-memory backend, shared by its parts."""
+"""The plain Python data behind the in-memory backend, shared by its parts.
+
+It may touch the model and the embeddings, nothing else.
+"""
 
 from __future__ import annotations
 

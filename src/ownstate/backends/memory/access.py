@@ -1,4 +1,7 @@
-"""API keys and store grants, in memory."""
+"""API keys and store grants, in memory.
+
+It may touch the in-memory data (``_data``), the model and errors, nothing else.
+"""
 
 from __future__ import annotations
 

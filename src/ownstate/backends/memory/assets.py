@@ -1,4 +1,7 @@
-"""Assets, in memory."""
+"""Assets, in memory.
+
+It may touch the in-memory data (``_data``), the model and errors, nothing else.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Checkpoints and pending writes, in memory."""
+"""Checkpoints and pending writes, in memory.
+
+It may touch the in-memory data (``_data``), the checkpoint and run ports, the model and
+errors, nothing else.
+"""
 
 from __future__ import annotations
 

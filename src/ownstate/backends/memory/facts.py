@@ -4,6 +4,9 @@ Each memory store keeps, per (subject, key), the list of its facts in record ord
 last one is the current fact when it is not closed), plus an index from fact id to that
 list. The rules are written out plainly here; they are the reference the SQLite backend
 and the conformance suite are held to.
+
+It may touch the in-memory data (``_data``), the fact and search ports, the embeddings, the
+clock (``ownstate._ids``), the model and errors, nothing else.
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@
 ``_data.effects`` maps ``(tenant, run_id, tool_call_id)`` to ``(result_json, recorded_at)``.
 Every method works under the data lock, so each check and the write it guards are one
 atomic step.
+
+It may touch the in-memory data (``_data``), the run port, decision waiting
+(``backends._decisions``), the time format (``ownstate._ids``), the model and errors,
+nothing else.
 """
 
 from __future__ import annotations

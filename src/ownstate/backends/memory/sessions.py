@@ -1,4 +1,8 @@
-"""Session stores, sessions and items, in memory."""
+"""Session stores, sessions and items, in memory.
+
+It may touch the in-memory data (``_data``) and its vector check (``_admit``), the session
+and search ports, ids and times (``ownstate._ids``), the model and errors, nothing else.
+"""
 
 from __future__ import annotations
 

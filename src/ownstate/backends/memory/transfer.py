@@ -3,6 +3,9 @@
 Reads the records the other parts of the backend keep in ``_data`` and writes them back
 under the same keys, with their own times, sequence numbers and tokens; restoring a row
 whose key is held already leaves it alone. Every call works under the data lock.
+
+It may touch the in-memory data (``_data``) and the checkpoint, fact and run parts beside
+it, the transfer and search ports, the model and errors, nothing else.
 """
 
 from __future__ import annotations

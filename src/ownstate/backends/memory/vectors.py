@@ -3,6 +3,9 @@ search scans them.
 
 The reference for the other backends' vector ports: similarity is the dot product of unit
 vectors (:func:`~ownstate.embeddings._protocol.dot`), ties newest first.
+
+It may touch the in-memory data (``_data``), its vector check (``_admit``) and the fact
+part, the vector port, the embeddings, the model and errors, nothing else.
 """
 
 from __future__ import annotations

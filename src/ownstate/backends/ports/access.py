@@ -6,6 +6,8 @@ dropped together with the store: ``create_store`` (and ``create_memory_store``) 
 the owner's ``OWNER`` grant in its own transaction, and ``delete_store`` (and
 ``delete_memory_store``) drops every grant in its own, so no store is ever without its
 owner, nor a grant left on a store that is gone.
+
+It may touch the model alone, and no datastore: each backend implements it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""The assets port: bytes stored once per content hash, referenced by id."""
+"""The assets port: bytes stored once per content hash, referenced by id.
+
+It may touch the model alone, and no datastore: each backend implements it.
+"""
 
 from __future__ import annotations
 

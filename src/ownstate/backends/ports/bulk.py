@@ -21,6 +21,9 @@ queries over one snapshot, each part exactly what the per-session reads return
 ``get_checkpoint`` by id). Backends that declare
 :attr:`~ownstate.backends.Capability.BULK_READS` implement it; without it the public API
 reads session by session.
+
+It may touch the sessions port, the model and errors, and no datastore: each backend
+implements it.
 """
 
 from __future__ import annotations

@@ -24,6 +24,8 @@ writes do.
 Paging. ``page_checkpoints`` returns a listing a page at a time, from a position (an
 opaque, increasing ordinal of when each checkpoint was first stored), stopping early at a
 byte bound.
+
+It may touch the model alone, and no datastore: each backend implements it.
 """
 
 from __future__ import annotations

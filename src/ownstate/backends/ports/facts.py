@@ -23,6 +23,9 @@ even when clocks of several writers disagree.
 Search (:meth:`FactPort.search`) ranks facts by the terms and relevance of
 :mod:`ownstate.backends.ports.search`, over every fact in the store: a closed fact stays
 indexed so that a search as of an earlier valid time finds what held then.
+
+It may touch the search port, the embeddings and the model, and no datastore: each backend
+implements it.
 """
 
 from __future__ import annotations

@@ -15,6 +15,9 @@ its request is undecided", so of concurrent deciders exactly one wins, and
 :func:`decision_refusal` says why the others lost. A run awaiting a human is *outstanding*
 until decided and *decided* until a worker resumes it; both listings run oldest first,
 by when the run entered ``awaiting_human`` and then by when it was opened.
+
+It may touch decision waiting (``backends._decisions``), the model and errors, and no
+datastore: each backend implements it.
 """
 
 from __future__ import annotations

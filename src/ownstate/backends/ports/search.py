@@ -48,6 +48,8 @@ and numbers, ``true``, ``false`` and ``null`` as JSON spells them); an item's te
 what a person reads in it and the tool calls it makes (every string of its JSON except
 ids, types, roles, signatures and encoded bytes, and every object key inside tool
 arguments).
+
+It may touch the model and errors alone: no datastore and no search engine.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""The sessions port: session stores, sessions and their items."""
+"""The sessions port: session stores, sessions and their items.
+
+It may touch the search port, the embeddings, JSON decoding (``ownstate._jsontext``), the
+model and errors, and no datastore: each backend implements it.
+"""
 
 from __future__ import annotations
 

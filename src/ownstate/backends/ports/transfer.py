@@ -30,6 +30,8 @@ once. A restore writes a batch in one transaction (on Redis, which has none acro
 hash slots, one script per slot, each row's slots in the order its own writes use).
 Backends that keep derived state (a session's item count, a search index, a run's place
 in the status index) bring it up to date with the rows.
+
+It may touch the errors alone, and no datastore: each backend implements it.
 """
 
 from __future__ import annotations

@@ -18,6 +18,9 @@ Vectors are unit length (see :class:`~ownstate.embeddings.Embedding`), so simila
 the dot product; ties order newest fact first. Ranking is the backend's own: sqlite-vec's
 ``vec_distance_cosine`` (a Python function where that extension is not installed),
 PostgreSQL arrays summed in SQL, a scan in Python on Redis and in memory.
+
+It may touch the search port, the embeddings, the model and errors, and no datastore: each
+backend implements it.
 """
 
 from __future__ import annotations

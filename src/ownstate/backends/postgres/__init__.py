@@ -4,6 +4,9 @@ Tables live in one schema (``?schema=`` in the URL, default ``ownstate``), so se
 applications can share a database. Every tenant-scoped table enforces tenant isolation
 with row-level security; see ``docs/postgres.md`` for the runtime role to use, and
 ``roles.py`` for how a role that it would not bind is found out.
+
+It may touch psycopg (through ``ownstate._extras``), the interface (``base``), the migration
+rule (``backends._migrations``), its own parts and errors.
 """
 
 from __future__ import annotations

@@ -30,6 +30,9 @@ its machine can lose checkpoint writes committed in the last moments (PostgreSQL
 them within three ``wal_writer_delay``, 0.6 s by default) and never anything committed
 before a synchronous commit, because the WAL is flushed in order: a framework step that
 ends by appending items or closing its run has made all of its checkpoints durable.
+
+It may touch psycopg and psycopg_pool (through ``ownstate._extras``), the replay cache
+(``backends._replay``) and errors, never the API above it.
 """
 
 from __future__ import annotations

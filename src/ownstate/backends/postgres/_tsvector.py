@@ -18,6 +18,8 @@ An append sends its items' terms in the same form, as a ``tsvector[]`` parameter
 ``BinaryVector`` values (``_core``): the server then reads them with ``tsvector_recv`` instead
 of parsing their text (``tsvector_in`` checks the class of every character, which cost
 the server more than anything else an indexed append does but the term counts).
+
+It may touch the search part beside it (``search``) alone: no connection, no driver.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 Shared by ``facts.py`` (facts remembered with their vectors), ``sessions.py`` (items
 appended with theirs) and ``vectors.py`` (a reindex); the tables are described in
 ``vectors.py``.
+
+It may touch PostgreSQL through ``_core``, the session and vector ports and the embeddings.
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ that forgets its tenant predicate still sees only the current tenant's keys; wri
 checked against the tenant alone. No role is needed that bypasses row-level security, and
 nothing runs with the owner's rights (``SECURITY DEFINER`` would not help anyway: the
 policies are forced for the owner too).
+
+It may touch PostgreSQL through ``_core``, the model and errors.
 """
 
 from __future__ import annotations

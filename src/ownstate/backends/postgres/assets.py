@@ -9,6 +9,8 @@ Adding a reference and freeing content agree through the content's row lock: a p
 upserts the content row (``ON CONFLICT ... DO UPDATE`` locks it) before adding its
 reference, and the trigger locks the content row before checking, in a fresh snapshot,
 that no reference is left. Whichever comes second sees what the first one committed.
+
+It may touch PostgreSQL through ``_core``, the model and errors.
 """
 
 from __future__ import annotations

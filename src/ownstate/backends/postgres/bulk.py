@@ -7,6 +7,9 @@ items with ``COPY``; the runs and checkpoints as ``unnest`` inserts; the pending
 with ``executemany`` (pipelined). Items get the search terms, ``search_stats`` and
 ``search_terms`` an append gives them, and each session the item count and activity time
 its appends leave.
+
+It may touch PostgreSQL through ``_core``, the search and session parts beside it, the bulk
+port and errors.
 """
 
 from __future__ import annotations

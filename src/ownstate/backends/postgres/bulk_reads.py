@@ -7,6 +7,9 @@ items (``sid = ANY``), the newest run of each (``DISTINCT ON``), the checkpoints
 (``unnest`` of the keys, each scoped to its session's store, id and actor as
 ``get_checkpoint`` scopes it) and their pending writes. Rows are decoded by the same
 functions the per-session reads use, so each part is what those reads return.
+
+It may touch PostgreSQL through ``_core``, the checkpoint, run and session parts beside it,
+the shared SQL (``backends._sql``), the bulk port, the model and errors.
 """
 
 from __future__ import annotations

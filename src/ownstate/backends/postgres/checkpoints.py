@@ -18,6 +18,9 @@ returns what was found besides what was written (the scope's run, the fence run'
 the checkpoint), and a refusal is worded from that after the fact, when nothing was
 written. A put and a task's writes commit without waiting for their WAL flush (``_core``
 says what that gives up, and ``synchronous_checkpoints`` turns it off).
+
+It may touch PostgreSQL through ``_core``, the shared SQL (``backends._sql``), the
+checkpoint and run ports, the model and errors.
 """
 
 from __future__ import annotations

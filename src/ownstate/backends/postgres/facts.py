@@ -12,6 +12,10 @@ the fact in its transaction.
 
 Text columns that listings order by use the ``C`` collation, so every backend orders names
 and keys the same way (by code point).
+
+It may touch PostgreSQL through ``_core``, the access, search and vector-row parts beside
+it, the shared SQL (``backends._sql``), the fact and search ports, the clock
+(``ownstate._ids``), JSON decoding (``ownstate._jsontext``), the model and errors.
 """
 
 from __future__ import annotations

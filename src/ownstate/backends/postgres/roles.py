@@ -18,6 +18,9 @@ a command line, so either grant the role to the login roles the application uses
 (``GRANT ownstate_app TO app_login``), or give it one yourself (``ALTER ROLE ownstate_app
 LOGIN PASSWORD '...'``). An existing role is used as it is; one that row-level security
 would not bind (a superuser, ``BYPASSRLS``, an owner of ownstate's tables) is refused.
+
+It may touch PostgreSQL through ``_core`` and psycopg's ``sql`` and ``errors`` (through
+``ownstate._extras``), and ownstate's errors.
 """
 
 from __future__ import annotations

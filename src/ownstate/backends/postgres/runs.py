@@ -20,6 +20,11 @@ A decision is one conditional ``UPDATE`` too, and the same statement calls ``pg_
 on the schema's channel (``ownstate_decided_`` and a digest of the schema name), which
 PostgreSQL delivers when the write commits: every process waiting for a decision holds one
 connection that ``LISTEN``\ s on it and wakes its waiters at once.
+
+It may touch PostgreSQL through ``_core`` and, to ``LISTEN``, through a psycopg connection
+of its own (``ownstate._extras`` guards the import); also decision waiting
+(``backends._decisions``), the shared SQL (``backends._sql``), the run port, the time format
+(``ownstate._ids``), the model and errors.
 """
 
 from __future__ import annotations

@@ -18,6 +18,9 @@ table gets row-level security, forced even for the table owner::
 
 The one exception is ``api_keys``, whose policy also shows the row that ``find_api_key``
 is looking up, before the tenant is known (migration 3).
+
+It may touch the migration record (``backends._migrations``) alone, and no connection: the
+backend runs the migrations.
 """
 
 from __future__ import annotations

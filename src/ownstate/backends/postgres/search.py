@@ -35,6 +35,9 @@ scores them best first and exactly, in Python from their counts of the kept lexe
 "Candidates" in the ports module says (SQLite does the same). Closed facts stay indexed,
 so a search as of an earlier valid time finds what held then; a store made with
 ``index_items=False`` leaves its items' ``terms`` NULL, and its appends make no terms.
+
+It may touch PostgreSQL through ``_core``, the search port, JSON decoding
+(``ownstate._jsontext``) and the model.
 """
 
 from __future__ import annotations

@@ -1,4 +1,10 @@
-"""Session stores, sessions and items in PostgreSQL."""
+"""Session stores, sessions and items in PostgreSQL.
+
+It may touch PostgreSQL through ``_core``, the access, search, ``_tsvector`` and vector-row
+parts beside it, the replay cache (``backends._replay``), the shared SQL
+(``backends._sql``), the session and search ports, JSON decoding (``ownstate._jsontext``),
+the model and errors.
+"""
 
 from __future__ import annotations
 

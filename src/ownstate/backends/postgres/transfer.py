@@ -13,6 +13,12 @@ row. The other parts are ``executemany`` inserts that do nothing for a stored ke
 Facts, and the items of a store that indexes them, get their ``terms`` as the backend's
 own writes compute them (``search.py``), and ``search_stats`` and ``search_terms`` gain
 what they add (no trigger does that on INSERT; triggers subtract on DELETE only).
+
+It may touch PostgreSQL through ``_core`` and, for an export's snapshot, through a psycopg
+connection of its own (``ownstate._extras`` guards the import); also the search and
+``_tsvector`` parts beside it, the shared transfer SQL (``backends._transfer_sql``), the
+transfer and search ports, the clock (``ownstate._ids``), JSON decoding
+(``ownstate._jsontext``) and errors.
 """
 
 from __future__ import annotations

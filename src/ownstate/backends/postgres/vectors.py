@@ -9,6 +9,9 @@ dot product in SQL (``unnest`` of the two arrays side by side, summed); the inde
 ``fact_vectors_by_store`` confines the scan to one store, and row-level security confines
 it to the tenant. A write adds its facts' vectors inside its own transaction, after the
 store's vectors' model has been checked (``_fact_vectors.py``).
+
+It may touch PostgreSQL through ``_core``, the fact and vector-row parts beside it, the
+shared SQL (``backends._sql``), the vector port, the embeddings, the model and errors.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ Each session (with its forks) and everything it owns lives in one hash slot, so 
 write to it is one atomic Lua script, on one Redis and on Cluster alike; see
 :mod:`ownstate.backends.redis._core` for the layout and ``docs/redis.md`` for what
 durability depends on.
+
+It may touch the interface (``base``), its own parts and errors; it reaches redis-py only
+through ``_core``.
 """
 
 from __future__ import annotations

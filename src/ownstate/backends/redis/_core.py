@@ -32,6 +32,9 @@ deleting a store, listing runs across the tenant, erasing a subject) are sequenc
 such steps, ordered so that an interruption leaves only index entries that point at
 nothing. Readers skip those; ``docs/redis.md`` lists each such operation and what an
 interruption leaves.
+
+It may touch redis-py (through ``ownstate._extras``), the search port's terms, the time
+format (``ownstate._ids``), the model and errors, never the API above it.
 """
 
 from __future__ import annotations

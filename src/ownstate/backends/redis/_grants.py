@@ -22,6 +22,8 @@ Deleting closes the record first (``deleting``: readers see no store), then drop
 grants, then the rest; a call that stops is finished by the next delete or create of the
 name. So a failed create or delete leaves no store without its owner and no visible store
 changed; what it leaves is invisible and finished by the next call on the name.
+
+It may touch Redis through ``_core``, the time format (``ownstate._ids``) and errors.
 """
 
 from __future__ import annotations

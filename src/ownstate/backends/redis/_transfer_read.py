@@ -12,6 +12,9 @@ run of sessions at a time, each session's span of its item log in one ``GETRANGE
 
 What the export sees is per slot as of each read: Redis has no snapshot across slots, so
 rows written while an export runs may be in it or not (``docs/archive.md``).
+
+It may touch Redis through ``_core``, the spelling of decisions that the SQL backends share
+(``backends._transfer_sql``), the transfer port and the time format (``ownstate._ids``).
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ backend's own writes use, so that an interruption leaves only what readers alrea
 (an index entry without its session, a directory entry without its run, a hold on
 content), and the row itself is written last: a restore run again finds it missing and
 writes it. The calls of a batch go out as one pipeline (on Redis Cluster, one by one).
+
+It may touch Redis through ``_core`` and redis-py's errors, nothing else.
 """
 
 from __future__ import annotations

@@ -26,6 +26,9 @@ Creating a key spans two slots: the id goes into the tenant's index first, then 
 is written (refused when its id is taken, which withdraws an index entry this call
 added). An interruption in between leaves an index entry without a key, which listings
 skip; never a key that listings miss.
+
+It may touch Redis through ``_core`` and ``_grants``, the time format (``ownstate._ids``),
+the model and errors.
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ owner already holds this content, or the session is gone) undoes the first two. 
 a reference releases its hold, and the content goes with the last hold. An interruption
 between steps can leave a hold that no reference claims, which keeps content alive (never
 the reverse: a reference always finds its bytes).
+
+It may touch Redis through ``_core``, the time format (``ownstate._ids``), the model and
+errors.
 """
 
 from __future__ import annotations

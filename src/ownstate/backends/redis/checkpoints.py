@@ -13,6 +13,9 @@ has stored none for that long (never one by one, which would break parent chains
 
 Retention and usage walk the tenant's runs and work on each run in one script, so each
 run is changed atomically but a pass over the tenant is not one transaction.
+
+It may touch Redis through ``_core``, the run part beside it, the checkpoint and run ports,
+the time format (``ownstate._ids``), the model and errors.
 """
 
 from __future__ import annotations

@@ -18,6 +18,9 @@ atomic step, and concurrent writers to one (subject, key) leave one linear histo
 Checking that a source item exists reads the session's tree first, a separate step: an item
 deleted in between leaves a fact whose source is gone, which ``explain`` already reports
 as a source item of ``None``.
+
+It may touch Redis through ``_core`` and ``_grants``, the session part beside it, the fact
+and search ports, the embeddings, the clock (``ownstate._ids``), the model and errors.
 """
 
 from __future__ import annotations

@@ -17,6 +17,9 @@ A decision is one script on the run's slot (``dc`` holds the current request's d
 ``dl`` every decision, comma-joined JSON objects); the backend then publishes on the
 channel ``PREFIX:decided``, on which every process waiting for a decision holds one
 subscription (on a single Redis; on Redis Cluster waiters check within a second).
+
+It may touch Redis through ``_core``, decision waiting (``backends._decisions``), the run
+port, the time format (``ownstate._ids``), the model and errors.
 """
 
 from __future__ import annotations

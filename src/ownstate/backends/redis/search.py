@@ -15,6 +15,9 @@ so they equal the reference's. The cost grows with the tenant's number of sessio
 (a few commands each) and with the postings of the query's terms, never with the
 number of items that do not match; reading the trees of the tenant's stores walks their
 session indexes.
+
+It may touch Redis through ``_core``, the session part beside it, the search port and the
+model.
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ its own slot (refused, and the entry withdrawn, if the id is taken). A fork is f
 the parent, an index entry, a claim on the new id in its own slot, then the copy inside
 the parent's tree. Listing reads the index and skips entries whose session does not exist
 (or exists as another creation of that id).
+
+It may touch Redis through ``_core`` and ``_grants``, the session port, the embeddings, the
+time format (``ownstate._ids``), the model and errors.
 """
 
 from __future__ import annotations

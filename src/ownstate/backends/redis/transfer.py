@@ -18,6 +18,11 @@ Every row that refers to another (an item to its session, a fact to its memory s
 checkpoint to its run, an asset to its content) is checked before the batch writes
 anything. A batch is not one transaction across slots: each slot's script is atomic, and
 a batch stopped part-way is finished by restoring it again (rows stored are skipped).
+
+It may touch Redis through ``_core``, ``_transfer_read`` and ``_transfer_write``, the
+access, checkpoint and run parts beside it, the page bounds that the SQL backends share
+(``backends._transfer_sql``), the transfer and search ports, the time format
+(``ownstate._ids``), JSON decoding (``ownstate._jsontext``), the model and errors.
 """
 
 from __future__ import annotations

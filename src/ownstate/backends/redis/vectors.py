@@ -16,6 +16,9 @@ store (or of the session stores searched) and takes dot products in Python (nump
 it is installed): about 1.5 KB per 384-dimensional vector on the wire and a scan that
 grows linearly with the store, fine for the thousands of facts or items of one agent's
 memory, not for millions (use PostgreSQL, or a Redis with a vector index, for those).
+
+It may touch Redis through ``_core``, the fact and search parts beside it, the vector port,
+the embeddings (which bring numpy where it is installed), the model and errors.
 """
 
 from __future__ import annotations

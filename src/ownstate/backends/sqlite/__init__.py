@@ -7,6 +7,9 @@ the busy timeout; that makes the file safe under many threads and several proces
 Calls made through an async client run in a small thread pool, one connection per thread,
 so the event loop never blocks on disk. The sync client runs them on the calling thread,
 with that thread's own connection: no thread hop, and threads write concurrently.
+
+It may touch sqlite3, the interface (``base``), the migration rule
+(``backends._migrations``), its own parts and errors.
 """
 
 from __future__ import annotations

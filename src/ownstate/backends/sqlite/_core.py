@@ -11,6 +11,11 @@ the busy timeout; that makes the file safe under many threads and several proces
 Calls made through an async client run in a small thread pool, one connection per thread,
 so the event loop never blocks on disk. The sync client runs them inline on its own
 private event-loop thread, which saves a thread hop per call.
+
+It may touch sqlite3 and, where extensions load and it is installed, sqlite-vec (imported
+only then), the replay cache (``backends._replay``), the dot product of the embeddings,
+the time format (``ownstate._ids``), JSON decoding (``ownstate._jsontext``), the model and
+errors, never the API above it.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 Shared by ``facts.py`` (a fact remembered with its vector), ``sessions.py`` (items
 appended with theirs) and ``vectors.py`` (a reindex); the tables are described in
 ``vectors.py``.
+
+It may touch the SQLite connection it is given, the session and vector ports and the
+embeddings.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ the tenant. ``store_grants`` names its store by kind and name, with no foreign k
 session and memory stores live in different tables, and a store's grants are dropped
 by ownstate when the store is deleted. The tables are created by
 the migrations in ``schema.py``.
+
+It may touch the SQLite connections of ``_core``, the time format (``ownstate._ids``), the
+model and errors.
 """
 
 from __future__ import annotations

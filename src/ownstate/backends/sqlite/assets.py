@@ -5,6 +5,9 @@ one per owner (``sid``, NULL for none) and content. A reference goes with its se
 (foreign-key cascade); the trigger then removes content no reference holds, in the same
 transaction, however the reference was deleted. The tables are created by
 the migrations in ``schema.py``.
+
+It may touch the SQLite connections of ``_core``, the time format (``ownstate._ids``), the
+model and errors.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@
 unique key, one index serves the newest-first reads, and it covers what usage and every
 retention rule need, so neither reads a checkpoint row. A put writes three b-trees.
 The tables are created by the migrations in ``schema.py``.
+
+It may touch the SQLite connections of ``_core``, the shared SQL (``backends._sql``), the
+checkpoint and run ports, the time format (``ownstate._ids``), the model and errors.
 """
 
 from __future__ import annotations

@@ -8,6 +8,10 @@ current, so the rule holds even against writers that bypass ownstate.
 ``fact_search`` is the FTS5 index ranked search reads (``search.py`` describes it); a
 fact's id enters ``fact_index_queue`` in the fact's own transaction, and the next
 search indexes it.
+
+It may touch the SQLite connections of ``_core``, the access, search and vector-row parts
+beside it, the shared SQL (``backends._sql``), the fact and search ports, the clock
+(``ownstate._ids``), the model and errors.
 """
 
 from __future__ import annotations

@@ -6,6 +6,10 @@ write is one conditional ``UPDATE`` whose ``WHERE`` clause is the check. When it
 row, a read in the same transaction says why (not found, stale token, closed, lease held).
 Runs reference their session, and effects their run, ``ON DELETE CASCADE``: deleting a
 session or a store deletes its runs and their effects.
+
+It may touch the SQLite connections of ``_core``, decision waiting
+(``backends._decisions``), the shared SQL (``backends._sql``), the run port, the time format
+(``ownstate._ids``), the model and errors.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ to the schema is a new migration at the end (``tests/test_schema_migrations.py``
 released one). The SQL is written out here, not assembled from the modules that use the
 tables, so that changing those modules cannot change what a migration does.
 ``docs/schema.md`` describes the tables for people who query them directly.
+
+It may touch the migration record (``backends._migrations``) alone, and no connection: the
+backend runs the migrations.
 """
 
 from __future__ import annotations

@@ -37,6 +37,9 @@ through the SQL functions :func:`register_functions` defines and SQL.) A trigger
 a deleted row's entry and uncounts its terms. A closed fact stays indexed, so a search as
 of an earlier valid time finds what held then. A store made with ``index_items=False``
 adds nothing to the queue.
+
+It may touch the SQLite connections of ``_core``, the search port, JSON decoding
+(``ownstate._jsontext``) and the model.
 """
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""Session stores, sessions and items in SQLite."""
+"""Session stores, sessions and items in SQLite.
+
+It may touch the SQLite connections of ``_core``, the access, search and vector-row parts
+beside it, the replay cache (``backends._replay``), the shared SQL (``backends._sql``), the
+session port, the time format (``ownstate._ids``), the model and errors.
+"""
 
 from __future__ import annotations
 

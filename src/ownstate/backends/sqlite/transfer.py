@@ -6,6 +6,10 @@ A restore batch is one ``BEGIN IMMEDIATE`` transaction of ``executemany`` insert
 do nothing for a stored key; it keeps the derived state in step: a session's item count,
 the search indexes (every fact, and the items of a store that indexes them, wait for the
 next search as a normal write's do: ``search.py``, "Indexing later").
+
+It may touch the SQLite connections of ``_core``, the search part beside it, the shared
+transfer SQL (``backends._transfer_sql``), the transfer port, the clock (``ownstate._ids``)
+and errors.
 """
 
 from __future__ import annotations

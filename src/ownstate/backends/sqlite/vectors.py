@@ -8,6 +8,10 @@ store's vectors of the query's model with ``vec_distance_cosine`` (sqlite-vec's,
 or its Python stand-in; see ``_core.py``) and joins the facts it may return; the index
 ``fact_vectors_by_store`` confines the scan to one store. A write adds a fact's vector
 inside its own transaction (``_fact_vectors.py``).
+
+It may touch the SQLite connections of ``_core``, the fact and vector-row parts beside it,
+the shared SQL (``backends._sql``), the vector port, the embeddings, the time format
+(``ownstate._ids``), the model and errors.
 """
 
 from __future__ import annotations
