@@ -8,6 +8,9 @@
 >>> [item.data["content"] for item in session.list_items(order_by="create_time asc")]
 ['I need help']
 >>> client.close()
+
+It may touch only what it re-exports: the public API (``ownstate.api``), the embedder
+protocol, the error tree, the limits and the model; never a backend directly.
 """
 
 from __future__ import annotations

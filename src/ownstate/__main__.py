@@ -1,4 +1,7 @@
-"""``python -m ownstate``: the same as the ``ownstate`` command."""
+"""``python -m ownstate``: the same as the ``ownstate`` command.
+
+It may touch only the command itself (``ownstate.cli``).
+"""
 
 from __future__ import annotations
 

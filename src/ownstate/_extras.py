@@ -3,6 +3,9 @@
 Backends, adapters and the server import their third-party packages inside
 :func:`requires`, so a missing package surfaces as :class:`~ownstate.errors.MissingExtra`
 (``pip install 'ownstate[postgres]'``) rather than a bare ``ModuleNotFoundError``.
+
+It may touch only the error tree (``ownstate.errors``); the packages it imports are the ones
+its callers name.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Identifiers and timestamps."""
+"""Identifiers and timestamps.
+
+It may touch only the standard library: nothing else of ownstate's and no outside library.
+"""
 
 from __future__ import annotations
 

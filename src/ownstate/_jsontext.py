@@ -1,6 +1,7 @@
 """Decoding JSON text that ownstate stored: the hot loops (replays, exports, restores) read
 a great many small values, and ``json.loads`` spends half its time on ~500-byte values in
-its per-call Python layers."""
+its per-call Python layers. It may touch only the standard library: nothing else of
+ownstate's and no outside library."""
 
 from __future__ import annotations
 

@@ -4,6 +4,9 @@ A token names the listing it belongs to (its scope and order) and the last posit
 returned. A token used with another listing, or that was altered, is refused with
 :class:`~ownstate.errors.InvalidInput`. Tokens carry no secret: the scope is always
 enforced by the query, so a forged cursor can only move within what the caller may see.
+
+It may touch only the error tree and the limits (``ownstate.errors``, ``ownstate.limits``),
+never a backend.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ Records are the frozen dataclasses of :mod:`ownstate.model`: a datetime travels 
 text in UTC, bytes as standard base64 text, a nested record as an object. Errors travel as
 ``application/problem+json`` (RFC 9457) bodies whose ``code`` is the error class's stable
 code, so the client raises the same class the server did, with the same ids.
+
+It may touch only the error tree and the model (``ownstate.errors``, ``ownstate.model``),
+and no outside library: the server and the client each bring their own HTTP stack.
 """
 
 from __future__ import annotations

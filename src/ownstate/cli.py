@@ -3,6 +3,11 @@
 Every command opens a client with :func:`ownstate.connect` and calls its public methods;
 nothing here reads or writes the datastore any other way. Errors from ownstate become a
 one-line message on stderr and exit status 1.
+
+It may touch the public sync API (``ownstate``), the other command modules (``archive.cli``,
+``distill.cli``, ``importers.cli``, ``mcp.cli``, ``cli_common``), URL parsing
+(``ownstate.backends.resolve_url``), and for ``ownstate serve`` the server and uvicorn;
+click throughout.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """What the modules of the ``ownstate`` command share: the click type for spans of time
 (``90s``, ``15m``, ``2h``, ``7d``) and finding a session by id across session stores.
-It touches only click and the public sync API."""
+It may touch only click and the public sync API (``ownstate``, and ``ownstate.embeddings``
+to load an embedder)."""
 
 from __future__ import annotations
 

@@ -44,8 +44,8 @@ An error that is about ids words its own message from them: ``SessionNotFound(st
 session_id="x")`` reads ``no session 'x' in store 's'`` wherever it is raised, so every
 backend says the same thing in the same words. A message given first replaces that
 wording (for a reason only the caller knows); ``cls(message, **details)`` is also how an
-error is rebuilt from its parts (unpickling, a problem+json answer). This module imports
-nothing of ownstate's.
+error is rebuilt from its parts (unpickling, a problem+json answer). It may touch nothing
+else of ownstate's and no outside library.
 """
 
 from __future__ import annotations

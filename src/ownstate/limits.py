@@ -9,6 +9,8 @@ The rules for names and ids (the ``*_RE`` patterns, :data:`CONTROL_CHARS` and th
 with them and the HTTP server builds its path, query and body constraints from them
 (:func:`anchored`, :func:`printable`), so that whatever the library accepts the server
 accepts too.
+
+It may touch only the error tree (``ownstate.errors``), never a backend.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 These are plain values: what a backend returns and what the public handles expose. They
 carry no connection and no behaviour. One protocol lives beside them, :class:`Extractor`,
 the shape of what distillation asks for candidate facts.
+
+It may touch only timestamps (``ownstate._ids``): no other part of ownstate and no outside
+library.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ over an :class:`~ownstate.AsyncClient`, and runs them through a :class:`Bridge`:
 - built from an :class:`~ownstate.AsyncClient`, async calls run on the caller's loop, and
   sync calls are allowed only from another thread while that loop runs.
 
-The bridge closes the client only when it opened it (``from_url``). It uses only the
-public API.
+The bridge closes the client only when it opened it (``from_url``). It may touch only the
+public API (``ownstate.api``), never a backend.
 """
 
 from __future__ import annotations

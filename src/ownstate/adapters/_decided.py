@@ -1,6 +1,7 @@
 """What every adapter's ``resume_decided`` shares: the record of a run it resumed, the
 refusals that mean another worker got there first, and the loop over the decided runs of
-one framework. Touches runs through the public API only."""
+one framework. It may touch runs through the public API only (by way of the bridge), the
+error tree and the model; never a backend."""
 
 from __future__ import annotations
 

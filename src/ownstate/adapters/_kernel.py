@@ -18,7 +18,8 @@
   :func:`async_twin` make the two public methods that run it through the adapter's
   :class:`~._bridge.Bridge`.
 
-Uses only the public API (:class:`~ownstate.AsyncClient` and its handles); holds no state.
+It may touch only the public API (:class:`~ownstate.AsyncClient` and its handles, and the
+bridge), the error tree and the model; it holds no state.
 """
 
 from __future__ import annotations

@@ -14,6 +14,10 @@ over ownstate sessions:
   given, in append order.
 
 See ``docs/claude-agent-sdk.md``.
+
+It may touch the public API through the adapters' bridge and kernel, the error tree, the
+limits and the model, and the Claude Agent SDK (``claude_agent_sdk``, the ``claude`` extra);
+never a backend.
 """
 
 from __future__ import annotations

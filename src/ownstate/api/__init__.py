@@ -1,6 +1,9 @@
 """The public client objects and the functions that open them.
 
-It only gathers names from the modules of ``ownstate.api``; it touches nothing itself.
+It gathers names from the modules of ``ownstate.api`` and opens the sync client
+(:func:`connect`, the async client driven through a portal). It may touch those modules
+and, for :func:`connect`'s arguments, the types of the backend, the embedder and the limits;
+never a backend directly.
 """
 
 from __future__ import annotations

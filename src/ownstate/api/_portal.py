@@ -9,8 +9,8 @@ portal is how a coroutine gets run:
 - :class:`ThreadPortal` hands it to an event loop on a daemon thread and waits. It serves
   backends bound to one event loop (a PostgreSQL or Redis connection pool).
 
-It runs the coroutines it is given, on a thread and an event loop of its own making, and
-touches no backend.
+It runs the coroutines it is given, on a thread and an event loop of its own making. It may
+touch only the async pager (:mod:`._paging`) and the model, never a backend.
 """
 
 from __future__ import annotations

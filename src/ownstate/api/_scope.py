@@ -1,7 +1,8 @@
 """What every public handle carries: the backend, the tenant, the limits in force and the
 embedder, if any.
 
-It holds them and touches none of them.
+It holds them and calls none of them: it may touch only their types (``ownstate.backends``,
+``ownstate.embeddings``, ``ownstate.limits``).
 """
 
 from __future__ import annotations

@@ -19,6 +19,11 @@ refused by the datastore) and nothing of it was written, while the others were s
 item, its newest run and the checkpoints asked for by id, as the per-session reads return
 them. A backend that declares :attr:`~ownstate.backends.Capability.BULK_READS` reads the
 batch in a few queries over one snapshot; any other is read session by session.
+
+It may touch the backend through the scope and its bulk port
+(``ownstate.backends.ports.bulk``), the validation and encoding of the public handles
+(``aio``, ``session``, ``runs``, ``checkpoints``), search text and derived item columns
+(``ownstate.formats.derive``), ids, the error tree, the limits and the model.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 One pass (:func:`distill`, behind ``AsyncMemoryStore.distill``) reads the items of one
 session that came after its watermark, asks the extractor for candidate facts, and
-remembers the ones that are new. It works through the public handles only (the memory
-store, the session, the runs); it touches no backend.
+remembers the ones that are new. It may touch the public handles only (the memory store, the
+session, the runs), with the error tree, the limits and the model; never a backend.
 
 The watermark is a fact in the memory store itself, under the reserved subject
 ``ownstate:distill`` and the key ``<session store>/<session id>``, with the value ``{"seq":

@@ -16,6 +16,9 @@ Each function has an async twin (``aexport``, ``aimport_archive``, ``acopy``) ov
 :class:`~ownstate.AsyncClient`. Both ends must be backends that declare
 :attr:`~ownstate.backends.Capability.TRANSFER` (memory, SQLite, PostgreSQL, Redis; not a
 remote server, whose database is exported where it runs).
+
+It may touch the public API and the adapters' bridge (the sync functions run the async ones
+through it) and the modules of this package, which reach the backends.
 """
 
 from __future__ import annotations

@@ -9,6 +9,10 @@ Verification reads both sides again and compares, part by part, the row count an
 SHA-256 of the rows as the archive spells them (JSON values as stored: a copy stores the
 text it is given, so the two sides hold the same text); items are compared per session,
 so a difference names the session.
+
+It may touch the backends through their transfer port (``ownstate.backends``,
+``backends.ports.transfer``) and this package's :mod:`._format` and :mod:`._stream`; no
+outside library.
 """
 
 from __future__ import annotations

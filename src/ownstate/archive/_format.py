@@ -13,6 +13,10 @@ with the row's fields and ``tenant``, keys sorted, no spaces, UTF-8 (not ASCII-e
 
 Decoding holds a line to the same rules the public API holds input to (stored JSON
 within the depth and integer bounds), and names the part and line of what it refuses.
+
+It may touch the transfer port's row shapes (``ownstate.backends.ports.transfer``), ids,
+JSON decoding (``ownstate._jsontext``), the error tree and the limits; it never calls a
+backend.
 """
 
 from __future__ import annotations

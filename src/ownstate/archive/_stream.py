@@ -10,6 +10,9 @@ part's size, line count and SHA-256 against the manifest, every line decodes) an
 nothing; only then the second pass restores the rows, part by part in dependency order,
 in batches. Restoring skips rows already stored, so an import stopped part-way and run
 again finishes the job and duplicates nothing.
+
+It may touch the backends through their transfer port and capabilities, :mod:`._format`,
+ids, the error tree and the package's version; no outside library.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@
 Exit status: 0 when done (and, for ``copy --verify``, both sides hold the same); 3 when
 ``--verify`` found a difference; 1 for an error (an archive refused, a backend that cannot
 transfer, a database out of reach), in which case an import has written nothing.
+
+It may touch the public API, the functions of :mod:`ownstate.archive`, the error tree and
+the importers' progress display (``ownstate.importers.progress``), and click.
 """
 
 from __future__ import annotations

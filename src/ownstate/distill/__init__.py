@@ -8,6 +8,8 @@ library:
 - :class:`ChatCompletionsExtractor`: any OpenAI-compatible chat-completions endpoint
   (OpenAI, vLLM, llama.cpp's server, Ollama, LiteLLM, ...), with structured output. It
   needs httpx (the ``distill`` extra), imported when one is made.
+
+It may touch :mod:`.chat`, the error tree and the model; httpx only through :mod:`.chat`.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ against that schema before any of it becomes a candidate. Every failure (unreach
 timeout, an error status, a refusal, an answer that is not that JSON) is one
 :class:`~ownstate.errors.ExtractorFailed` that names the reason and never the payload.
 
-It talks HTTP with httpx (the ``distill`` extra), imported when an extractor is made.
+It may touch the error tree, the model and neutral messages (``ownstate.formats.neutral``),
+and talks HTTP with httpx (the ``distill`` extra), imported when an extractor is made.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ It distills one session (``--session``) or every session active within a span of
 (``--since``) into one memory store, with the chat-completions extractor configured by
 options or the environment. It uses only the public sync API and prints one line per
 session; the exit status is 1 when any session failed (its run is recorded as failed).
+
+It may touch the public sync API (``ownstate``), the command's shared pieces
+(``ownstate.cli_common``), :mod:`.chat`, and click.
 """
 
 from __future__ import annotations

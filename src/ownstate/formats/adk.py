@@ -89,6 +89,8 @@ a call still unanswered when its turn ends (or at the end of the history) gets a
 response ``{"error": "no result was recorded"}``, so the model sees that the call was
 made and produced nothing. Calls and results carried over verbatim from ADK originals
 are left as ADK wrote them (ADK reads its own events back).
+
+It may touch only the error tree and :mod:`._common`, never storage.
 """
 
 from __future__ import annotations

@@ -97,6 +97,8 @@ assistant message follows) and drops it otherwise; a call still unanswered when 
 turn ends (or at the end of the history) gets a ``tool_result`` with ``is_error: true``
 and the content ``"no result was recorded"``. Entries carried over verbatim are left as
 Claude Code wrote them (it repairs its own interrupted turns when it resumes).
+
+It may touch only the error tree and :mod:`._common`, never storage or the Claude Agent SDK.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ columns. It understands OpenAI Responses items (with the Agents SDK's ``provider
 Completions style messages, the plain ``{"role": ..., "content": ...}`` message, Claude
 transcript entries (the message under ``message``) and ADK events (``content.parts``; the
 ``model`` role is reported as ``assistant``).
+
+It may touch nothing else of ownstate's and no outside library.
 """
 
 from __future__ import annotations

@@ -19,6 +19,9 @@ before it answers: a message it cannot carry exactly is refused with
 :class:`~ownstate.errors.InvalidInput`, never stored with a loss.
 
 Needs ``langchain-core`` (installed with the ``langgraph`` extra).
+
+It may touch the error tree, :mod:`.neutral`, ``ownstate._extras`` (to name the extra) and
+LangChain's messages (``langchain_core``), never storage.
 """
 
 from __future__ import annotations

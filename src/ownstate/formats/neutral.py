@@ -41,6 +41,8 @@ Rules every converter follows:
 ``to_neutral`` and ``from_neutral`` below work on whole histories (lists), because a
 message in one shape can be several items in another (an OpenAI Responses assistant turn
 is a message item plus one item per tool call).
+
+It may touch only the error tree and the model, never storage.
 """
 
 from __future__ import annotations

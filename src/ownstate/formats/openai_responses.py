@@ -121,6 +121,8 @@ maps such a part back to a neutral part with the same ``asset``.
 Errors: both functions raise :class:`~ownstate.errors.InvalidInput` for an entry that is
 not a JSON object; :func:`from_neutral` also for a message whose role the Responses API
 has no equivalent for, and for a tool call without a name.
+
+It may touch only the error tree, never storage or the OpenAI Agents SDK.
 """
 
 from __future__ import annotations

@@ -23,6 +23,10 @@ for the four steps it implements). Nothing else is edited: :func:`sources`, :fun
 CLI turns its ``options`` into ``--name`` flags. Import the framework's package inside
 the module's methods (or under ``TYPE_CHECKING``), so that listing sources and
 ``import ownstate`` need no extra.
+
+It may touch the public API and the adapters' bridge (the sync :func:`run_import` runs the
+async loop through it), :mod:`.base` and :mod:`.sources`; each source imports its framework
+itself.
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ imported on its own:
 :func:`arun_import` drives the loop, several units at a time, and returns an
 :class:`ImportReport`. A dry run calls :meth:`Importer.write` with ``dry_run=True``: it
 reads the destination to count what it would write, and writes nothing.
+
+It may touch only the public API (``ownstate.api``) and the error tree, never a backend.
 """
 
 from __future__ import annotations

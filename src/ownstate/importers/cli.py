@@ -5,6 +5,9 @@ One subcommand per source, built from the source's importer when it is asked for
 imported (and, with ``--verify``, matches); 2 when some units could not be imported; 3
 when ``--verify`` found a difference; 1 for an error of ownstate or of the source as a
 whole (unreachable, not a source of that kind).
+
+It may touch the public API, the error tree, this package's loop, sources and progress, the
+archive command (for ``ownstate import archive``), and click.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 rich is optional (the ``import`` extra) and imported only when a bar is drawn; without it,
 or when the output is not a terminal (a log, a pipe, CI), a line with the count, the rate
 and the time left is printed every ``every`` seconds and once at the end.
+
+It may touch nothing of ownstate's; rich (``rich.console``, ``rich.progress``) only when a
+bar is drawn.
 """
 
 from __future__ import annotations

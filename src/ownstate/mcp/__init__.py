@@ -3,6 +3,9 @@
 :mod:`.tools` defines the tools over the public async API; :mod:`.server` serves them with
 the official MCP SDK over stdio and streamable HTTP; :mod:`.cli` is the command. Needs the
 ``mcp`` extra: ``pip install 'ownstate[mcp]'``. See docs/mcp.md.
+
+It may touch only :mod:`.server`, and ``ownstate._extras`` to name the ``mcp`` extra, both
+on first use of a name.
 """
 
 from __future__ import annotations

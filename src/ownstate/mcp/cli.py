@@ -2,6 +2,10 @@
 
 It takes the global ``--url`` and ``--tenant`` like every other command and needs the
 ``mcp`` extra only when it runs (so ``ownstate --help`` imports no MCP SDK).
+
+It may touch the public API, URL parsing (``ownstate.backends.resolve_url``), and, when the
+command runs, this package's server and tools, the server's uvicorn settings
+(``ownstate.server.serving``) and uvicorn; click throughout.
 """
 
 from __future__ import annotations

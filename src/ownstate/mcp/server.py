@@ -12,6 +12,11 @@ low-level server, and its two transports.
 A tool's failure is an MCP tool result with ``isError`` set, whose text is the library's
 message and whose structured content carries the error's ``code`` and ids; nothing is
 written by a call that fails.
+
+It may touch the public API (``ownstate.api``, ``api.access``), the backend it opens
+(``ownstate.backends``), :mod:`.tools`, the server's key check (``ownstate.server.auth``),
+the wire form of errors (``ownstate._wire``), the error tree, the limits and the model, and
+the MCP SDK, starlette and pydantic.
 """
 
 from __future__ import annotations

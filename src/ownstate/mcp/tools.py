@@ -6,7 +6,10 @@ store permissions ``ownstate serve`` enforces (:mod:`ownstate.server.permissions
 read a store, WRITE to change it; a store the caller may not read is "not found". Arguments
 are checked by the library itself, before anything is stored, so a refusal carries the
 library's own typed error and message; this module checks only what MCP adds (argument
-names, RFC 3339 text for times). It imports nothing of the MCP SDK.
+names, RFC 3339 text for times). It may touch the public API, the server's caller and
+permissions (``ownstate.server.auth``, ``ownstate.server.permissions``), the search bounds
+(``ownstate.backends.ports.search``), the error tree, the limits and the model; nothing of
+the MCP SDK.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 :func:`create_app` builds the ASGI app (FastAPI) on one backend; every replica built on the
 same database serves the same state, so a deployment runs as many as it needs behind a
 load balancer. Needs the ``server`` extra: ``pip install 'ownstate[server]'``.
+
+It may touch only :mod:`.app`, and ``ownstate._extras`` to name the ``server`` extra, both
+when :func:`create_app` is first used.
 """
 
 from __future__ import annotations

@@ -3,6 +3,10 @@ answer every failure as problem+json.
 
 It composes ``routing`` (settings, bounded routes, the caller) and ``routes``; nothing in
 the server imports it but the package's lazy ``create_app``.
+
+It may touch the backend it opens (``ownstate.backends``), the server's own modules
+(``auth``, ``routing``, ``routes``, ``console``, ``telemetry``), the wire form of errors
+(``ownstate._wire``), the error tree and ``ownstate._extras``, and FastAPI and starlette.
 """
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""Who is calling: the bearer token checked against the stored keys, briefly remembered."""
+"""Who is calling: the bearer token checked against the stored keys, briefly remembered.
+
+It may touch the public API (a caller's :class:`~ownstate.AsyncClient`,
+``ownstate.api.access``), the backend it is given, the embedder, the error tree, the limits
+and the model; no web framework.
+"""
 
 from __future__ import annotations
 

@@ -7,7 +7,9 @@ gives, built here from the ids alone so that the two cannot differ by a byte, an
 same cost: a thing found in a store it may not read (a run, an asset) and an unknown one
 both take one lookup of the thing and one of a grant, never a different number of calls.
 
-It asks only the caller's client (``client.api_keys.permission_of``, ``grants_of``).
+It may touch only the caller (:mod:`.auth`) and its client
+(``client.api_keys.permission_of``, ``grants_of``), the error tree and the model; never a
+backend.
 """
 
 from __future__ import annotations

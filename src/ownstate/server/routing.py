@@ -3,6 +3,9 @@ request bodies and headers, the caller dependency, and errors as problem+json re
 
 Routes and the app import this module; it imports neither (nor any route), and reaches the
 library only through the caller's client and the error tree.
+
+It may touch the caller (:mod:`.auth`), the wire form of errors (``ownstate._wire``), the
+error tree, the limits and ``ownstate._extras``, and FastAPI and starlette.
 """
 
 from __future__ import annotations

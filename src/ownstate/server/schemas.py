@@ -1,5 +1,6 @@
 """Request and response bodies shared by several route modules (pydantic, for the
-OpenAPI document); each module defines the bodies only it uses."""
+OpenAPI document); each module defines the bodies only it uses. It may touch only the limits
+(``ownstate.limits``) and pydantic."""
 
 from __future__ import annotations
 

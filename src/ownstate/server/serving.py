@@ -11,6 +11,8 @@ deadline: from a request's first byte to its last (head and body), and for a new
 connection to begin its first request. A client that misses it is disconnected. Between
 requests uvicorn's own keep-alive timeout applies. The number of header fields is bounded
 by the app (``ServerSettings.max_headers``).
+
+It may touch nothing else of ownstate's: only uvicorn (and its httptools protocol).
 """
 
 from __future__ import annotations

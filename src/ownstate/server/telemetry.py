@@ -11,6 +11,10 @@
   path, status, duration, the caller's tenant, principal and key id, and a request id
   (the client's ``x-request-id`` when it sent a sane one, else a new one, echoed back).
   Never a body, a query string or the Authorization header.
+
+It may touch the backend it wraps (every port call is traced: ``ownstate.backends``,
+``backends.ports.vectors``), the error tree, the model, the package's version and
+``ownstate._extras``, and FastAPI, prometheus_client and OpenTelemetry.
 """
 
 from __future__ import annotations

@@ -22,6 +22,9 @@ test module; the pytest plugin that installing ownstate registers
 Tests that need an optional ability (several processes on one database, persistence)
 consult ``Target.capabilities`` and skip with the reason, never the backend's class.
 docs/testing.md walks through it.
+
+It may touch only :mod:`.suite` and :mod:`.targets`; the test modules are imported when a
+suite is collected.
 """
 
 from __future__ import annotations

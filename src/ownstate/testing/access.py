@@ -3,6 +3,10 @@
 Star-import this module in a test file that provides a ``target`` fixture. Times are
 driven by the ``key_clock`` fixture, which stands still until a test moves it, so the
 order of keys and the time of a revocation are exact, never measured.
+
+It may touch the public sync API (``ownstate``, ``ownstate.api.access``), ids, the error
+tree, the model and the shared fixtures, the backends' capability flags (names only), and
+pytest.
 """
 # ruff: noqa: F403
 

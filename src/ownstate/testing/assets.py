@@ -1,6 +1,9 @@
 """Conformance tests for assets: content-addressed bytes owned by sessions.
 
 Star-import this module in a test file that provides a ``target`` fixture.
+
+It may touch the public sync API, the error tree, the limits, the model, the shared fixtures
+and targets, and pytest; never a backend directly.
 """
 # ruff: noqa: F403
 

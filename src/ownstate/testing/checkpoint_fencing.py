@@ -4,6 +4,9 @@ Star-import this module in a test file that provides a ``target`` fixture. A wor
 lost its run (another one claimed it, or the run ended) must not change its checkpoints:
 ``put``, ``put_writes`` and ``delete`` with its old fencing token are refused and leave
 everything as it was. Listings come a page at a time, bounded in count and in bytes.
+
+It may touch the public sync API, the error tree, the limits, the model and the shared
+fixtures, and pytest; never a backend directly.
 """
 # ruff: noqa: F403
 

@@ -1,7 +1,9 @@
 """Conformance tests for which checkpoints are kept: scope between runs and tenants,
 deleting and copying, cascades, retention policies, usage, and the async client.
 Star-imported by :mod:`.checkpoints`. Ages are driven by the ``frozen_time`` fixture, which
-replaces ``ownstate._ids.now`` with a clock that only moves when the test says so.
+replaces ``ownstate._ids.now`` with a clock that only moves when the test says so. It may
+touch the public sync API, the error tree, the limits, the model,
+:mod:`.checkpoints_storing` and the shared fixtures, and pytest; never a backend directly.
 """
 # ruff: noqa: F403
 

@@ -1,6 +1,7 @@
 """Conformance tests for storing checkpoints: put and get, pending writes, listing and the
-input refused. Star-imported by :mod:`.checkpoints`; touches only the client fixtures give
-it.
+input refused. Star-imported by :mod:`.checkpoints`; it may touch no backend but through the
+client the fixtures give it, and imports only the public sync API, the error tree, the
+limits, the model, the shared fixtures and pytest.
 """
 # ruff: noqa: F403
 

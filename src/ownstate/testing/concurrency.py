@@ -8,6 +8,9 @@ separate OS processes. Afterwards the history must hold every item exactly once,
 ``seq`` exactly ``1..N``, every batch contiguous and in its own order, and each writer's
 batches in the order that writer appended them. Races on one id: one session id created
 by many threads, one idempotency key retried by many, one history popped by many.
+
+It may touch the public sync API, the backends' capability flags (names only), the shared
+fixtures and targets, and pytest; never a backend directly.
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """Conformance tests for session stores, sessions and items.
 
 Star-import this module in a test file that provides a ``target`` fixture.
+
+It may touch the public sync API, page tokens (``ownstate._tokens``), the limits, the model
+and the shared fixtures, and pytest; never a backend directly.
 """
 # ruff: noqa: F403
 

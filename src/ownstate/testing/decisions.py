@@ -6,6 +6,9 @@ recorded once: a second one, or one on a run that does not await a human, is a
 clients of their own, and on backends with the ``multiprocess`` capability OS processes
 too) exactly one wins. Waiting for a decision returns the decided run, or None once its
 timeout passes; no test asserts how fast.
+
+It may touch the public sync API, the backends' capability flags (names only), the error
+tree, the model and the shared fixtures, and pytest; never a backend directly.
 """
 # ruff: noqa: F403
 

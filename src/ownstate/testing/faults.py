@@ -7,6 +7,10 @@ must leave no store without its owner and no grants on a store that is gone.
 
 Star-import this module in a test file that provides a ``target`` fixture whose
 ``grant_fault`` is set (see :class:`~ownstate.testing.Target`).
+
+It may touch the public sync API, the backends' capability flags (names only), the shared
+fixtures and targets, and pytest; the faults come from the target, never from reaching into
+a backend.
 """
 # ruff: noqa: F403
 

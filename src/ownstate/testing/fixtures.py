@@ -2,6 +2,9 @@
 
 Each conformance module star-imports this, so a test file that star-imports a module gets
 its fixtures too. They build on one fixture the user provides: ``target``.
+
+It may touch the public sync API, ids (the controlled clock), the model and the targets, and
+pytest; never a backend directly.
 """
 
 from __future__ import annotations

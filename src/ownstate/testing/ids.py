@@ -3,6 +3,9 @@ accepts (``ownstate.limits``) works end to end on every backend, a remote server
 included, whose paths, queries and bodies must carry it unchanged.
 
 Star-import this module in a test file that provides a ``target`` fixture.
+
+It may touch the public sync API, the limits and the shared fixtures, and pytest; never a
+backend directly.
 """
 # ruff: noqa: F403
 

@@ -7,6 +7,8 @@ Star-import this module in a test file that provides a ``target`` fixture::
 The tests live in :mod:`.memory_facts` (stores, facts over time) and
 :mod:`.memory_across` (search, batches, erasure, tenants, concurrency); this module
 gathers them.
+
+It may touch only the two modules it gathers.
 """
 # ruff: noqa: F403
 

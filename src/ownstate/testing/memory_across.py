@@ -1,6 +1,8 @@
 """Conformance tests for what reaches across facts: search, batches, erasure and export,
-tenants, concurrent writers, and the async twin. Star-imported by :mod:`.memory`; touches
-only the client fixtures give it.
+tenants, concurrent writers, and the async twin. Star-imported by :mod:`.memory`; it may
+touch no backend but through the client the fixtures give it, and imports only the public
+sync API (``ownstate``, ``ownstate.api.sync``), the backends' capability flags (names only),
+the error tree, the model, :mod:`.memory_facts`, the shared fixtures and targets, and pytest.
 """
 # ruff: noqa: F403
 

@@ -4,6 +4,10 @@ and the ``memory`` fixture the other memory tests share. Star-imported by :mod:`
 
 Most tests run on a controlled clock (the ``clock`` fixture), which replaces the time the
 public API stamps writes with, so that record times are exact and distinct.
+
+It may touch the public sync API (``ownstate``, ``ownstate.api.sync``), ids (the controlled
+clock), the backends' capability flags (names only), the error tree, the model, the shared
+fixtures and targets, and pytest; never a backend directly.
 """
 # ruff: noqa: F403
 

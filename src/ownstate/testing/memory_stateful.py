@@ -12,6 +12,9 @@ then "what held at valid time T" from the intervals that replay gives, the lates
 covering fact winning. After every step every history must equal the model's (nothing is
 ever lost or rewritten), at most one fact per (subject, key) may be current, and recall at
 valid and record times sampled around every recorded time must agree with the model.
+
+It may touch the public sync API, the error tree, the model, :mod:`.stateful` and the
+targets, and Hypothesis; never a backend directly.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ A name the test module defines itself wins over the suite's name, as after a sta
 Where plugins are not loaded automatically (``PYTEST_DISABLE_PLUGIN_AUTOLOAD``), load it
 with ``-p ownstate.testing.plugin`` or ``pytest_plugins = ["ownstate.testing.plugin"]`` in
 the root conftest. It needs pytest 9.1 or newer.
+
+It may touch only :mod:`.suite` and pytest.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """Conformance tests for what runs record and who sees them: the effects ledger, listing
 and outstanding runs, tenant scope, cascades from sessions and stores, and the async
-client. Star-imported by :mod:`.runs`; touches only the client fixtures give it.
+client. Star-imported by :mod:`.runs`; it may touch no backend but through the client the
+fixtures give it, and imports only the public sync API, the error tree, the model,
+:mod:`.runs_lifecycle`, the shared fixtures and pytest.
 """
 # ruff: noqa: F403
 

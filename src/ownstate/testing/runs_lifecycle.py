@@ -4,6 +4,9 @@ fencing, with the controlled ``clock`` the other run tests share. Star-imported 
 
 Lease expiry is driven by the ``clock`` fixture, which replaces ``ownstate._ids.now`` with a
 clock that only moves when the test says so: no test sleeps or asserts timing.
+
+It may touch the public sync API, the error tree, the limits, the model and the shared
+fixtures, and pytest; never a backend directly.
 """
 # ruff: noqa: F403
 

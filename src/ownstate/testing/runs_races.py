@@ -1,7 +1,9 @@
 """Conformance tests for resume races: 150 rounds of 8 threads, each with its own client,
 on every backend; and, on backends with the ``multiprocess`` capability, 50 rounds in which
 the 8 contenders are 4 threads here and 2 threads in each of 2 spawned OS processes.
-Star-imported by :mod:`.runs`.
+Star-imported by :mod:`.runs`. It may touch the public sync API, the backends' capability
+flags (names only), the error tree, :mod:`.runs_lifecycle` and the shared fixtures, and
+pytest; never a backend directly.
 """
 # ruff: noqa: F403
 

@@ -8,6 +8,10 @@ and more of them rank higher, equal scores by a stable id), which facts are in f
 (as ``recall`` says, now or ``as_of``), the provenance every hit carries, the filters,
 and refusals that change nothing. Orders are asserted only where every BM25 engine
 agrees, whatever its collection statistics.
+
+It may touch the public sync API (``ownstate``, ``ownstate.api.sync``), the backends'
+capability flags (names only), the error tree, the model, the shared fixtures and targets,
+and pytest; never a backend directly.
 """
 
 from __future__ import annotations

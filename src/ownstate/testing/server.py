@@ -6,6 +6,9 @@ server (tenants are isolated, so a fresh tenant is an empty database)::
     server = LiveServer("memory://shared-for-http-tests")
     token = server.mint_key(tenant="t-123", principal="tester", admin=True)
     client = ownstate.connect(server.url, token=token)
+
+It may touch the public sync API and, when a server starts, the server (``ownstate.server``,
+``ownstate.server.serving``) and uvicorn.
 """
 
 from __future__ import annotations

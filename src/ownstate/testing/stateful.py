@@ -9,6 +9,9 @@ because the model did not change, must have changed nothing).
 
 Each example gets a fresh, empty database derived from the target's URL by
 :func:`fresh_url`. Small :class:`~ownstate.Limits` make the size bounds easy to reach.
+
+It may touch the public sync API, the error tree and the targets, and Hypothesis; never a
+backend directly.
 """
 
 from __future__ import annotations

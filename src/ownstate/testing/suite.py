@@ -1,4 +1,8 @@
-"""Which modules of the conformance suite a test module runs (see :mod:`.plugin`)."""
+"""Which modules of the conformance suite a test module runs (see :mod:`.plugin`).
+
+It may touch nothing of ownstate's but the suite's own modules, imported by name
+(``importlib``).
+"""
 
 from __future__ import annotations
 

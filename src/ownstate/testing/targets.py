@@ -1,4 +1,8 @@
-"""What the conformance suite runs against."""
+"""What the conformance suite runs against.
+
+It may touch, when a target is used, the public sync API and the ``Backend`` type and
+the capability flags; nothing at import time.
+"""
 
 from __future__ import annotations
 

@@ -9,6 +9,9 @@ effect and checkpoints with pending writes in two namespaces, a closed run with 
 assets shared by content and loose, grants and an API key.
 :func:`part_rows` reads every row of a backend back a few at a time, so that paging is
 exercised on every part.
+
+It may touch the public sync API, the transfer port's part names and row shape
+(``ownstate.backends.ports.transfer``) and the model; never a backend directly.
 """
 
 from __future__ import annotations

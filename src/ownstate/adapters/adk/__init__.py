@@ -25,6 +25,9 @@ Because the user's sessions carry their ``actor_id`` and the user's facts their 
 these services stored about a user. :class:`OwnstateRunPlugin` records each invocation
 as a run and pauses it when a tool asks for confirmation; :func:`resume_decided` answers
 each decided one with ADK's ``ToolConfirmation``. See ``docs/adk.md``.
+
+It may touch only the modules of this package, and ``ownstate._extras`` to name the ``adk``
+extra when ADK is missing.
 """
 
 from ..._extras import requires

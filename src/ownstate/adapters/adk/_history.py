@@ -1,6 +1,8 @@
 """What the ADK session service remembers of a session between calls: the revision a
 ``Session`` object last saw (its stale check and idempotency key), the history cached so the
-next read fetches only what follows, and what one read found. Plain data, no storage."""
+next read fetches only what follows, and what one read found. Plain data, no storage. It may
+touch the adapter's naming (:mod:`._state`), the public API's session type, the model and
+ADK's ``Event``."""
 
 from __future__ import annotations
 

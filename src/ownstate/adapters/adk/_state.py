@@ -1,7 +1,8 @@
 """How the ADK adapter names things in ownstate: ADK's app, user and session names
 checked and turned into session ids, fact subjects and fact keys; the session-scoped state a
-history folds to; the item formats and labels it stores. Touches no storage (it reads only
-a client's limits)."""
+history folds to; the item formats and labels it stores. It may touch no storage (it reads
+only a client's limits): only the public API's types, the error tree, the limits, the model,
+neutral messages (``ownstate.formats.neutral``) and ADK's events and sessions."""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
 """Human decisions carried back into Google ADK: each decided run paused for a tool
 confirmation (recorded by :class:`~.runs.OwnstateRunPlugin`) is answered with ADK's own
 ``ToolConfirmation``, sent as the function response to each ``adk_request_confirmation``
-call, and the invocation runs on. Touches runs through the public API only.
+call, and the invocation runs on. It may touch runs through the public API only (the shared
+``_decided`` loop and :mod:`.runs`), and ADK's runner, ``ToolConfirmation`` and
+``google.genai`` types.
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """``OwnstateMemoryService``: ADK's ``BaseMemoryService`` over an ownstate memory store,
 one fact per remembered event, searched by words as ADK's ``InMemoryMemoryService`` does.
-Writes only its memory store; reads the session store for the events' items."""
+Writes only its memory store; reads the session store for the events' items. It may touch
+the public API through the adapters' bridge and kernel, the adapter's naming
+(:mod:`._state`), the error tree, the limits and the model, and ADK's memory service and
+``google.genai`` types; never a backend."""
 
 from __future__ import annotations
 

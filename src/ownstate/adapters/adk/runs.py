@@ -1,6 +1,7 @@
 """``OwnstateRunPlugin``: an ADK plugin that records each invocation as an ownstate run
 in the session an :class:`~.sessions.OwnstateSessionService` keeps, and pauses it for a
-human when a tool asks for confirmation. Touches runs only."""
+human when a tool asks for confirmation. It may touch runs only (through the adapters'
+kernel and the session service), and ADK's ``BasePlugin`` and ``google.genai`` types."""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """``OwnstateSessionService``: ADK's ``BaseSessionService`` over ownstate sessions and
 memory facts (see the package docstring for where each part of a session goes). Reads and
-writes through the service's bridge; the history cache lives in :mod:`._history`."""
+writes through the service's bridge; the history cache lives in :mod:`._history`. It may
+touch the public API through the adapters' bridge and kernel, this package's :mod:`._state`
+and :mod:`._history`, the error tree, the limits and the model, and ADK's session service,
+events and errors; never a backend."""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """LangGraph on ownstate: a checkpointer whose threads are sessions, and a store over memory.
 
 Needs the ``langgraph`` extra. See docs/langgraph.md and docs/langgraph-store.md.
+
+It may touch only the modules of this package, and ``ownstate._extras`` to name the
+``langgraph`` extra when LangGraph is missing.
 """
 
 from ..._extras import requires

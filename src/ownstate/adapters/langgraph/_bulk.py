@@ -14,6 +14,10 @@ writes) give ``None``: they are stored through the saver.
 :func:`read_back` is the other direction, for verifying such a batch: a thread's session
 read back in bulk (:func:`ownstate.api.bulk.read_sessions`) decoded into checkpoint tuples
 by the saver's own code, as ``aget_tuple`` decodes them, without a read per thread.
+
+It may touch the saver's own modules (:mod:`._history`, :mod:`._runs`, :mod:`._threads`),
+the public bulk API (``ownstate.api.bulk``), the error tree and the model, and LangGraph's
+checkpoint types; never a backend.
 """
 
 from __future__ import annotations

@@ -22,6 +22,10 @@ Each saver keeps, per thread, the messages it has read or written (by seq, by me
 and by object identity), so a step costs the new messages, not the whole history. The
 cached message objects are handed to LangGraph as they are: LangGraph's reducers build new
 lists and never change a message in place, and neither must a node.
+
+It may touch the public API, the error tree, the model, LangChain messages
+(:mod:`ownstate.formats.langchain`, ``langchain_core``) and LangGraph's serializer; never a
+backend.
 """
 
 from __future__ import annotations

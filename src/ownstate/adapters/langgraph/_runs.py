@@ -1,6 +1,8 @@
 """The ownstate runs of LangGraph threads: the thread's first run that holds its checkpoints,
 each invocation's run opened, claimed on resume, leased, paused for an interrupt and closed.
-Touches runs (and reads sessions' runs) through the saver's async client only."""
+It may touch runs (and read sessions' runs) through the saver's async client only, with the
+adapters' kernel, :mod:`._threads`, ids, the error tree, the limits and the model, and
+LangGraph's checkpoint types."""
 
 from __future__ import annotations
 

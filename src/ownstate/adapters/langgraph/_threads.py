@@ -1,7 +1,9 @@
 """What an :class:`~.saver.OwnstateSaver` knows of a LangGraph thread, and how it names and
 packs what it stores: the session and holder-run ids derived from a thread id, checkpoint
 payload packing, the checkpoints on their way (so writes can wait for them), and the waits
-that work on a loop or on a thread. Plain data and pure functions; no storage."""
+that work on a loop or on a thread. Plain data and pure functions; no storage. It may touch
+the public API's types, :mod:`._history`, the error tree, the limits and the model, and
+LangGraph's checkpoint types."""
 
 from __future__ import annotations
 

@@ -6,7 +6,8 @@ the ownstate runs that wait on a human. :func:`resume_decided` (and its async tw
 each decided run for the saver's owner (so of several workers one resumes it, and the
 others pass it over), then invokes the graph on the run's thread with the decision as the
 interrupt's answer; the saver closes the run when the graph finishes, or marks it awaiting
-again at the next interrupt. Touches runs through the public API only.
+again at the next interrupt. It may touch runs through the public API only (the bridge and
+the shared ``_decided`` loop), the saver, and LangGraph's ``Command``.
 """
 
 from __future__ import annotations

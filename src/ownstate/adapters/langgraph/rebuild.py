@@ -1,6 +1,7 @@
 """Giving a LangGraph thread its conversation back from its ownstate session:
 :func:`rebuild` when its checkpoints are gone, :func:`catch_up` when other frameworks added to
-it. Works through a graph compiled with an :class:`~.saver.OwnstateSaver` only."""
+it. Works through a graph compiled with an :class:`~.saver.OwnstateSaver` only. It may touch
+the saver and :mod:`._threads`, the error tree and LangChain's runnables, nothing else."""
 
 from __future__ import annotations
 

@@ -17,6 +17,10 @@ How a LangGraph thread is kept:
   resumes it with ``Command(resume=...)`` (of two replicas resuming at once, one wins and
   the other's invocation fails with :class:`~ownstate.errors.LeaseHeld`), and closed
   ``done`` when the graph finishes (``failed`` when a node fails).
+
+It may touch the public API through the adapters' bridge and kernel, the modules of this
+package, neutral and LangChain messages (``ownstate.formats``), the error tree and the
+model, and LangGraph's checkpointer and serializers and ``langchain_core``; never a backend.
 """
 
 from __future__ import annotations

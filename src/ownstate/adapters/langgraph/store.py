@@ -25,6 +25,11 @@ The mapping (``docs/langgraph-store.md`` is the user's account of it):
 Expiry is soft: an item put with ``ttl`` minutes expires ``ttl`` minutes after the later of
 its fact's ``recorded_at`` and its last refresh; expired items are never returned, and
 their facts stay where they are until overwritten or deleted.
+
+It may touch the public API through the adapters' bridge and kernel, ids, the error tree,
+the limits and the model, the backends' search terms and capability flags (pure names from
+``ownstate.backends.ports.search`` and ``backends.base``, never a backend), and LangGraph's
+``BaseStore``.
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@ database can find it with ``client.runs.outstanding()``, load it
 real ``Runner`` (:meth:`OwnstateSession.resume_from_approval`), which closes the run when
 the agent is done. :func:`resume_decided` does that for every run a human has decided
 (``client.runs.decide``). See ``docs/openai-agents.md``.
+
+It may touch only the modules of this package, and ``ownstate._extras`` to name the
+``openai-agents`` extra when the SDK is missing.
 """
 
 from ..._extras import requires

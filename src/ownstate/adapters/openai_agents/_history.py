@@ -1,5 +1,6 @@
 """The conversation an :class:`~.session.OwnstateSession` keeps between reads, and the fast
-copy of JSON values it hands out. Plain data, no storage."""
+copy of JSON values it hands out. Plain data, no storage. It may touch only the model and
+the SDK's item types (``agents.items``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
 """Human approvals of the OpenAI Agents SDK adapter: a paused run loaded for a decision
 (:class:`PendingApproval`), the error of a stale one, and what a pause stores (the run
 state's checkpoint payload and the awaiting description), checked before anything is
-written. Touches no storage: :class:`~.session.OwnstateSession` writes what is built here."""
+written. It may touch no storage (:class:`~.session.OwnstateSession` writes what is built
+here): only the error tree, the limits, the model, and the SDK's ``RunState`` and exceptions
+(``agents``)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,9 @@
 approval (:meth:`~.session.OwnstateSession.hold_for_approval`) has its interrupted tool
 calls approved or rejected in its restored ``RunState`` and is carried on with the real
 ``Runner`` (:meth:`~.session.OwnstateSession.resume_from_approval`, which claims the run,
-so of several workers one resumes it). Touches runs through the public API only.
+so of several workers one resumes it). It may touch runs through the public API only (the
+bridge and the shared ``_decided`` loop), this package's session and approvals, and the
+SDK's ``Runner`` (``agents``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """``OwnstateSession``: the OpenAI Agents SDK ``Session`` protocol over one ownstate session,
 its human approvals stored as runs and checkpoints (built in :mod:`.approvals`) and the run
-hooks that record each ``Runner.run``. Reads and writes through the session's bridge."""
+hooks that record each ``Runner.run``. Reads and writes through the session's bridge. It may
+touch the public API through the adapters' bridge and kernel, this package's
+:mod:`._history` and :mod:`.approvals`, the error tree, the limits and the model, and the
+SDK's ``Session``, items and hooks (``agents``); never a backend."""
 
 from __future__ import annotations
 

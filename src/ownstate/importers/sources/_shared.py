@@ -5,6 +5,9 @@ The source is opened so that the database itself refuses writes, not only becaus
 importer issues none: a SQLite file is opened with ``mode=ro``; a PostgreSQL connection
 starts with ``default_transaction_read_only`` on. Other databases SQLAlchemy speaks are
 read with the URL as given (the importers issue only ``SELECT``).
+
+It may touch the public API, the error tree and the limits, and SQLAlchemy, imported when a
+source is opened.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 Shared by the LangGraph sources. ``--from`` is a PostgreSQL URL (every session of the
 pool is ``default_transaction_read_only``) or a SQLite file (``sqlite:///path`` or a
 path), opened with a ``mode=ro`` URI so nothing can write it.
+
+It may touch nothing of ownstate's: only psycopg and psycopg_pool, or aiosqlite, imported
+when a source is opened.
 """
 
 from __future__ import annotations

@@ -27,6 +27,10 @@ A session already stored is compared with the source event by event: the missing
 are appended (keys derived from their event ids), a session that has gone on since is
 left alone, one that differs is reported. A state key whose stored value differs from the
 source is remembered anew (the fact it supersedes stays in its history).
+
+It may touch the public API, the importer loop (:mod:`ownstate.importers.base`),
+:mod:`._shared`, the error tree and the model, and, imported when used, the ADK adapter's
+naming and kernel, the limits, ADK's session schemas and SQLAlchemy.
 """
 
 from __future__ import annotations

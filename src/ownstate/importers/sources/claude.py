@@ -14,6 +14,10 @@ an ``agent_metadata`` entry), so the SDK resumes an imported session as a mirror
 A transcript already stored is compared with the source entry by entry: the missing tail
 is appended (an import cut short is finished), a transcript that has gone on since is
 left alone, and one that differs from the source is reported, never overwritten.
+
+It may touch the public API, the importer loop, the error tree, and, imported when used, the
+Claude adapter (``ownstate.adapters.claude_agent_sdk``) and the Claude Agent SDK's session
+helpers.
 """
 
 from __future__ import annotations

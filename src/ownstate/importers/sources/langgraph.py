@@ -24,6 +24,11 @@ run, as it would have); ``none`` the session and its messages only.
 A thread already stored is recognised by its checkpoint ids: complete, it is skipped; cut
 short by a killed import, what was stored of it is deleted and it is written again; gone
 on in ownstate since (checkpoints the source does not have), it is left as it is.
+
+It may touch the public API, the importer loop, :mod:`._sql`, the error tree and the limits,
+and, imported when used, the public bulk writes (``ownstate.api.bulk``), the LangGraph
+adapter's saver and its modules, LangChain messages (``ownstate.formats.langchain``), the
+model and LangGraph's own savers.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ its ``created_at``, the namespace recorded in the adapter's index), with
 ``source_type="import"`` and ``valid_from`` the item's ``updated_at``. An item whose
 current fact already holds its value is skipped, so a re-run writes nothing twice and
 picks up what changed in the source since.
+
+It may touch the public API, the importer loop, :mod:`._sql`, ids and the error tree, and,
+imported when used, the LangGraph adapter's store and LangGraph's own stores.
 """
 
 from __future__ import annotations

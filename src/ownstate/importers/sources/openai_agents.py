@@ -21,6 +21,10 @@ A conversation already stored is compared with the source item by item: the miss
 is appended (an import cut short is finished; each append's idempotency key is derived
 from the ids of the rows it holds), one that has gone on since is left alone, and one
 that differs is reported, never overwritten.
+
+It may touch the public API, the importer loop, :mod:`._shared`, the error tree, the limits
+and the model, and, imported when used, the OpenAI Agents adapter's item format and
+SQLAlchemy: the SDK's tables are read with SQL, not through the SDK.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ ground in ``_web``; templates and the vendored static files (htmx, the styleshee
 the wheel, so the console needs no network beyond the server.
 
 :func:`install` adds the console, and Swagger UI from local files at ``/docs``, to the app.
+
+It may touch only the console's views and FastAPI (its static files, and Swagger UI from
+``swagger_ui_bundle``).
 """
 
 from __future__ import annotations

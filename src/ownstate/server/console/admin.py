@@ -1,6 +1,8 @@
 """Admin: the tenant's API keys (a new key's token is shown once; revoke) and the grants
 on its session and memory stores. Admin keys only, as the API's key routes are; grants
-go through the stores' own ``grant_permission`` and ``revoke_permission``.
+go through the stores' own ``grant_permission`` and ``revoke_permission``. It may touch the
+caller's client (``ownstate.api``), the console's base (:mod:`._web`), the routes' shared
+checks (``ownstate.server.routes._common``) and the model, and FastAPI.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ It lists with ``client.runs.outstanding_page`` over the stores the caller may re
 ``GET /runs:awaiting`` does) and decides with ``client.runs.decide`` as the key's
 principal once the caller may write the run's store (as ``POST /runs/{run_id}:decide``
 does).
+
+It may touch the caller's client, the console's base (:mod:`._web`), the permission checks,
+the error tree, the limits and the model, and FastAPI.
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@ erasing a subject.
 
 READ to look, WRITE to forget, an admin key to erase (as ``POST /subjects:erase``); checks
 are the API's (``permissions.require``), and every change goes through the caller's client.
+
+It may touch the caller's client, the console's base (:mod:`._web`), the permission checks,
+the routes' shared pieces (``ownstate.server.routes._common``), the error tree and the
+model, and FastAPI.
 """
 
 from __future__ import annotations

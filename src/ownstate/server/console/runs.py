@@ -5,6 +5,10 @@ before it is applied.
 Listings pass over the runs of stores the caller may not read, as ``GET /runs`` does; a
 run's page needs READ on its store (``permissions.require_run``); retention is tenant-wide,
 so for admin keys only, as ``POST /checkpoints:apply_retention`` is.
+
+It may touch the caller's client, the console's base (:mod:`._web`) and :mod:`.inbox`, the
+permission checks, the routes' shared pieces, the error tree, the limits and the model, and
+FastAPI.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@ time), a session's transcript, its fork tree and its runs, and the images its it
 
 Every page needs READ on the store (``permissions.require``), as the API's routes do, and
 reads through the caller's client.
+
+It may touch the caller's client, the console's base (:mod:`._web`) and :mod:`.transcript`,
+the permission checks, the error tree and the model, and FastAPI.
 """
 
 from __future__ import annotations

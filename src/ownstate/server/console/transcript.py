@@ -4,7 +4,8 @@ whichever framework wrote it.
 
 Each item is converted on its own with :func:`ownstate.formats.neutral.to_neutral`, so every
 entry keeps the id of the exact item it came from (what a fact's provenance links to). It
-touches no storage: the views hand it items.
+may touch no storage (the views hand it items): only neutral messages
+(``ownstate.formats.neutral``), the model and the console's base (:mod:`._web`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""The server's routes, one module per kind of state."""
+"""The server's routes, one module per kind of state.
+
+It may touch only the route modules and FastAPI's ``APIRouter``.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """What several route modules share: the router's shape and error responses, path
-parameters, permission checks, keyset paging and the Unicode checks of JSON bodies."""
+parameters, permission checks, keyset paging and the Unicode checks of JSON bodies. It may
+touch the caller and the permission checks, the routing base and the shared schemas, the
+wire form of errors (``ownstate._wire``), the error tree, the limits and the model, and
+FastAPI; never a backend."""
 
 from __future__ import annotations
 

@@ -3,6 +3,10 @@
 Session stores and memory stores share one permission model and one shape of listing, so
 their routes are made here, once, for each kind; what differs (deleting, the contents)
 stays in each kind's module.
+
+It may touch the caller's client (``ownstate.api``, ``api.access``) and the permission
+checks, the routing base, :mod:`._common` and the shared schemas, the error tree, the limits
+and the model, and FastAPI and pydantic; never a backend.
 """
 
 from __future__ import annotations

@@ -3,6 +3,10 @@
 An asset of a session lives under that session's store and needs READ (to see it) or WRITE
 (to add or delete it) there; an asset of nobody is the tenant's and needs an admin key. A
 caller that may not see an asset gets exactly the not-found an unknown id gets.
+
+It may touch the caller's client and the permission checks, the routing base,
+:mod:`._common` and the shared schemas, the error tree, the limits and the model, and
+FastAPI, starlette and pydantic; never a backend.
 """
 
 from __future__ import annotations

@@ -9,6 +9,10 @@ Checkpoint payloads may be far larger than a JSON body is allowed to be, so stor
 (``checkpoints:put`` and ``checkpoints:put_writes``) takes an upload body: one line of
 JSON (the envelope: ids, type tags, metadata), a line feed, then the payload bytes as they
 are. Reads return payloads as base64 text in JSON.
+
+It may touch the caller's client and the permission checks, the routing base,
+:mod:`._common` and the shared schemas, the error tree, the limits and the model, and
+FastAPI and pydantic; never a backend.
 """
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""Who the caller is, and the tenant's API keys (admin keys only)."""
+"""Who the caller is, and the tenant's API keys (admin keys only).
+
+It may touch the caller's client, the routing base, :mod:`._common` and the shared schemas,
+the backends' capability flags (names only), the limits and the model, and FastAPI and
+pydantic; never a backend.
+"""
 
 from __future__ import annotations
 

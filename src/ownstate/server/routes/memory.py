@@ -9,6 +9,10 @@ only name a source item it could read (else the item is "not found", exactly as 
 one), and ``explain`` shows the source item only to a caller who may read its session
 store; to anyone else it reports ``source_item: null``, which reads exactly as an item that
 has since been deleted. The fact's own source ids stay visible: they are part of the fact.
+
+It may touch the caller's client (``ownstate.api.memory``) and the permission checks, the
+routing base, :mod:`._common`, :mod:`._stores` and the shared schemas, the error tree, the
+limits and the model, and FastAPI and pydantic; never a backend.
 """
 
 from __future__ import annotations

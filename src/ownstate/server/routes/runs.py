@@ -10,6 +10,10 @@ A human's decision is ``POST /runs/{run_id}:decide`` (WRITE, recorded as the key
 principal); ``GET /runs:awaiting`` lists the inbox (undecided) or, with ``decided=true``,
 the runs a worker should resume, and with ``wait`` holds the request open until one is
 there (a long poll); ``GET /runs/{run_id}/decision?wait=`` does the same for one run.
+
+It may touch the caller's client and the permission checks, the routing base,
+:mod:`._common` and the shared schemas, the error tree, the limits and the model, and
+FastAPI and pydantic; never a backend.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Session stores and their permissions, in the shape of the Databricks session-store API."""
+"""Session stores and their permissions, in the shape of the Databricks session-store API.
+
+It may touch the permission checks, the routing base, :mod:`._common`, :mod:`._stores` and
+the shared schemas, and FastAPI and pydantic; never a backend.
+"""
 
 from __future__ import annotations
 

@@ -5,6 +5,10 @@ Listings answer in two modes. The public mode takes ``page_size`` and an opaque
 methods do. The keyset mode (``limit``, with ``after`` or ``after_seq``) hands out the
 storage cursor itself; it is what ``ownstate.connect("http://...")`` uses, so that the
 client's own page tokens keep working over HTTP.
+
+It may touch the caller's client and the routing base, :mod:`._common` and the shared
+schemas, derived item columns (``ownstate.formats.derive``), the error tree, the limits and
+the model, and FastAPI and pydantic; never a backend.
 """
 
 from __future__ import annotations
