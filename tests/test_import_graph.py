@@ -1,4 +1,5 @@
-"""The package's shape: an acyclic import graph, and a docstring opening every module.
+"""The package's shape: an acyclic import graph, and a docstring opening every module that
+says what lives there and what the module may touch.
 
 The graph is read from the source (no module is imported): an edge A -> B for each
 ``import`` in A that names B, at any depth of A (a deferred import inside a function still
@@ -134,6 +135,22 @@ def test_every_module_opens_with_a_docstring() -> None:
     missing = [name for name, path in _modules().items()
                if not ast.get_docstring(ast.parse(path.read_text()))]
     assert missing == []
+
+
+def says_what_it_may_touch(docstring: str) -> bool:
+    """Whether a module's docstring has the sentence naming what the module may touch."""
+    return "may touch" in " ".join(docstring.split())
+
+
+def test_the_touch_sentence_is_found_across_a_line_break() -> None:
+    assert says_what_it_may_touch("It may\n    touch the ports.")
+    assert not says_what_it_may_touch("The runs port on SQLite.")
+
+
+def test_every_module_says_what_it_may_touch() -> None:
+    silent = [name for name, path in _modules().items()
+              if not says_what_it_may_touch(ast.get_docstring(ast.parse(path.read_text())) or "")]
+    assert silent == []
 
 
 #: The shells over the library (the server, the CLI, the framework adapters), each a package

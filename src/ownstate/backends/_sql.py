@@ -4,7 +4,7 @@ Each builder takes the driver's placeholder (``?`` for sqlite3, ``%s`` for psyco
 returns SQL conditions with their parameters in order; values whose type differs between
 the drivers (times) arrive already converted. Only statements that read the same in both
 dialects live here: what one database does faster its own way stays in its backend.
-It may touch the model alone: no driver, no connection.
+It may touch the model and the errors alone: no driver, no connection.
 """
 
 from __future__ import annotations

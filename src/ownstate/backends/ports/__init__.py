@@ -1,4 +1,4 @@
-"""The five storage ports a backend implements; see :mod:`ownstate.backends.base`.
+"""The storage ports a backend implements (one module each); see :mod:`ownstate.backends.base`.
 
 It may touch nothing: it imports no module.
 """
