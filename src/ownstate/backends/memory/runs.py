@@ -24,7 +24,7 @@ from ..._ids import format_time
 from ...errors import ActiveRunExists, AlreadyExists, RunNotFound, SessionNotFound
 from ...model import ACTIVE_RUN_STATUSES, Decision, Effect, Lease, Run
 from .._decisions import Signalled
-from ..ports.runs import RunState, decision_refusal, run_refusal
+from ..ports.runs import RunState, decision_refusal, opening_lease, run_refusal
 from ._data import MemoryBase
 
 __all__ = ["RunsInMemory"]
@@ -104,14 +104,13 @@ class RunsInMemory(MemoryBase, Signalled):
                         and r.status in ACTIVE_RUN_STATUSES):
                     raise ActiveRunExists(
                         store=store, session_id=session_id, run_id=r.run_id)
+            expires, token = opening_lease(owner, ttl_seconds, now)
             run = Run(
                 run_id=run_id, store=store, session_id=session_id,
                 actor_id=session.record.actor_id, framework=framework, thread_key=thread_key,
                 status="running", awaiting=None, step_count=0, usd_cost=0.0, started_at=now,
                 ended_at=None, lease_owner=owner,
-                lease_expires_at=(now + timedelta(seconds=ttl_seconds)
-                                  if owner is not None else None),
-                fencing_token=1 if owner is not None else 0,
+                lease_expires_at=expires, fencing_token=token,
             )
             self._data.runs[(tenant, run_id)] = _StoredRun(run, self._data.next("runs"), now)
             return run

@@ -25,7 +25,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ...errors import (
@@ -55,6 +55,15 @@ class RunState:
     fencing_token: int
     lease_owner: str | None = None
     lease_expires_at: datetime | None = None
+
+
+def opening_lease(owner: str | None, ttl_seconds: float,
+                  now: datetime) -> tuple[datetime | None, int]:
+    """A run's lease as it opens: when it has an owner, held for ``ttl_seconds`` under
+    fencing token 1; without one, no lease and token 0."""
+    if owner is None:
+        return None, 0
+    return now + timedelta(seconds=ttl_seconds), 1
 
 
 def run_refusal(run_id: str, run: RunState | None, fencing_token: int | None, *,

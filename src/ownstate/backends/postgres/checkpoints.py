@@ -33,26 +33,14 @@ from typing import Any
 from ... import model
 from ...errors import CheckpointNotFound, RunNotFound, SessionNotFound
 from ...model import JSON, CheckpointRecord, CheckpointScope, PendingWrite, RunUsage
-from .._sql import (
-    ACTIVE,
-    CHECKPOINT_COLUMNS,
-    COPY_CHECKPOINTS,
-    COPY_WRITES,
-    SCOPED_RUN,
-    WRITE_COLUMNS,
-    before_condition,
-    before_mark,
-    listing_conditions,
-    retention_reasons,
-    scope_params,
-)
+from .. import _sql
 from ..ports.checkpoints import Fence, NewCheckpoint, page_cut
 from ..ports.runs import RunState, run_refusal
 from ._core import Cursor, PostgresCore
 
 __all__ = ["CheckpointsInPostgres"]
 
-_SCOPED_RUN = SCOPED_RUN.format(p="%s")
+_SCOPED_RUN = _sql.SCOPED_RUN.format(p="%s")
 _RUN_IN_SCOPE = ("SELECT rid FROM runs WHERE tenant = %(tenant)s AND run_id = %(run)s "
                  "AND store = %(store)s AND session_id = %(session)s AND actor_id = %(actor)s")
 # The fence run (a run of the scope's session), locked against claims until commit, and
@@ -61,7 +49,7 @@ _FENCE = ("fence AS (SELECT status, fencing_token FROM runs WHERE tenant = %(ten
           "AND run_id = %(fence_run)s AND store = %(store)s AND session_id = %(session)s "
           "AND actor_id = %(actor)s FOR SHARE)")
 _FENCE_HOLDS = ("EXISTS (SELECT 1 FROM fence WHERE fencing_token = %(token)s "
-                f"AND {ACTIVE})")
+                f"AND {_sql.ACTIVE})")
 # A checkpoint's pending writes, in the order first stored, as one row of arrays.
 _WRITES_OF = ("SELECT array_agg(task_id ORDER BY wid), array_agg(idx ORDER BY wid), "
               "array_agg(channel ORDER BY wid), array_agg(type_tag ORDER BY wid), "
@@ -185,7 +173,7 @@ class CheckpointsInPostgres(PostgresCore):
         """The run's row id, when the run exists and lies inside every part of ``scope``."""
         await cur.execute(
             "SELECT rid FROM runs WHERE tenant = %s AND run_id = %s AND store = %s "
-            "AND session_id = %s AND actor_id = %s " + lock, scope_params(tenant, scope))
+            "AND session_id = %s AND actor_id = %s " + lock, _sql.scope_params(tenant, scope))
         row = await cur.fetchone()
         if row is None:
             raise RunNotFound(run_id=scope.run_id)
@@ -218,7 +206,7 @@ class CheckpointsInPostgres(PostgresCore):
         holders = [r[0] for r in rows if r[8]]
         if holders:
             await cur.execute(
-                f"SELECT {WRITE_COLUMNS}, cid FROM checkpoint_writes WHERE cid = ANY(%s) "
+                f"SELECT {_sql.WRITE_COLUMNS}, cid FROM checkpoint_writes WHERE cid = ANY(%s) "
                 "ORDER BY wid", (holders,))
             for w in await cur.fetchall():
                 writes.setdefault(w[6], []).append(_write(w))
@@ -318,14 +306,15 @@ class CheckpointsInPostgres(PostgresCore):
                        before: str | None) -> tuple[list[str], list[Any]]:
         """The conditions (over checkpoints ``c``) and their parameters of a listing."""
         rid = await cls._rid(cur, tenant, scope)
-        conditions, values = listing_conditions("%s", rid, tenant, namespace)
+        conditions, values = _sql.listing_conditions("%s", rid, tenant, namespace)
         for key, value in metadata.items():
             conditions.append("(c.metadata -> %s)::text = %s")
             values.extend((key, _canonical(value)))
         if before is not None:
-            await cur.execute(*before_mark("%s", rid, before, namespace))
+            await cur.execute(*_sql.before_mark("%s", rid, before, namespace))
             found = await cur.fetchone()
-            condition, mark = before_condition("%s", found[0] if found else None, scope, before)
+            condition, mark = _sql.before_condition(
+                "%s", found[0] if found else None, scope, before)
             conditions.append(condition)
             values.append(mark)
         return conditions, values
@@ -337,8 +326,9 @@ class CheckpointsInPostgres(PostgresCore):
             conditions, values = await self._listing(cur, tenant, scope, namespace, metadata,
                                                      before)
             await cur.execute(
-                f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints c WHERE {' AND '.join(conditions)} "
-                "ORDER BY c.cid DESC LIMIT %s", [*values, limit])
+                f"SELECT {_sql.CHECKPOINT_COLUMNS} FROM checkpoints c "
+                f"WHERE {' AND '.join(conditions)} ORDER BY c.cid DESC LIMIT %s",
+                [*values, limit])
             return await self._records(cur, await cur.fetchall(), scope.run_id)
 
         return await self._read(tenant, run, snapshot=True)
@@ -362,7 +352,7 @@ class CheckpointsInPostgres(PostgresCore):
             sizes = await cur.fetchall()
             taken, more = page_cut([int(r[1]) for r in sizes], limit, max_bytes)
             chosen = [int(r[0]) for r in sizes[:taken]]
-            await cur.execute(f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints c "
+            await cur.execute(f"SELECT {_sql.CHECKPOINT_COLUMNS} FROM checkpoints c "
                               "WHERE c.cid = ANY(%s) ORDER BY c.cid DESC", (chosen,))
             records = await self._records(cur, await cur.fetchall(), scope.run_id)
             return records, chosen[-1] if more else None
@@ -377,7 +367,7 @@ class CheckpointsInPostgres(PostgresCore):
         # one statement, the scope in its predicate; pending writes go by cascade
         query = (f"DELETE FROM checkpoints WHERE rid = {_SCOPED_RUN} AND tenant = %s "
                  "AND checkpoint_id = ANY(%s::text[])")
-        params: list[Any] = [*scope_params(tenant, scope), tenant, list(checkpoint_ids)]
+        params: list[Any] = [*_sql.scope_params(tenant, scope), tenant, list(checkpoint_ids)]
         if namespace is not None:
             query += " AND namespace = %s"
             params.append(namespace)
@@ -432,11 +422,11 @@ class CheckpointsInPostgres(PostgresCore):
             await cur.execute("DELETE FROM checkpoints WHERE rid = %s AND tenant = %s",
                               (destination, tenant))
             await cur.execute(
-                COPY_CHECKPOINTS.format(p="%s"),
+                _sql.COPY_CHECKPOINTS.format(p="%s"),
                 (destination, origin, tenant))
             copied = int(cur.rowcount)
             await cur.execute(
-                COPY_WRITES.format(p="%s"),
+                _sql.COPY_WRITES.format(p="%s"),
                 (destination, origin, tenant))
             return copied
 
@@ -448,7 +438,7 @@ class CheckpointsInPostgres(PostgresCore):
                               now: datetime) -> model.RetentionReport:
         cutoff = (None if policy.max_age_seconds is None
                   else now - timedelta(seconds=policy.max_age_seconds))
-        reasons, params = retention_reasons("%s", policy, cutoff)
+        reasons, params = _sql.retention_reasons("%s", policy, cutoff)
         params.insert(0, tenant)
         if not reasons:
             return model.RetentionReport(checkpoints_deleted=0, bytes_freed=0)

@@ -48,7 +48,7 @@ from ...errors import (
 from ...model import Decision, Effect, Lease, Run
 from .. import _sql
 from .._decisions import Listener, Signalled
-from ..ports.runs import RunState, decision_refusal, run_refusal
+from ..ports.runs import RunState, decision_refusal, opening_lease, run_refusal
 from ._core import Cursor, PostgresCore
 
 with requires("postgres", "the PostgreSQL backend"):
@@ -94,8 +94,7 @@ class RunsInPostgres(PostgresCore, Signalled):
     async def open_run(self, tenant: str, store: str, session_id: str, run_id: str,
                        framework: str, thread_key: str | None, owner: str | None,
                        ttl_seconds: float, now: datetime) -> Run:
-        expires = now + timedelta(seconds=ttl_seconds) if owner is not None else None
-        token = 1 if owner is not None else 0
+        expires, token = opening_lease(owner, ttl_seconds, now)
 
         async def run(cur: Cursor) -> Run:
             await cur.execute(

@@ -43,7 +43,7 @@ from ...errors import (
 )
 from ...model import ACTIVE_RUN_STATUSES, Decision, Effect, Lease, Run
 from .._decisions import Listener, Signalled
-from ..ports.runs import decision_refusal
+from ..ports.runs import decision_refusal, opening_lease
 from ._core import CLAIM_GRACE_MS, RedisCore, Reply, claim_age_ms, lua, text
 
 __all__ = ["RunsInRedis", "micros"]
@@ -300,8 +300,7 @@ class RunsInRedis(RedisCore, Signalled):
     async def open_run(self, tenant: str, store: str, session_id: str, run_id: str,
                        framework: str, thread_key: str | None, owner: str | None,
                        ttl_seconds: float, now: datetime) -> Run:
-        expires = now + timedelta(seconds=ttl_seconds) if owner is not None else None
-        token = 1 if owner is not None else 0
+        expires, token = opening_lease(owner, ttl_seconds, now)
         ordinal, value = await self._claim_run(tenant, store, session_id, run_id)
         try:
             _, reply = await self._tree(

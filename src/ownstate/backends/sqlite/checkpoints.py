@@ -22,25 +22,14 @@ from ... import model
 from ..._ids import format_time, parse_time
 from ...errors import CheckpointNotFound, RunNotFound, SessionNotFound
 from ...model import JSON, CheckpointRecord, CheckpointScope, PendingWrite, RunUsage
-from .._sql import (
-    CHECKPOINT_COLUMNS,
-    COPY_CHECKPOINTS,
-    COPY_WRITES,
-    SCOPED_RUN,
-    WRITE_COLUMNS,
-    before_condition,
-    before_mark,
-    listing_conditions,
-    retention_reasons,
-    scope_params,
-)
+from .. import _sql
 from ..ports.checkpoints import Fence, NewCheckpoint, page_cut
 from ..ports.runs import RunState, run_refusal
 from ._core import SqliteCore, write
 
 __all__ = ["CheckpointsInSqlite"]
 
-_SCOPED_RUN = SCOPED_RUN.format(p="?")
+_SCOPED_RUN = _sql.SCOPED_RUN.format(p="?")
 
 
 
@@ -72,7 +61,7 @@ class CheckpointsInSqlite(SqliteCore):
     @staticmethod
     def _rid(conn: sqlite3.Connection, tenant: str, scope: CheckpointScope) -> int:
         """The run's row id, when the run exists and lies inside every part of ``scope``."""
-        row = conn.execute(f"SELECT {_SCOPED_RUN}", scope_params(tenant, scope)).fetchone()
+        row = conn.execute(f"SELECT {_SCOPED_RUN}", _sql.scope_params(tenant, scope)).fetchone()
         if row[0] is None:
             raise RunNotFound(run_id=scope.run_id)
         return int(row[0])
@@ -103,11 +92,11 @@ class CheckpointsInSqlite(SqliteCore):
         holders = [r[0] for r in rows if r[8]]
         if len(holders) == 1:
             writes[holders[0]] = [_write(w) for w in conn.execute(
-                f"SELECT {WRITE_COLUMNS} FROM checkpoint_writes WHERE cid = ? ORDER BY wid",
+                f"SELECT {_sql.WRITE_COLUMNS} FROM checkpoint_writes WHERE cid = ? ORDER BY wid",
                 (holders[0],))]
         elif holders:
             for w in conn.execute(
-                    f"SELECT {WRITE_COLUMNS}, cid FROM checkpoint_writes "
+                    f"SELECT {_sql.WRITE_COLUMNS}, cid FROM checkpoint_writes "
                     "WHERE cid IN (SELECT value FROM json_each(?)) ORDER BY wid",
                     (json.dumps(holders),)):
                 writes.setdefault(w[6], []).append(_write(w))
@@ -135,7 +124,7 @@ class CheckpointsInSqlite(SqliteCore):
                   "ON CONFLICT (rid, namespace, checkpoint_id) DO NOTHING")
         values = (tenant, c.namespace, c.checkpoint_id, c.parent_checkpoint_id, c.type_tag,
                   c.metadata_json, stamp, len(c.payload), c.payload,
-                  *scope_params(tenant, scope))
+                  *_sql.scope_params(tenant, scope))
 
         def run(conn: sqlite3.Connection) -> CheckpointRecord:
             created = now
@@ -153,7 +142,7 @@ class CheckpointsInSqlite(SqliteCore):
                          c.payload, rid, c.namespace, c.checkpoint_id, tenant)).fetchone()
                     created = parse_time(kept)
                     pending = tuple(_write(w) for w in conn.execute(
-                        f"SELECT {WRITE_COLUMNS} FROM checkpoint_writes WHERE cid = ? "
+                        f"SELECT {_sql.WRITE_COLUMNS} FROM checkpoint_writes WHERE cid = ? "
                         "ORDER BY wid", (cid,)))
             return CheckpointRecord(
                 run_id=scope.run_id, namespace=c.namespace, checkpoint_id=c.checkpoint_id,
@@ -173,7 +162,8 @@ class CheckpointsInSqlite(SqliteCore):
                 row = conn.execute(
                     f"SELECT cid FROM checkpoints WHERE rid = {_SCOPED_RUN} AND namespace = ? "
                     "AND checkpoint_id = ? AND tenant = ?",
-                    (*scope_params(tenant, scope), namespace, checkpoint_id, tenant)).fetchone()
+                    (*_sql.scope_params(tenant, scope), namespace, checkpoint_id,
+                     tenant)).fetchone()
                 if row is None:
                     self._rid(conn, tenant, scope)
                     raise CheckpointNotFound(
@@ -194,9 +184,9 @@ class CheckpointsInSqlite(SqliteCore):
 
     async def get_checkpoint(self, tenant: str, scope: CheckpointScope, namespace: str,
                              checkpoint_id: str | None) -> CheckpointRecord | None:
-        sql = (f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints c WHERE c.rid = {_SCOPED_RUN} "
+        sql = (f"SELECT {_sql.CHECKPOINT_COLUMNS} FROM checkpoints c WHERE c.rid = {_SCOPED_RUN} "
                "AND c.namespace = ? AND c.tenant = ?")
-        params: tuple[Any, ...] = (*scope_params(tenant, scope), namespace, tenant)
+        params: tuple[Any, ...] = (*_sql.scope_params(tenant, scope), namespace, tenant)
         if checkpoint_id is None:
             sql += " ORDER BY c.cid DESC LIMIT 1"
         else:
@@ -218,15 +208,15 @@ class CheckpointsInSqlite(SqliteCore):
                  before: str | None) -> tuple[list[str], list[Any]]:
         """The conditions (over checkpoints ``c``) and their parameters of a listing."""
         rid = cls._rid(conn, tenant, scope)
-        conditions, values = listing_conditions("?", rid, tenant, namespace)
+        conditions, values = _sql.listing_conditions("?", rid, tenant, namespace)
         for key, value in metadata.items():
             condition, wanted = _metadata_condition(key, value)
             conditions.append(
                 f"EXISTS (SELECT 1 FROM json_each(c.metadata) e WHERE {condition})")
             values.extend(wanted)
         if before is not None:
-            (found,) = conn.execute(*before_mark("?", rid, before, namespace)).fetchone()
-            condition, mark = before_condition("?", found, scope, before)
+            (found,) = conn.execute(*_sql.before_mark("?", rid, before, namespace)).fetchone()
+            condition, mark = _sql.before_condition("?", found, scope, before)
             conditions.append(condition)
             values.append(mark)
         return conditions, values
@@ -237,7 +227,7 @@ class CheckpointsInSqlite(SqliteCore):
         def run(conn: sqlite3.Connection) -> list[CheckpointRecord]:
             conditions, values = self._listing(conn, tenant, scope, namespace, metadata,
                                                before)
-            sql = (f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints c "
+            sql = (f"SELECT {_sql.CHECKPOINT_COLUMNS} FROM checkpoints c "
                    f"WHERE {' AND '.join(conditions)} ORDER BY c.cid DESC LIMIT ?")
             rows = conn.execute(sql, [*values, -1 if limit is None else limit]).fetchall()
             return self._records(conn, rows, scope.run_id)
@@ -265,7 +255,7 @@ class CheckpointsInSqlite(SqliteCore):
                 taken, more = page_cut([r[1] for r in sizes], limit, max_bytes)
                 chosen = [r[0] for r in sizes[:taken]]
                 rows = conn.execute(
-                    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints c WHERE c.cid IN "
+                    f"SELECT {_sql.CHECKPOINT_COLUMNS} FROM checkpoints c WHERE c.cid IN "
                     "(SELECT value FROM json_each(?)) ORDER BY c.cid DESC",
                     (json.dumps(chosen),)).fetchall()
                 records = self._records(conn, rows, scope.run_id)
@@ -283,7 +273,7 @@ class CheckpointsInSqlite(SqliteCore):
         # one statement, the scope in its predicate; pending writes go by cascade
         sql = (f"DELETE FROM checkpoints WHERE rid = {_SCOPED_RUN} AND tenant = ? "
                "AND checkpoint_id IN (SELECT value FROM json_each(?))")
-        params: list[Any] = [*scope_params(tenant, scope), tenant, json.dumps(checkpoint_ids)]
+        params: list[Any] = [*_sql.scope_params(tenant, scope), tenant, json.dumps(checkpoint_ids)]
         if namespace is not None:
             sql += " AND namespace = ?"
             params.append(namespace)
@@ -337,10 +327,10 @@ class CheckpointsInSqlite(SqliteCore):
                 conn.execute("DELETE FROM checkpoints WHERE rid = ? AND tenant = ?",
                              (destination, tenant))
                 copied = conn.execute(
-                    COPY_CHECKPOINTS.format(p="?"),
+                    _sql.COPY_CHECKPOINTS.format(p="?"),
                     (destination, origin, tenant)).rowcount
                 conn.execute(
-                    COPY_WRITES.format(p="?"),
+                    _sql.COPY_WRITES.format(p="?"),
                     (destination, origin, tenant))
                 return int(copied)
 
@@ -352,7 +342,7 @@ class CheckpointsInSqlite(SqliteCore):
                               now: datetime) -> model.RetentionReport:
         cutoff = (None if policy.max_age_seconds is None
                   else format_time(now - timedelta(seconds=policy.max_age_seconds)))
-        reasons, params = retention_reasons("?", policy, cutoff)
+        reasons, params = _sql.retention_reasons("?", policy, cutoff)
         params.insert(0, tenant)
         if not reasons:
             return model.RetentionReport(checkpoints_deleted=0, bytes_freed=0)

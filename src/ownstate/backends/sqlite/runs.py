@@ -32,7 +32,7 @@ from ...errors import (
 from ...model import Decision, Effect, Lease, Run
 from .. import _sql
 from .._decisions import Signalled
-from ..ports.runs import RunState, decision_refusal, run_refusal
+from ..ports.runs import RunState, decision_refusal, opening_lease, run_refusal
 from ._core import SqliteCore, write
 
 __all__ = ["RunsInSqlite"]
@@ -90,8 +90,7 @@ class RunsInSqlite(SqliteCore, Signalled):
     async def open_run(self, tenant: str, store: str, session_id: str, run_id: str,
                        framework: str, thread_key: str | None, owner: str | None,
                        ttl_seconds: float, now: datetime) -> Run:
-        expires = now + timedelta(seconds=ttl_seconds) if owner is not None else None
-        token = 1 if owner is not None else 0
+        expires, token = opening_lease(owner, ttl_seconds, now)
         stamp = format_time(now)
 
         def run(conn: sqlite3.Connection) -> Run:
