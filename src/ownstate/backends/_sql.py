@@ -9,11 +9,11 @@ It may touch the model and the errors alone: no driver, no connection.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..errors import CheckpointNotFound
-from ..model import CLOSED_RUN_STATUSES, CheckpointScope, RetentionPolicy
+from ..model import CLOSED_RUN_STATUSES, CheckpointScope, RetentionPolicy, RunUsage
 
 __all__ = ["ACTIVE", "CHECKPOINT_COLUMNS", "COPY_CHECKPOINTS", "COPY_WRITES", "FACT_COLUMNS",
            "FORK_VECTORS", "F_FACT_COLUMNS", "RUN_COLUMNS", "RUN_ROWID", "RUN_STATE", "SCOPED_RUN",
@@ -186,6 +186,27 @@ def before_condition(p: str, mark: int | None, scope: CheckpointScope,
     if mark is None:
         raise CheckpointNotFound(run_id=scope.run_id, checkpoint_id=before)
     return f"c.cid < {p}", mark
+
+
+def usage_query(p: str, tenant: str, run_id: str | None,
+                code_point: str = "") -> tuple[str, list[Any]]:
+    """The query of each run's checkpoints and their stored bytes (pending writes
+    included), of one run or every run of ``tenant``, largest first, then by run id
+    (``code_point``: the collation that orders by code point, where it is not the
+    default), and its parameters; :func:`usage_records` reads its rows."""
+    sql = ("SELECT r.run_id, count(*), sum(c.size) + coalesce(sum("
+           "(SELECT sum(w.size) FROM checkpoint_writes w WHERE w.cid = c.cid)), 0) "
+           f"FROM runs r JOIN checkpoints c ON c.rid = r.rid WHERE r.tenant = {p}")
+    params: list[Any] = [tenant]
+    if run_id is not None:
+        sql += f" AND r.run_id = {p}"
+        params.append(run_id)
+    return sql + f" GROUP BY r.rid, r.run_id ORDER BY 3 DESC, r.run_id{code_point}", params
+
+
+def usage_records(rows: Iterable[Sequence[Any]]) -> list[RunUsage]:
+    """The rows of :func:`usage_query` as records."""
+    return [RunUsage(run_id=r[0], checkpoints=int(r[1]), stored_bytes=int(r[2])) for r in rows]
 
 
 def retention_reasons(p: str, policy: RetentionPolicy,

@@ -466,18 +466,10 @@ class CheckpointsInPostgres(PostgresCore):
         return await self._write(tenant, run)
 
     async def checkpoint_usage(self, tenant: str, run_id: str | None) -> list[RunUsage]:
-        query = ("SELECT r.run_id, count(*), sum(c.size) + coalesce(sum("
-                 "(SELECT sum(w.size) FROM checkpoint_writes w WHERE w.cid = c.cid)), 0) "
-                 "FROM runs r JOIN checkpoints c ON c.rid = r.rid WHERE r.tenant = %s")
-        params: list[Any] = [tenant]
-        if run_id is not None:
-            query += " AND r.run_id = %s"
-            params.append(run_id)
-        query += ' GROUP BY r.rid, r.run_id ORDER BY 3 DESC, r.run_id COLLATE "C"'
+        query, params = _sql.usage_query("%s", tenant, run_id, ' COLLATE "C"')
 
         async def run(cur: Cursor) -> list[RunUsage]:
             await cur.execute(query, params)
-            return [RunUsage(run_id=r[0], checkpoints=int(r[1]), stored_bytes=int(r[2]))
-                    for r in await cur.fetchall()]
+            return _sql.usage_records(await cur.fetchall())
 
         return await self._read(tenant, run)

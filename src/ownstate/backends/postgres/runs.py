@@ -35,16 +35,9 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from ... import errors
 from ..._extras import requires
 from ..._ids import format_time
-from ...errors import (
-    ActiveRunExists,
-    AlreadyExists,
-    BackendUnavailable,
-    OwnstateError,
-    RunNotFound,
-    SessionNotFound,
-)
 from ...model import Decision, Effect, Lease, Run
 from .. import _sql
 from .._decisions import Listener, Signalled
@@ -76,14 +69,15 @@ def decision_channel(schema: str) -> str:
 
 async def _refusal(cur: Cursor, tenant: str, run_id: str, fencing_token: int | None, *,
                    lease_needed: bool = False, claimant: str | None = None,
-                   now: datetime | None = None) -> OwnstateError:
+                   now: datetime | None = None) -> errors.OwnstateError:
     """Why a conditional write on the run changed nothing, read right after it."""
     await cur.execute(_sql.RUN_STATE.format(p="%s"), (tenant, run_id))
     row = await cur.fetchone()
     state = None if row is None else RunState(row[0], int(row[1]), row[2], row[3])
     refusal = run_refusal(run_id, state, fencing_token, lease_needed=lease_needed,
                           claimant=claimant, now=now)
-    return refusal or BackendUnavailable(f"run {run_id!r} changed in an unexpected way; retry")
+    return refusal or errors.BackendUnavailable(
+        f"run {run_id!r} changed in an unexpected way; retry")
 
 
 class RunsInPostgres(PostgresCore, Signalled):
@@ -121,7 +115,7 @@ class RunsInPostgres(PostgresCore, Signalled):
 
     @staticmethod
     async def _open_refusal(cur: Cursor, tenant: str, store: str, session_id: str,
-                            run_id: str) -> OwnstateError:
+                            run_id: str) -> errors.OwnstateError:
         """Why the insert stored nothing: no session, the run id is taken, or the session
         already has an active run."""
         await cur.execute(
@@ -132,13 +126,13 @@ class RunsInPostgres(PostgresCore, Signalled):
             (tenant, run_id, tenant, store, session_id))
         row = await cur.fetchone()
         if row is None:
-            return SessionNotFound(store=store, session_id=session_id)
+            return errors.SessionNotFound(store=store, session_id=session_id)
         if row[1]:
-            return AlreadyExists(run_id=run_id)
+            return errors.AlreadyExists(run_id=run_id)
         if row[2] is not None:
-            return ActiveRunExists(
+            return errors.ActiveRunExists(
                 store=store, session_id=session_id, run_id=row[2])
-        return BackendUnavailable("the run could not be stored; retry")
+        return errors.BackendUnavailable("the run could not be stored; retry")
 
     async def get_run(self, tenant: str, run_id: str) -> Run:
         async def run(cur: Cursor) -> Run:
@@ -147,7 +141,7 @@ class RunsInPostgres(PostgresCore, Signalled):
                 (tenant, run_id))
             row = await cur.fetchone()
             if row is None:
-                raise RunNotFound(run_id=run_id)
+                raise errors.RunNotFound(run_id=run_id)
             return _run(row)
 
         return await self._read(tenant, run)
@@ -368,7 +362,7 @@ class RunsInPostgres(PostgresCore, Signalled):
                 (tool_call_id, tenant, run_id))
             found = await cur.fetchone()
             if found is None:
-                raise RunNotFound(run_id=run_id)
+                raise errors.RunNotFound(run_id=run_id)
             if found[2] is None:
                 return None
             return Effect(run_id, tool_call_id, found[1], found[2], False)

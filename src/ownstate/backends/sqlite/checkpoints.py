@@ -370,17 +370,9 @@ class CheckpointsInSqlite(SqliteCore):
         return await self._run(run)
 
     async def checkpoint_usage(self, tenant: str, run_id: str | None) -> list[RunUsage]:
-        sql = ("SELECT r.run_id, count(*), sum(c.size) + coalesce(sum("
-               "(SELECT sum(w.size) FROM checkpoint_writes w WHERE w.cid = c.cid)), 0) "
-               "FROM runs r JOIN checkpoints c ON c.rid = r.rid WHERE r.tenant = ?")
-        params: list[Any] = [tenant]
-        if run_id is not None:
-            sql += " AND r.run_id = ?"
-            params.append(run_id)
-        sql += " GROUP BY r.rid ORDER BY 3 DESC, 1"
+        sql, params = _sql.usage_query("?", tenant, run_id)
 
         def run(conn: sqlite3.Connection) -> list[RunUsage]:
-            return [RunUsage(run_id=r[0], checkpoints=int(r[1]), stored_bytes=int(r[2]))
-                    for r in conn.execute(sql, params)]
+            return _sql.usage_records(conn.execute(sql, params))
 
         return await self._run(run)

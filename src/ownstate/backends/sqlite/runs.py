@@ -20,15 +20,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from ... import errors
 from ..._ids import format_time, parse_time
-from ...errors import (
-    ActiveRunExists,
-    AlreadyExists,
-    BackendUnavailable,
-    OwnstateError,
-    RunNotFound,
-    SessionNotFound,
-)
 from ...model import Decision, Effect, Lease, Run
 from .. import _sql
 from .._decisions import Signalled
@@ -62,11 +55,12 @@ def _state(conn: sqlite3.Connection, tenant: str, run_id: str) -> RunState | Non
 
 def _refusal(conn: sqlite3.Connection, tenant: str, run_id: str, fencing_token: int | None,
              *, lease_needed: bool = False, claimant: str | None = None,
-             now: datetime | None = None) -> OwnstateError:
+             now: datetime | None = None) -> errors.OwnstateError:
     """Why a conditional write on the run changed nothing, read in the same transaction."""
     refusal = run_refusal(run_id, _state(conn, tenant, run_id), fencing_token,
                           lease_needed=lease_needed, claimant=claimant, now=now)
-    return refusal or BackendUnavailable(f"run {run_id!r} changed in an unexpected way; retry")
+    return refusal or errors.BackendUnavailable(
+        f"run {run_id!r} changed in an unexpected way; retry")
 
 
 def _fenced_update(conn: sqlite3.Connection, tenant: str, run_id: str,
@@ -100,7 +94,7 @@ class RunsInSqlite(SqliteCore, Signalled):
                     "WHERE tenant = ? AND store = ? AND session_id = ?",
                     (tenant, store, session_id)).fetchone()
                 if found is None:
-                    raise SessionNotFound(store=store, session_id=session_id)
+                    raise errors.SessionNotFound(store=store, session_id=session_id)
                 sid, actor_id = found
                 inserted = conn.execute(
                     "INSERT INTO runs (sid, tenant, run_id, store, session_id, actor_id, "
@@ -123,17 +117,17 @@ class RunsInSqlite(SqliteCore, Signalled):
 
     @staticmethod
     def _open_refusal(conn: sqlite3.Connection, tenant: str, store: str, session_id: str,
-                      run_id: str, sid: int) -> OwnstateError:
+                      run_id: str, sid: int) -> errors.OwnstateError:
         """Which uniqueness rule refused the insert: the run id, or the active run."""
         if conn.execute("SELECT 1 FROM runs WHERE tenant = ? AND run_id = ?",
                         (tenant, run_id)).fetchone() is not None:
-            return AlreadyExists(run_id=run_id)
+            return errors.AlreadyExists(run_id=run_id)
         active = conn.execute(f"SELECT run_id FROM runs WHERE sid = ? AND {_sql.ACTIVE}",
                               (sid,)).fetchone()
         if active is not None:
-            return ActiveRunExists(
+            return errors.ActiveRunExists(
                 store=store, session_id=session_id, run_id=active[0])
-        return BackendUnavailable("the run could not be stored; retry")
+        return errors.BackendUnavailable("the run could not be stored; retry")
 
     async def get_run(self, tenant: str, run_id: str) -> Run:
         def run(conn: sqlite3.Connection) -> Run:
@@ -141,7 +135,7 @@ class RunsInSqlite(SqliteCore, Signalled):
                 f"SELECT {_sql.RUN_COLUMNS} FROM runs WHERE tenant = ? AND run_id = ?",
                 (tenant, run_id)).fetchone()
             if row is None:
-                raise RunNotFound(run_id=run_id)
+                raise errors.RunNotFound(run_id=run_id)
             return _run(row)
 
         return await self._run(run)
@@ -312,7 +306,7 @@ class RunsInSqlite(SqliteCore, Signalled):
                 "ON e.rid = r.rid AND e.tool_call_id = ? WHERE r.tenant = ? AND r.run_id = ?",
                 (tool_call_id, tenant, run_id)).fetchone()
             if found is None:
-                raise RunNotFound(run_id=run_id)
+                raise errors.RunNotFound(run_id=run_id)
             if found[1] is None:
                 return None
             return Effect(run_id, tool_call_id, json.loads(found[1]), parse_time(found[2]),
