@@ -6,7 +6,8 @@ medians and ratios as a Markdown table:
 
 - ``append``: 20,000 items appended in batches of 100 with ``append_items``, against raw
   ``executemany`` into a plain (session_id, seq, data) table, one transaction per batch,
-  with psycopg 3 (async, the driver ownstate uses) and with asyncpg.
+  with psycopg 3 (async, the driver ownstate uses) and with asyncpg; ownstate into a
+  store that indexes its items for search (the default) and into one that does not.
 - ``read``:   reading a 1,000-item session in replay order, against a raw
   ``SELECT data ... ORDER BY seq`` with psycopg and ``json.loads`` of each row.
 - ``turns``:  an agent conversation. Each turn loads the whole history in replay order,
@@ -149,10 +150,11 @@ async def append_asyncpg(batches: list[list[dict[str, Any]]]) -> float:
             await conn.close()
 
 
-async def append_ownstate(batches: list[list[dict[str, Any]]]) -> float:
+async def append_ownstate(batches: list[list[dict[str, Any]]], *,
+                          index_items: bool = True) -> float:
     async with fresh_schema("bench_own") as schema, \
             await ownstate.connect_async(url_for(schema)) as client:
-        store = await client.session_stores.create("bench-sessions")
+        store = await client.session_stores.create("bench-sessions", index_items=index_items)
         session = await store.add(actor_id="bench-user", session_id="bench-session")
         start = perf_counter()
         for batch in batches:
@@ -160,10 +162,15 @@ async def append_ownstate(batches: list[list[dict[str, Any]]]) -> float:
         return perf_counter() - start
 
 
+async def append_ownstate_unindexed(batches: list[list[dict[str, Any]]]) -> float:
+    return await append_ownstate(batches, index_items=False)
+
+
 APPEND_VARIANTS: dict[str, Callable[[list[list[dict[str, Any]]]], Awaitable[float]]] = {
     "raw psycopg executemany": append_psycopg,
     "raw asyncpg executemany": append_asyncpg,
     "ownstate async": append_ownstate,
+    "ownstate async, index_items=False": append_ownstate_unindexed,
 }
 APPEND_BASELINE = "raw psycopg executemany"
 
