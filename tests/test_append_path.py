@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 import ownstate
+from ownstate.backends.ports import search as search_rules
 from ownstate.backends.ports import sessions as sessions_port
-from ownstate.backends.sqlite import search as sqlite_search
 
 
 def test_items_are_indexed_as_stored(client: ownstate.Client) -> None:
@@ -42,7 +42,7 @@ def test_unindexed_stores_never_work_out_search_text(
         raise AssertionError("an item's search text was worked out for a store without search")
 
     monkeypatch.setattr(sessions_port, "item_text", refuse)
-    monkeypatch.setattr(sqlite_search, "item_text", refuse)  # SQLite's, at the next search
+    monkeypatch.setattr(search_rules, "item_text", refuse)  # SQLite's, at the next search
     with ownstate.connect(local_url) as client:
         session = client.session_stores.create("quiet", index_items=False).add(actor_id="u")
         appended = session.append_items([{"role": "user", "content": "unsearched"}])
