@@ -6,6 +6,8 @@ search reads the index rather than the items, what goes with a session or a stor
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -134,3 +136,67 @@ def test_migrate_indexes_what_layout_1_stored(url: str, prefix: str, raw: redis.
     # migrating again changes nothing
     with ownstate.connect(url) as client:
         assert raw.hgetall(f"{prefix}:{{default/chats/s1}}:xn") == counts
+
+
+class _Letters:
+    """A tiny embedder: counts of eight letters (``letters``), one model per spelling."""
+
+    dimension = 8
+
+    def __init__(self, letters: str) -> None:
+        self.letters = letters
+        self.model = f"test/letters-{letters}"
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [[float(t.lower().count(c)) + 0.01 for c in self.letters] for t in texts]
+
+
+def test_an_append_checked_before_a_replacing_reindex_leaves_no_stale_vector(
+        url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model of an append's vectors is checked in the store's record and its items
+    land in the session's tree, two scripts a cluster may run on two nodes. A replacing
+    reindex to another model of the same dimension that runs between the two must not
+    leave the append's old-model vector counted as one of the new model's."""
+    old, new = _Letters("abcdefgh"), _Letters("ilmnoprs")
+    with ownstate.connect(url, embedder=old) as writer, \
+            ownstate.connect(url, embedder=new) as switcher:
+        session = writer.session_stores.create("talks").add(actor_id="u", session_id="s1")
+        session.append_items([{"role": "user", "content": "a bad cab faced a bed"}])
+        admit = SessionsInRedis._admit_item_vectors
+        reindexed: list[int] = []
+
+        async def admit_then_switch(self: SessionsInRedis, *args: Any) -> int:
+            generation = await admit(self, *args)
+            if self is writer.backend and not reindexed:  # the switch runs in between
+                reindexed.append(switcher.session_stores.reindex("talks", replace=True))
+            return generation
+
+        monkeypatch.setattr(SessionsInRedis, "_admit_item_vectors", admit_then_switch)
+        session.append_items([{"role": "user", "content": "lemon pills in a simple prism"}])
+        monkeypatch.undo()
+        assert reindexed == [1]
+        assert sorted(it.seq for it in session.list_items()) == [1, 2]
+        # the second item's vector, of the old model, was not written: the new model's
+        # reindex gives it one, and a search of the new model scores it by that one
+        assert switcher.session_stores.reindex("talks") == 1
+        assert switcher.session_stores.reindex("talks") == 0
+        query = "prism lemon"
+        hits = switcher.session_stores.search_items(query, mode="semantic", limit=2)
+        expected = _dot(new.embed([query])[0], new.embed(["lemon pills in a simple prism"])[0])
+        scores = {h.item.seq: h.score for h in hits}
+        assert scores[2] == pytest.approx(expected, rel=1e-5)
+        # a fork takes its parent's vectors with their generation
+        session.fork(session_id="s1-fork")
+        forked = switcher.session_stores.search_items(query, mode="semantic",
+                                                      session_id="s1-fork", limit=2)
+        assert {h.item.seq: h.score for h in forked} == scores
+        # the old model's client is refused rather than mixing its vectors in
+        with pytest.raises(ownstate.EmbedderMismatch):
+            session.append_items([{"role": "user", "content": "one more"}])
+
+
+def _dot(a: Sequence[float], b: Sequence[float]) -> float:
+    """The cosine of two vectors (the embeddings are normalised when stored)."""
+    na = sum(x * x for x in a) ** 0.5
+    nb = sum(x * x for x in b) ** 0.5
+    return sum(x * y for x, y in zip(a, b, strict=True)) / (na * nb)

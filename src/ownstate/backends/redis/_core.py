@@ -294,6 +294,17 @@ local function items_keep(lkey, okey, n)
     redis.call('SET', okey, redis.call('GETRANGE', okey, 0, n * W - 1))
   end
 end
+-- whether vectors of generation gen may be written to the session's vector hash vkey:
+-- not when it holds a later generation's; one of an earlier generation is emptied first
+local function vectors_of(vkey, gen)
+  local held = tonumber(redis.call('HGET', vkey, 'g') or '0')
+  if held > gen then return false end
+  if held < gen then
+    redis.call('DEL', vkey)
+    redis.call('HSET', vkey, 'g', gen)
+  end
+  return true
+end
 """
 
 #: ``items_add``: append items to a session's log and its item index, the one routine

@@ -107,15 +107,16 @@ return {'ok', ord}
 
 # ARGV: the model and dimension of vectors about to be stored with items. The store's
 # item vectors are all of one model: the first to be stored fixes it. Replies the model
-# and dimension the store keeps.
+# and dimension the store keeps, and the generation of its vectors (``ivg``: see
+# vectors.py).
 lua("store_item_space", """
 if redis.call('HGET', base .. 'store', 'state') ~= 'live' then return {'@nostore'} end
-local found = redis.call('HMGET', base .. 'store', 'ivm', 'ivd')
+local found = redis.call('HMGET', base .. 'store', 'ivm', 'ivd', 'ivg')
 if not found[1] then
   redis.call('HSET', base .. 'store', 'ivm', ARGV[1], 'ivd', ARGV[2])
-  return {'ok', ARGV[1], ARGV[2]}
+  return {'ok', ARGV[1], ARGV[2], found[3] or '0'}
 end
-return {'ok', found[1], found[2]}
+return {'ok', found[1], found[2], found[3] or '0'}
 """)
 
 # -- sessions --------------------------------------------------------------------------
@@ -220,6 +221,8 @@ if cut > 0 then
     local vec = redis.call('HGET', base .. 'iv:' .. sid, seq)
     if vec then redis.call('HSET', base .. 'iv:' .. child, seq, vec) end
   end
+  local gen = redis.call('HGET', base .. 'iv:' .. sid, 'g')
+  if gen then redis.call('HSET', base .. 'iv:' .. child, 'g', gen) end
 end
 redis.call('HSET', ckey, 'actor', p[1], 'parent', sid, 'root', p[2], 'meta', p[3],
            'ct', ARGV[5], 'lat', ARGV[5], 'ord', ARGV[6], 'claim', ARGV[8])
@@ -231,9 +234,10 @@ return {'ok', p[1], p[2], p[3]}
 # -- items -----------------------------------------------------------------------------
 
 # ARGV[3..7]: time, idempotency key ('' for none), request hash, item keys as JSON, count;
-# then the item keys, the encoded items, their search documents (see ITEM_INDEX) and their
-# vectors ('' for none). Replies the first seq, or for a replayed key the seqs and the
-# items then stored (and still there).
+# then the item keys, the encoded items, their search documents (see ITEM_INDEX), their
+# vectors ('' for none) and the generation of those vectors ('' when there are none; see
+# vectors.py: they are not written when the session holds a later one's). Replies the
+# first seq, or for a replayed key the seqs and the items then stored (and still there).
 lua("items_append", ITEMS + ITEM_INDEX + ITEMS_ADD + """
 local lkey, okey = base .. 'l:' .. sid, base .. 'o:' .. sid
 local ix = base .. 'ix:' .. sid
@@ -260,10 +264,12 @@ local n = items_count(okey)
 local count = tonumber(ARGV[7])
 local full = items_add(sid, skey, n, 7, count)
 if full then return {'@full', full} end
-if redis.call('HGET', skey, 'nx') ~= '1' then
+local vkey = base .. 'iv:' .. sid
+if ARGV[8 + 4 * count] ~= '' and redis.call('HGET', skey, 'nx') ~= '1'
+    and vectors_of(vkey, tonumber(ARGV[8 + 4 * count])) then
   for j = 1, count do
     local vec = ARGV[7 + 3 * count + j]
-    if vec ~= '' then redis.call('HSET', base .. 'iv:' .. sid, n + j, vec) end
+    if vec ~= '' then redis.call('HSET', vkey, n + j, vec) end
   end
 end
 redis.call('HSET', skey, 'lat', ARGV[3])
@@ -434,17 +440,18 @@ class SessionsInRedis(RedisCore):
                 if row[0] is not None and row[6] is not None and int(row[6]) == ordinal]
 
     async def _admit_item_vectors(self, tenant: str, store: str,
-                                  vectors: Sequence[Embedding]) -> None:
+                                  vectors: Sequence[Embedding]) -> int:
         """Fix the store's item vector model to these vectors' (when it has none yet), or
-        refuse them for being of another. A step before the append: a failed append
-        leaves the model fixed, with no vector of it. Raises EmbedderMismatch,
-        StoreNotFound."""
+        refuse them for being of another; returns the generation they are written as. A
+        step before the append: a failed append leaves the model fixed, with no vector of
+        it. Raises EmbedderMismatch, StoreNotFound."""
         first = vectors[0]
         reply = await self._eval("store_item_space", [self.store_key(tenant, store)],
                                  [first.model, first.dimension])
         if reply[0] != b"ok":
             raise errors.StoreNotFound(store=store)
         one_model(store, (text(reply[1]), int(reply[2])), vectors)
+        return int(reply[3])
 
     # sessions --------------------------------------------------------------------------
 
@@ -646,13 +653,13 @@ class SessionsInRedis(RedisCore):
             for it in items]
         key, request_hash = idempotency if idempotency is not None else ("", "")
         vectors = [it.embedding for it in items if it.embedding is not None]
-        if vectors:
-            await self._admit_item_vectors(tenant, store, vectors)
+        generation = await self._admit_item_vectors(tenant, store, vectors) if vectors else ""
         _, reply = await self._tree(
             tenant, store, session_id, "items_append",
             [stamp, key, request_hash, json.dumps(keys) if key else "", len(items), *keys,
              *encoded, *(search_document(it.text) for it in items),
-             *(it.embedding.data if it.embedding is not None else b"" for it in items)])
+             *(it.embedding.data if it.embedding is not None else b"" for it in items),
+             generation])
         status = reply[0]
         if status == b"@reused":
             raise errors.IdempotencyKeyReused(

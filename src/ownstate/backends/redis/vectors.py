@@ -8,8 +8,19 @@ append's script and dropped with the item; the session store's item model is ``i
 ``ivd`` in its record (see sessions.py). Erasing a subject, deleting a session or a store
 removes their vectors in the same scripts that remove the rows. A session store's reindex
 fixes ``ivm``/``ivd`` as an append does, then writes ``iv:X`` for the seqs that exist, one
-script per session (a replacing reindex first drops each session's ``iv:X``, then the
-model, so it is not atomic with appends running at the same time).
+script per session.
+
+A session's vectors live in its tree and the store's model in the store's record, which
+a cluster may keep on different nodes, so no one script can change both. Item vectors
+therefore carry a generation: ``ivg`` in the store's record (0 when absent) and ``g`` in
+each ``iv:X`` (0 when absent). A replacing reindex drops the model and adds one to
+``ivg`` in one script, then empties each session's ``iv:X`` for the new generation. An
+append learns the generation when its vectors' model is checked and writes them only
+into an ``iv:X`` of that generation or an earlier one (emptied first); a search and a
+reindex read only the ``iv:X`` of the store's generation. So an append whose model was
+checked before a replacing reindex and whose items land after it leaves no vector of
+the old model that counts as one of the new: its items have none until they are
+reindexed.
 
 Plain Redis has no vector index, so a semantic search reads every vector of the memory
 store (or of the session stores searched) and takes dot products in Python (numpy where
@@ -79,30 +90,36 @@ lua("facts_current_ids", _LIVE + """
 return {'ok', redis.call('ZRANGE', base .. 'cur', 0, -1), redis.call('HKEYS', base .. 'fv')}
 """)
 
-# In a session's tree. ARGV[3..]: (seq, vector) pairs. Writes those of items that exist,
-# unless the session's store keeps items out of search; replies how many were written.
+# In a session's tree. ARGV[3]: the generation of the vectors; ARGV[4..]: (seq, vector)
+# pairs. Writes those of items that exist, unless the session's store keeps items out of
+# search or the session holds vectors of a later generation; replies how many were
+# written.
 lua("items_put_vectors", ITEMS + """
 if redis.call('HGET', skey, 'nx') == '1' then return {'ok', 0} end
+local vkey = base .. 'iv:' .. sid
+if not vectors_of(vkey, tonumber(ARGV[3])) then return {'ok', 0} end
 local n = items_count(base .. 'o:' .. sid)
 local written = 0
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   if tonumber(ARGV[i]) <= n then
-    redis.call('HSET', base .. 'iv:' .. sid, ARGV[i], ARGV[i + 1])
+    redis.call('HSET', vkey, ARGV[i], ARGV[i + 1])
     written = written + 1
   end
 end
 return {'ok', written}
 """, on="tree")
 
-lua("items_drop_vectors", """
-redis.call('DEL', base .. 'iv:' .. sid)
+# In a session's tree. ARGV[3]: a generation; empties the session's vectors of an earlier.
+lua("items_drop_vectors", ITEMS + """
+vectors_of(base .. 'iv:' .. sid, tonumber(ARGV[3]))
 return {'ok'}
 """, on="tree")
 
+# Drops the store's item model and starts the next generation of its vectors; replies it.
 lua("store_drop_item_space", """
 if redis.call('HGET', base .. 'store', 'state') ~= 'live' then return {'@nostore'} end
 redis.call('HDEL', base .. 'store', 'ivm', 'ivd')
-return {'ok'}
+return {'ok', redis.call('HINCRBY', base .. 'store', 'ivg', 1)}
 """)
 
 _PAGE = 256
@@ -117,6 +134,11 @@ def _believed(fact: Fact, as_of: datetime | None) -> bool:
 
 def _space(model: Any, dimension: Any) -> VectorSpace | None:
     return None if model is None else (text(model), int(dimension))
+
+
+def _generation(stored: Any) -> int:
+    """A generation of item vectors as stored (``ivg``, ``g``): 0 when absent."""
+    return 0 if stored is None else int(stored)
 
 
 class VectorsInRedis(FactsInRedis, SearchInRedis):
@@ -187,10 +209,10 @@ class VectorsInRedis(FactsInRedis, SearchInRedis):
                             session_id: str | None, limit: int) -> list[ItemHit]:
         trees = await self._indexed_trees(tenant)
         chosen = sorted({s for s, _ in trees if stores is None or s in stores})
-        spaces = await self._read([("HMGET", self.store_key(tenant, s) + "store", "ivm", "ivd")
-                                   for s in chosen])
-        wanted = {s for s, space in zip(chosen, spaces, strict=True)
-                  if _space(*space) == (query.model, query.dimension)}
+        spaces = await self._read([("HMGET", self.store_key(tenant, s) + "store", "ivm", "ivd",
+                                    "ivg") for s in chosen])
+        wanted = {s: _generation(space[2]) for s, space in zip(chosen, spaces, strict=True)
+                  if _space(space[0], space[1]) == (query.model, query.dimension)}
         roots = {(store, sid): root for (store, _), members in trees.items()
                  if store in wanted for sid, root in members.items()
                  if session_id is None or sid == session_id}
@@ -203,7 +225,8 @@ class VectorsInRedis(FactsInRedis, SearchInRedis):
             (-dot(vector, query.data), (store, sid, int(seq)))
             for (store, sid), found in zip(where, vectors, strict=True)
             if (store, sid) in actors and (actor_id is None or actors[(store, sid)] == actor_id)
-            for seq, vector in found.items())
+            and _generation(found.get(b"g")) == wanted[store]
+            for seq, vector in found.items() if seq != b"g")
         return await self._hits(tenant, roots, actors, scored[:limit])
 
     async def _store_sessions(self, tenant: str, store: str) -> dict[str, str] | None:
@@ -223,15 +246,16 @@ class VectorsInRedis(FactsInRedis, SearchInRedis):
         if not sessions:
             return []
         (space,) = await self._read([("HMGET", self.store_key(tenant, store) + "store",
-                                      "ivm", "ivd")])
+                                      "ivm", "ivd", "ivg")])
         same_model = space[0] is not None and text(space[0]) == model
         todo: list[Item] = []
         for sid in sorted(s for s in sessions if after is None or s >= after[0]):
             embedded: set[int] = set()
             if same_model:
-                (seqs,) = await self._read([("HKEYS", self.tree_key(
-                    tenant, store, sessions[sid]) + "iv:" + sid)])
-                embedded = {int(seq) for seq in seqs}
+                key = self.tree_key(tenant, store, sessions[sid]) + "iv:" + sid
+                held, seqs = await self._read([("HGET", key, "g"), ("HKEYS", key)])
+                if _generation(held) == _generation(space[2]):
+                    embedded = {int(seq) for seq in seqs if seq != b"g"}
             start = after[1] if after is not None and sid == after[0] else 0
             while True:
                 try:
@@ -252,19 +276,22 @@ class VectorsInRedis(FactsInRedis, SearchInRedis):
                                replace: bool) -> int:
         sessions = await self._store_sessions(tenant, store)
         if replace:
+            reply = await self._eval("store_drop_item_space", [self.store_key(tenant, store)],
+                                     [])
+            if reply[0] != b"ok":
+                raise errors.StoreNotFound(store=store)
             for sid, root in (sessions or {}).items():
                 await self._eval("items_drop_vectors", [self.tree_key(tenant, store, root)],
-                                 [sid, root])
-            await self._eval("store_drop_item_space", [self.store_key(tenant, store)], [])
+                                 [sid, root, int(reply[1])])
         if not sessions or not vectors:
             return 0
         embeddings = [e for _, _, e in vectors]
         one_model(store, None, embeddings)
-        await self._admit_item_vectors(tenant, store, embeddings)
+        generation = await self._admit_item_vectors(tenant, store, embeddings)
         by_session: dict[str, list[Any]] = {}
         for sid, seq, e in vectors:
             if sid in sessions:
-                by_session.setdefault(sid, []).extend((seq, e.data))
+                by_session.setdefault(sid, [generation]).extend((seq, e.data))
         written = 0
         for sid, args in sorted(by_session.items()):
             try:
