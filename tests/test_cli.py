@@ -89,9 +89,14 @@ def test_migrate_then_check(url: str, db: Path) -> None:
     assert migrated is not None, first.stdout
     version = int(migrated[1])
     assert version >= 1
+    # each step says what it does, on stderr
+    from ownstate.backends.sqlite.schema import MIGRATIONS
+    assert first.stderr.splitlines() == [
+        f"migration {m.version} of {version}: {m.description}" for m in MIGRATIONS]
     again = run(url, "migrate")
     assert again.exit_code == 0
     assert again.stdout == f"schema is already at version {version}; nothing to do\n"
+    assert again.stderr == ""
     checked = run(url, "check")
     assert checked.exit_code == 0, checked.output
     assert checked.stdout == f"schema is at version {version}\n"

@@ -15,7 +15,7 @@ import os
 import random
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -648,11 +648,26 @@ def test_a_given_pool_is_used_and_left_open(schema: str) -> None:
 
     asyncio.run(scenario())
 
+def _step_writes(backend: PostgresBackend, scope: Any, fence: Any
+                 ) -> list[tuple[str, Callable[[], Awaitable[Any]]]]:
+    """A LangGraph step's two checkpoint writes under ``fence``, named: checkpoint ``c1``
+    (payload ``b"p"``) and one pending write (``b"w"``) of task ``task``."""
+    from ownstate.backends.ports.checkpoints import NewCheckpoint
+
+    return [
+        ("put", lambda: backend.put_checkpoint(
+            "default", scope, NewCheckpoint("", "c1", None, "t", b"p", "{}"), fence, _BASE)),
+        ("put_writes", lambda: backend.put_writes(
+            "default", scope, "", "c1", [PendingWrite("task", 0, "ch", "t", b"w")], fence,
+            _BASE)),
+    ]
+
+
 def test_a_step_s_checkpoint_writes_and_read_are_one_round_trip_each(schema: str) -> None:
     # A LangGraph step stores a checkpoint and a task's writes under a fence, and reads
     # the latest checkpoint: each is one statement that checks what it must (scope, fence,
     # checkpoint) and commits with it.
-    from ownstate.backends.ports.checkpoints import Fence, NewCheckpoint
+    from ownstate.backends.ports.checkpoints import Fence
     from ownstate.backends.postgres import _core
     from ownstate.model import CheckpointScope
 
@@ -679,12 +694,7 @@ def test_a_step_s_checkpoint_writes_and_read_are_one_round_trip_each(schema: str
             _core.Cursor._send = counted  # type: ignore[method-assign]
             try:
                 for name, call in (
-                    ("put", lambda: backend.put_checkpoint(
-                        "default", scope, NewCheckpoint("", "c1", None, "t", b"p", "{}"),
-                        fence, _BASE)),
-                    ("put_writes", lambda: backend.put_writes(
-                        "default", scope, "", "c1",
-                        [PendingWrite("task", 0, "ch", "t", b"w")], fence, _BASE)),
+                    *_step_writes(backend, scope, fence),
                     ("get", lambda: backend.get_checkpoint("default", scope, "", None)),
                 ):
                     sent.clear()
@@ -705,7 +715,7 @@ def test_a_step_s_checkpoint_writes_and_read_are_one_round_trip_each(schema: str
 def _commit_modes(backend: PostgresBackend) -> dict[str, str]:
     """Each write of a LangGraph step against ``backend``, and the ``synchronous_commit``
     its transaction committed with (read back inside that transaction)."""
-    from ownstate.backends.ports.checkpoints import Fence, NewCheckpoint
+    from ownstate.backends.ports.checkpoints import Fence
     from ownstate.backends.postgres import _core
     from ownstate.model import CheckpointScope
 
@@ -739,12 +749,7 @@ def _commit_modes(backend: PostgresBackend) -> dict[str, str]:
                 for name, call in (
                     ("append", lambda: backend.append_items(
                         "default", "modes", "s", [_item(1)], None, _BASE)),
-                    ("put", lambda: backend.put_checkpoint(
-                        "default", scope, NewCheckpoint("", "c1", None, "t", b"p", "{}"),
-                        fence, _BASE)),
-                    ("put_writes", lambda: backend.put_writes(
-                        "default", scope, "", "c1",
-                        [PendingWrite("task", 0, "ch", "t", b"w")], fence, _BASE)),
+                    *_step_writes(backend, scope, fence),
                     ("close", lambda: backend.close_run(
                         "default", holder.run_id, "done", None, 1, holder.fencing_token,
                         _BASE)),

@@ -5,6 +5,8 @@ search reads the index rather than the items, what goes with a session or a stor
 
 from __future__ import annotations
 
+import logging
+import re
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -110,7 +112,8 @@ def _as_layout_1(raw: redis.Redis, prefix: str) -> None:
     raw.set(f"{prefix}:layout", 1)
 
 
-def test_migrate_indexes_what_layout_1_stored(url: str, prefix: str, raw: redis.Redis) -> None:
+def test_migrate_indexes_what_layout_1_stored(url: str, prefix: str, raw: redis.Redis,
+                                              caplog: pytest.LogCaptureFixture) -> None:
     with ownstate.connect(url) as client:
         _fill(client).fork(session_id="s1-fork")
         quiet = client.session_stores.create("quiet", index_items=False)
@@ -124,6 +127,14 @@ def test_migrate_indexes_what_layout_1_stored(url: str, prefix: str, raw: redis.
     with pytest.raises(SchemaVersion) as err:
         ownstate.connect(url, migrate=False)
     assert (err.value.found, err.value.expected) == (1, 2)
+    with caplog.at_level(logging.INFO, logger="ownstate.migrate"):
+        ownstate.connect(url).close()
+    # it says what it does: the 18 items of the three indexed sessions (one a fork), not
+    # the quiet store's
+    told = [r.getMessage() for r in caplog.records if r.name == "ownstate.migrate"]
+    assert len(told) == 2, told
+    assert told[0] == "layout 1 to 2: items indexed for search"
+    assert re.fullmatch(r"indexing items for search: 18 \([\d,]+/s\)", told[1]), told
     with ownstate.connect(url) as client:
         assert client.session_stores.search_items("refund order support") == expected
         assert raw.hgetall(f"{prefix}:{{default/chats/s1}}:xn") == counts

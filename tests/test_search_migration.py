@@ -7,9 +7,12 @@ makes every fact and item findable, and the migrated file searches as a new one 
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
+
+import pytest
 
 import ownstate
 from ownstate.backends.sqlite.schema import MIGRATIONS
@@ -135,3 +138,33 @@ def test_migrate_counts_the_terms_of_what_was_indexed(tmp_path: Path) -> None:
         assert got == want
         assert got  # the data written before is counted
     conn.close()
+
+
+def test_a_long_migration_step_logs_its_count_rate_and_time_left(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from ownstate.backends import _migrations
+
+    clock = [100.0]
+    monkeypatch.setattr(_migrations.time, "monotonic", lambda: clock[0])
+    with caplog.at_level(logging.INFO, logger="ownstate.migrate"):
+        progress = _migrations.Progress("indexing facts for search", 1_000_000)
+        progress.advance(2_000)  # within the first 5 seconds: nothing yet
+        clock[0] += 6
+        progress.advance(58_000)  # 60,000 in 6 s: 10,000/s, 940,000 to go
+        clock[0] += 2
+        progress.advance(4_000)  # 2 s after the last line: nothing
+        clock[0] += 92
+        progress.advance(930_000)
+        clock[0] += 0.5
+        progress.advance(6_000)
+        progress.finish()  # the last count, once
+        progress.finish()
+        _migrations.Progress("indexing items for search", 0).finish()  # nothing to do
+        stuck = _migrations.Progress("indexing items for search", 5)
+        stuck.finish()  # counted work that did not happen is said
+    assert [r.getMessage() for r in caplog.records] == [
+        "indexing facts for search: 60,000 of 1,000,000 (10,000/s, about 1m34s left)",
+        "indexing facts for search: 994,000 of 1,000,000 (9,940/s, about 0s left)",
+        "indexing facts for search: 1,000,000 of 1,000,000 (9,950/s)",
+        "indexing items for search: 0 of 5 (0/s)",
+    ]

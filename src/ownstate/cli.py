@@ -12,6 +12,7 @@ click throughout.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import json
 import logging
@@ -19,7 +20,7 @@ import shlex
 import shutil
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from itertools import islice
 from pathlib import Path
@@ -150,13 +151,35 @@ def cli(ctx: click.Context, url: str | None, tenant: str | None) -> None:
 # schema --------------------------------------------------------------------------------
 
 
+class _Echo(logging.Handler):
+    """Log records as lines on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(self.format(record), err=True)
+
+
+@contextlib.contextmanager
+def _migration_log() -> Iterator[None]:
+    """Print what migrations log (``ownstate.migrate``, INFO) while migrating."""
+    log = logging.getLogger("ownstate.migrate")
+    handler, level = _Echo(), log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+
+
 @cli.command()
 @click.option("--app-role", metavar="NAME",
               help="PostgreSQL: then create (NOLOGIN) or grant the role the application "
                    "connects as, which row-level security binds (see docs/postgres.md).")
 @pass_options
 def migrate(options: _Options, app_role: str | None) -> None:
-    """Bring the schema to the version this ownstate expects."""
+    """Bring the schema to the version this ownstate expects, saying on stderr what each
+    step does (and, for a step that goes over existing rows, how far it is)."""
     try:
         with options.connect(migrate=False) as client:
             found, expected = client.migrate()
@@ -165,7 +188,7 @@ def migrate(options: _Options, app_role: str | None) -> None:
             raise
         if exc.found > exc.expected:
             raise  # a newer schema needs newer code, not a migration
-        with options.connect(migrate=True) as client:
+        with _migration_log(), options.connect(migrate=True) as client:
             _, expected = client.migrate()
         click.echo(f"migrated {options.shown_url} from schema version {exc.found} "
                    f"to {expected}")

@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from ..._extras import requires
 from ...errors import BackendUnavailable, SchemaVersion
-from .._migrations import needs_migration
+from .._migrations import LOG, needs_migration
 from ..base import Backend, Capability
 from ._core import Cursor
 from .access import AccessInPostgres
@@ -92,6 +92,8 @@ class PostgresBackend(SearchInPostgres, SessionsInPostgres, FactsInPostgres,
             for migration in MIGRATIONS:
                 if migration.version <= current:
                     continue  # another process applied it first
+                LOG.info("migration %d of %d: %s", migration.version, SCHEMA_VERSION,
+                         migration.description)
                 # one round trip per migration: its statements run as one script
                 await cur.execute(";\n".join(migration.statements))
                 if migration.version == _SEARCH_MIGRATION:

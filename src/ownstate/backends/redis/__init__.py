@@ -11,8 +11,8 @@ write to it is one atomic Lua script, on one Redis and on Cluster alike; see
 :mod:`ownstate.backends.redis._core` for the layout and ``docs/redis.md`` for what
 durability depends on.
 
-It may touch the interface (``base``), its own parts and errors; it reaches redis-py only
-through ``_core``.
+It may touch the interface (``base``), the migrations' log (``_migrations``), its own parts
+and errors; it reaches redis-py only through ``_core``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ...errors import InvalidInput, SchemaVersion
+from .._migrations import LOG
 from ..base import Backend, Capability
 from ._core import parse_redis_url
 from .access import AccessInRedis
@@ -89,6 +90,7 @@ class RedisBackend(VectorsInRedis, FactsInRedis, SearchInRedis, SessionsInRedis,
         if migrate:
             found, _ = await self.schema_status()
             if 0 < found < LAYOUT_VERSION:
+                LOG.info("layout %d to %d: items indexed for search", found, LAYOUT_VERSION)
                 await self.index_existing_items()
                 await self._command("SET", self._layout_key(), LAYOUT_VERSION, write=True)
             else:

@@ -16,8 +16,8 @@ so they equal the reference's. The cost grows with the tenant's number of sessio
 number of items that do not match; reading the trees of the tenant's stores walks their
 session indexes.
 
-It may touch Redis through ``_core``, the session part beside it, the search port and the
-model.
+It may touch Redis through ``_core``, the session part beside it, the search port, the
+model, and the migrations' progress (``_migrations``).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...model import ItemHit
+from .._migrations import Progress
 from ..ports.search import TextQuery, bm25, item_text, useful_terms
 from ._core import ITEM_INDEX, ITEMS, decode_items, lua, search_document, text
 from .sessions import SessionsInRedis
@@ -76,12 +77,13 @@ class SearchInRedis(SessionsInRedis):
             found = pattern.fullmatch(text(key))
             if found:
                 tenants.add(found.group(1))
-        made = 0
+        progress = Progress("indexing items for search")
         for tenant in sorted(tenants):
-            made += await self._index_tenant(tenant)
-        return made
+            await self._index_tenant(tenant, progress)
+        progress.finish()
+        return progress.done
 
-    async def _index_tenant(self, tenant: str) -> int:
+    async def _index_tenant(self, tenant: str, progress: Progress) -> int:
         unindexed = {text(n) for n in await self._command(
             "SMEMBERS", self.tenant_key(tenant) + "unindexed", write=False)}
         names = [text(n) for n in await self._command(
@@ -107,6 +109,7 @@ class SearchInRedis(SessionsInRedis):
                         [sid, roots[sid], batch[0].seq,
                          *(search_document(item_text(it.data)) for it in batch)])
                     made += int(reply[1])
+                    progress.advance(int(reply[1]))
                     after = batch[-1].seq
         return made
 

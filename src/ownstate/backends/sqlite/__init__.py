@@ -18,7 +18,7 @@ import sqlite3
 from typing import ClassVar
 
 from ...errors import SchemaVersion
-from .._migrations import needs_migration
+from .._migrations import LOG, needs_migration
 from ..base import Backend, Capability
 from ._core import write
 from .access import AccessInSqlite
@@ -91,6 +91,8 @@ class SqliteBackend(SearchInSqlite, SessionsInSqlite, FactsInSqlite, VectorsInSq
                         "KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)")
                     if self._found_version(conn) >= migration.version:
                         continue  # another process applied it first
+                    LOG.info("migration %d of %d: %s", migration.version, SCHEMA_VERSION,
+                             migration.description)
                     for statement in migration.statements:
                         conn.execute(statement)
                     conn.execute(
