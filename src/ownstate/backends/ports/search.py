@@ -351,10 +351,11 @@ def top(found: Sequence[tuple[float, int]], unread_idf: float, limit: int,
 
 
 def bm25_of(kept: Sequence[str], weights: Mapping[str, float], n: int,
-            avg_length: float) -> Callable[[Counter[str], int], float]:
-    """The BM25 score of a document with term counts and length, for the kept terms with
-    their idf ``weights`` (:func:`bm25` with the idf computed once)."""
-    def score(tf: Counter[str], length: int) -> float:
+            avg_length: float) -> Callable[[Mapping[str, int], int], float]:
+    """The BM25 score of a document with term counts (any mapping: a ``Counter``, or a
+    plain dict of the kept terms it holds) and length, for the kept terms with their idf
+    ``weights`` (:func:`bm25` with the idf computed once)."""
+    def score(tf: Mapping[str, int], length: int) -> float:
         norm = K1 * (1 - B + B * length / avg_length) if avg_length > 0 else K1
         total = 0.0
         for term in kept:
