@@ -317,7 +317,8 @@ def candidates(postings: Mapping[str, Iterable[int]],
         w = weights[term]
         for i in ids:
             held[i] = held.get(i, 0.0) + w
-    return sorted(((w, i) for i, w in held.items()), key=lambda c: (-c[0], c[1]))
+    # (-weight, id) pairs sort by tuple comparison alone, with no key function per pair
+    return [(-w, i) for w, i in sorted([(-w, i) for i, w in held.items()])]
 
 
 def best_possible(held_idf: float, unread_idf: float) -> float:
