@@ -317,7 +317,11 @@ def candidates(postings: Mapping[str, Iterable[int]],
         w = weights[term]
         for i in ids:
             held[i] = held.get(i, 0.0) + w
-    return sorted(((w, i) for i, w in held.items()), key=lambda c: (-c[0], c[1]))
+    # ids in order, then a stable sort by weight, most first: both sorts compare plain
+    # numbers, with no Python key function (about half the time of sorting pairs)
+    order = sorted(held)
+    order.sort(key=held.__getitem__, reverse=True)
+    return [(held[i], i) for i in order]
 
 
 def best_possible(held_idf: float, unread_idf: float) -> float:
@@ -351,10 +355,11 @@ def top(found: Sequence[tuple[float, int]], unread_idf: float, limit: int,
 
 
 def bm25_of(kept: Sequence[str], weights: Mapping[str, float], n: int,
-            avg_length: float) -> Callable[[Counter[str], int], float]:
-    """The BM25 score of a document with term counts and length, for the kept terms with
-    their idf ``weights`` (:func:`bm25` with the idf computed once)."""
-    def score(tf: Counter[str], length: int) -> float:
+            avg_length: float) -> Callable[[Mapping[str, int], int], float]:
+    """The BM25 score of a document with term counts (any mapping: a ``Counter``, or a
+    plain dict of the kept terms it holds) and length, for the kept terms with their idf
+    ``weights`` (:func:`bm25` with the idf computed once)."""
+    def score(tf: Mapping[str, int], length: int) -> float:
         norm = K1 * (1 - B + B * length / avg_length) if avg_length > 0 else K1
         total = 0.0
         for term in kept:
