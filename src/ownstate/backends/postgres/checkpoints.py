@@ -306,17 +306,16 @@ class CheckpointsInPostgres(PostgresCore):
                        before: str | None) -> tuple[list[str], list[Any]]:
         """The conditions (over checkpoints ``c``) and their parameters of a listing."""
         rid = await cls._rid(cur, tenant, scope)
-        conditions, values = _sql.listing_conditions("%s", rid, tenant, namespace)
-        for key, value in metadata.items():
-            conditions.append("(c.metadata -> %s)::text = %s")
-            values.extend((key, _canonical(value)))
+        mark = None
         if before is not None:
             await cur.execute(*_sql.before_mark("%s", rid, before, namespace))
             found = await cur.fetchone()
-            condition, mark = _sql.before_condition(
-                "%s", found[0] if found else None, scope, before)
-            conditions.append(condition)
-            values.append(mark)
+            mark = found[0] if found else None
+        conditions, values = _sql.listing_conditions("%s", rid, tenant, namespace, scope,
+                                                     before, mark)
+        for key, value in metadata.items():
+            conditions.append("(c.metadata -> %s)::text = %s")
+            values.extend((key, _canonical(value)))
         return conditions, values
 
     async def list_checkpoints(self, tenant: str, scope: CheckpointScope,
