@@ -5,7 +5,8 @@ under the same keys, with their own times, sequence numbers and tokens; restorin
 whose key is held already leaves it alone. Every call works under the data lock.
 
 It may touch the in-memory data (``_data``) and the checkpoint, fact and run parts beside
-it, the transfer and search ports, the model and errors, nothing else.
+it, the transfer and search ports, an item's derived columns (``formats.derive``), the
+model and errors, nothing else.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from ...errors import InvalidInput, SessionNotFound
+from ...formats.derive import DerivedColumns
 from ...model import (
     ApiKey,
     AssetRef,
@@ -152,9 +154,8 @@ class TransferInMemory(MemoryBase):
                 it = items[index]
                 rows.append({"store": store, "session_id": session_id, "seq": it.seq,
                              "item_id": it.item_id, "create_time": it.create_time,
-                             "format": it.format, "data": it.data_json, "role": it.role,
-                             "type": it.type, "tool_name": it.tool_name, "model": it.model,
-                             "in_tokens": it.in_tokens, "out_tokens": it.out_tokens})
+                             "format": it.format, "data": it.data_json,
+                             **it.columns._asdict()})
         return rows, None
 
     # restore ---------------------------------------------------------------------------
@@ -227,9 +228,8 @@ class TransferInMemory(MemoryBase):
                                field="items")
         stored.items.append(_StoredItem(
             item_id=row["item_id"], seq=row["seq"], create_time=row["create_time"],
-            data_json=row["data"], format=row["format"], role=row["role"], type=row["type"],
-            tool_name=row["tool_name"], model=row["model"], in_tokens=row["in_tokens"],
-            out_tokens=row["out_tokens"],
+            data_json=row["data"], format=row["format"],
+            columns=DerivedColumns._make(row[name] for name in DerivedColumns._fields),
             terms=(() if (tenant, row["store"]) in self._data.unindexed
                    else tuple(terms(item_text(json.loads(row["data"])))))))
         return True
