@@ -245,6 +245,22 @@ def utf8_size(text: str, *, field: str) -> int:
                            field=field) from exc
 
 
+def bytes_copy(value: object, limit: int, *, field: str) -> bytes:
+    """A private ``bytes`` copy of a bytes-like ``value`` (``bytes`` itself, being
+    immutable, as it is); :class:`InvalidInput` for anything else,
+    :class:`LimitExceeded` for more than ``limit`` bytes."""
+    if isinstance(value, memoryview):
+        size = value.nbytes
+    elif isinstance(value, (bytes, bytearray)):
+        size = len(value)
+    else:
+        raise InvalidInput(f"{field} must be bytes (or bytearray or memoryview), "
+                           f"not {type(value).__name__}", field=field)
+    if size > limit:
+        raise LimitExceeded.too_big(field, size, limit, field=field)
+    return value if type(value) is bytes else bytes(value)
+
+
 def _encodable(text: str) -> bool:
     """Whether ``text`` is valid Unicode (no lone surrogates), so every datastore takes it."""
     try:

@@ -10,8 +10,9 @@ over an :class:`~ownstate.AsyncClient`, and runs them through a :class:`Bridge`:
 - built from an :class:`~ownstate.AsyncClient`, async calls run on the caller's loop, and
   sync calls are allowed only from another thread while that loop runs.
 
-The bridge closes the client only when it opened it (``from_url``). It may touch only the
-public API (``ownstate.api``), never a backend.
+The bridge closes the client only when it opened it (``from_url``); an adapter built over
+one takes its ``close`` and its use as a context manager from :class:`BridgedAdapter`. It
+may touch only the public API (``ownstate.api``), never a backend.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from ..api import AsyncClient, Client, connect
 
-__all__ = ["Bridge"]
+__all__ = ["Bridge", "BridgedAdapter"]
 
 T = TypeVar("T")
 
@@ -82,3 +83,20 @@ class Bridge:
         if self._owned and self._sync is not None:
             self._owned = False
             self._sync.close()
+
+
+class BridgedAdapter:
+    """What an adapter working through a :class:`Bridge` (its ``_bridge``) closes the same
+    way: :meth:`close`, and ``with adapter:``, which closes it on the way out."""
+
+    _bridge: Bridge
+
+    def close(self) -> None:
+        """Close the client if :meth:`from_url` opened it; a client passed in stays open."""
+        self._bridge.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

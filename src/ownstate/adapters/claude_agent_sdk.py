@@ -38,7 +38,7 @@ from ..api import AsyncClient, AsyncSession, AsyncSessionStore, Client
 from ..errors import AlreadyExists, InvalidInput, LimitExceeded, SessionNotFound, StoreNotFound
 from ..limits import Limits
 from ..model import Item
-from ._bridge import Bridge
+from ._bridge import Bridge, BridgedAdapter
 from ._kernel import ensure_store, find_session, find_store
 
 with requires("claude", "the Claude Agent SDK adapter"):
@@ -149,7 +149,7 @@ class _Tail:
     activity: datetime | None = None  # the session's last_activity_time summary matches
 
 
-class OwnstateSessionStore(SessionStore):
+class OwnstateSessionStore(BridgedAdapter, SessionStore):
     """The Claude Agent SDK's ``SessionStore`` over ownstate sessions.
 
     Pass it as ``ClaudeAgentOptions(session_store=...)`` or to the SDK's ``*_from_store``
@@ -218,10 +218,6 @@ class OwnstateSessionStore(SessionStore):
     def store_name(self) -> str:
         """The name of the ownstate session store that holds the transcripts."""
         return self._name
-
-    def close(self) -> None:
-        """Close the client if :meth:`from_url` opened it; a client passed in stays open."""
-        self._bridge.close()
 
     def session_id_for(self, key: SessionKey) -> str:
         """The id of the ownstate session that holds ``key``'s transcript (whether or not it

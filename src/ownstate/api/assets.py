@@ -11,8 +11,8 @@ import re
 from collections.abc import Mapping
 
 from .. import _ids
-from ..errors import InvalidInput, LimitExceeded
-from ..limits import MAX_NAME_CHARS
+from ..errors import InvalidInput
+from ..limits import MAX_NAME_CHARS, bytes_copy
 from ..model import JSON, AssetRef
 from ._scope import Scope
 from .session import AsyncSession
@@ -84,23 +84,14 @@ class AsyncAssets:
         :class:`~ownstate.errors.SessionNotFound`.
         """
         s = self._scope
-        if isinstance(data, memoryview):
-            size = data.nbytes
-        elif isinstance(data, (bytes, bytearray)):
-            size = len(data)
-        else:
-            raise InvalidInput(f"data must be bytes (or bytearray or memoryview), not "
-                               f"{type(data).__name__}", field="data")
-        if size > s.limits.max_asset_bytes:
-            raise LimitExceeded.too_big("data", size, s.limits.max_asset_bytes, field="data")
+        content = bytes_copy(data, s.limits.max_asset_bytes, field="data")
         kind = media_type.lower() if isinstance(media_type, str) else ""
         if not _MEDIA_TYPE_RE.fullmatch(kind):
             raise InvalidInput(f"media_type {media_type!r} must look like type/subtype "
                                "(for example image/png)", field="media_type")
         labels = s.limits.metadata(metadata)
         store, session_id = _owner(session) if session is not None else (None, None)
-        content = data if type(data) is bytes else bytes(data)
-        if size > _HASH_INLINE_BYTES and _loop_running():
+        if len(content) > _HASH_INLINE_BYTES and _loop_running():
             digest = await asyncio.to_thread(lambda: hashlib.sha256(content).hexdigest())
         else:
             digest = hashlib.sha256(content).hexdigest()

@@ -63,7 +63,7 @@ from ..model import (
 )
 from ._scope import Scope
 from .aio import AsyncClient, AsyncSessionStore
-from .checkpoints import _metadata_json, _payload, _type_tag, _writes
+from .checkpoints import _metadata_json, _type_tag, _writes
 from .checkpoints import _text as _name
 from .runs import _framework
 from .runs import _text as _key
@@ -302,5 +302,5 @@ def _checkpoint(limits: _validate.Limits, c: BulkCheckpoint) -> NewCheckpointRow
         (_name(c.parent_checkpoint_id, "parent_checkpoint_id")
          if c.parent_checkpoint_id is not None else None),
         _type_tag(c.type_tag), _metadata_json(c.metadata, limits),
-        _payload(c.payload, limits.max_checkpoint_bytes),
+        _validate.bytes_copy(c.payload, limits.max_checkpoint_bytes, field="payload"),
         _writes(c.writes, limits) if c.writes else [])

@@ -14,7 +14,7 @@ from .. import _ids
 from .. import limits as _validate
 from ..backends.ports.checkpoints import Fence, NewCheckpoint, listing_scope
 from ..errors import InvalidInput, LimitExceeded
-from ..limits import CONTROL_RE, MAX_NAME_CHARS, TYPE_TAG_RE, Limits, encode_json
+from ..limits import CONTROL_RE, MAX_NAME_CHARS, TYPE_TAG_RE, Limits, bytes_copy, encode_json
 from ..model import (
     JSON,
     CheckpointRecord,
@@ -65,20 +65,6 @@ def _type_tag(value: object, field: str = "type_tag") -> str:
     return value
 
 
-def _payload(value: object, limit: int, field: str = "payload") -> bytes:
-    """A private ``bytes`` copy of a bytes-like payload within ``limit`` bytes."""
-    if isinstance(value, memoryview):
-        size = value.nbytes
-    elif isinstance(value, (bytes, bytearray)):
-        size = len(value)
-    else:
-        raise InvalidInput(f"{field} must be bytes (or bytearray or memoryview), "
-                           f"not {type(value).__name__}", field=field)
-    if size > limit:
-        raise LimitExceeded.too_big(field, size, limit, field=field)
-    return value if type(value) is bytes else bytes(value)
-
-
 def _metadata_json(value: object, limits: Limits) -> str:
     if value is None:
         return "{}"
@@ -121,7 +107,7 @@ def _writes(value: object, limits: Limits) -> list[PendingWrite]:
         if isinstance(write.index, bool) or not isinstance(write.index, int):
             raise InvalidInput(f"write {index}: index must be an integer", field="writes",
                                index=index)
-        payload = _payload(write.payload, limits.max_checkpoint_bytes, "writes")
+        payload = bytes_copy(write.payload, limits.max_checkpoint_bytes, field="writes")
         total += len(payload)
         checked.append(PendingWrite(
             task_id=_text(write.task_id, "writes"), index=write.index,
@@ -258,7 +244,7 @@ class AsyncCheckpoints:
             parent_checkpoint_id=(_text(parent_checkpoint_id, "parent_checkpoint_id")
                                   if parent_checkpoint_id is not None else None),
             type_tag=_type_tag(type_tag),
-            payload=_payload(payload, s.limits.max_checkpoint_bytes),
+            payload=bytes_copy(payload, s.limits.max_checkpoint_bytes, field="payload"),
             metadata_json=_metadata_json(metadata, s.limits),
         )
         fence = _fence(run, fencing_token, fencing_run_id)

@@ -19,7 +19,7 @@ __all__ = ["ACTIVE", "CHECKPOINT_COLUMNS", "COPY_CHECKPOINTS", "COPY_WRITES", "F
            "FORK_VECTORS", "F_FACT_COLUMNS", "RUN_COLUMNS", "RUN_ROWID", "RUN_STATE", "SCOPED_RUN",
            "WRITE_COLUMNS", "awaiting_filter", "before_mark", "believed_at", "item_page",
            "listing_conditions", "outstanding_filter", "retention_reasons", "runs_filter",
-           "scope_params", "session_page", "sessions_filter"]
+           "scope_params", "session_listing"]
 
 #: a run's columns in the order both backends' ``_run`` read them
 RUN_COLUMNS = (
@@ -155,14 +155,22 @@ def scope_params(tenant: str, scope: CheckpointScope) -> tuple[str, ...]:
     return (tenant, scope.run_id, scope.store, scope.session_id, scope.actor_id)
 
 
-def listing_conditions(p: str, rid: int, tenant: str,
-                       namespace: str | None) -> tuple[list[str], list[Any]]:
-    """The conditions (over checkpoints ``c``) and parameters of a listing of run ``rid``,
-    in ``namespace`` when one is named; the backend adds its metadata conditions."""
+def listing_conditions(p: str, rid: int, tenant: str, namespace: str | None,
+                       scope: CheckpointScope, before: str | None,
+                       mark: int | None) -> tuple[list[str], list[Any]]:
+    """The conditions (over checkpoints ``c``) and parameters of a listing of run ``rid``
+    (of ``scope``), in ``namespace`` when one is named, and when ``before`` is named going
+    on after its place ``mark`` that :func:`before_mark` found; the backend adds its
+    metadata conditions. Raises CheckpointNotFound when ``before`` has no place."""
     conditions, values = [f"c.rid = {p}", f"c.tenant = {p}"], [rid, tenant]
     if namespace is not None:
         conditions.append(f"c.namespace = {p}")
         values.append(namespace)
+    if before is not None:
+        if mark is None:
+            raise CheckpointNotFound(run_id=scope.run_id, checkpoint_id=before)
+        conditions.append(f"c.cid < {p}")
+        values.append(mark)
     return conditions, values
 
 
@@ -176,16 +184,6 @@ def before_mark(p: str, rid: int, before: str,
         sql += f" AND namespace = {p}"
         params.append(namespace)
     return sql, params
-
-
-def before_condition(p: str, mark: int | None, scope: CheckpointScope,
-                     before: str) -> tuple[str, int]:
-    """The condition (over checkpoints ``c``) of a listing that goes on after the place
-    ``mark`` that :func:`before_mark` found, and its parameter; raises CheckpointNotFound
-    when it found none."""
-    if mark is None:
-        raise CheckpointNotFound(run_id=scope.run_id, checkpoint_id=before)
-    return f"c.cid < {p}", mark
 
 
 def usage_query(p: str, tenant: str, run_id: str | None,
@@ -262,29 +260,31 @@ def item_page(p: str, columns: str, sid: str, descending: bool,
             f"ORDER BY seq LIMIT {p}", after_seq if after_seq is not None else 0)
 
 
-def sessions_filter(p: str, tenant: str, store: str,
-                    actor_id: str | None) -> tuple[list[str], list[Any]]:
-    """The conditions of a session listing of ``store``, of ``actor_id`` when one is named,
-    and their parameters; the backend adds its metadata match and :func:`session_page`."""
+def session_listing(p: str, columns: str, tenant: str, store: str, actor_id: str | None,
+                    matches: Iterable[tuple[str, Sequence[Any]]], order: str,
+                    descending: bool, after: Sequence[Any] | None, limit: int,
+                    time_p: str | None = None) -> tuple[str, list[Any]]:
+    """The query of one page of a session listing, and its parameters: ``columns`` of the
+    sessions of ``store`` (of ``actor_id`` when one is named) that meet each of the
+    backend's metadata ``matches`` (a condition and its parameters), strictly past the
+    cursor ``after`` (``[sid]`` by create time, ``[last_activity_time, sid]`` by activity),
+    in ``order``, at most ``limit + 1`` rows (one more tells that another page follows).
+    ``time_p`` is the placeholder for the cursor's time (``p`` unless the dialect needs a
+    cast)."""
     where = _Where(p, tenant=tenant, store=store)
     where.equal(actor_id=actor_id)
-    return where.conditions, where.params
-
-
-def session_page(p: str, order: str, descending: bool, after: Sequence[Any] | None,
-                 time_p: str | None = None) -> tuple[list[str], list[Any], str]:
-    """Where a session listing resumes and how it is ordered: conditions strictly past
-    the cursor ``after`` (``[sid]`` by create time, ``[last_activity_time, sid]`` by
-    activity), their parameters, and the ``ORDER BY`` clause. ``time_p`` is the
-    placeholder for the time (``p`` unless the dialect needs a cast)."""
+    for condition, params in matches:
+        where.add(condition, *params)
     compare = "<" if descending else ">"
     direction = "DESC" if descending else "ASC"
     if order == "create_time":
-        if after is None:
-            return [], [], f"sid {direction}"
-        return [f"sid {compare} {p}"], [after[0]], f"sid {direction}"
-    order_sql = f"last_activity_time {direction}, sid {direction}"
-    if after is None:
-        return [], [], order_sql
-    return ([f"(last_activity_time, sid) {compare} ({time_p or p}, {p})"], list(after[:2]),
-            order_sql)
+        order_sql = f"sid {direction}"
+        if after is not None:
+            where.add(f"sid {compare} {p}", after[0])
+    else:
+        order_sql = f"last_activity_time {direction}, sid {direction}"
+        if after is not None:
+            where.add(f"(last_activity_time, sid) {compare} ({time_p or p}, {p})", *after[:2])
+    conditions, params = where.sql()
+    return (f"SELECT {columns} FROM sessions WHERE {conditions} "
+            f"ORDER BY {order_sql} LIMIT {p}", [*params, limit + 1])

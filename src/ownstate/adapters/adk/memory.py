@@ -30,7 +30,7 @@ from ...errors import (
     StoreNotFound,
 )
 from ...model import Fact, Item
-from .._bridge import Bridge
+from .._bridge import Bridge, BridgedAdapter
 from .._kernel import ensure_store
 from ._state import (
     EVENT_FORMAT,
@@ -90,7 +90,7 @@ def _text(content: Mapping[str, Any] | None) -> str:
 
 
 
-class OwnstateMemoryService(BaseMemoryService):
+class OwnstateMemoryService(BridgedAdapter, BaseMemoryService):
     """ADK's ``BaseMemoryService`` over an ownstate memory store.
 
     Each event with text becomes one fact: subject the ADK ``user_id``, key
@@ -152,10 +152,6 @@ class OwnstateMemoryService(BaseMemoryService):
                               else None)
         self._max_results = max_results
         self._store: AsyncMemoryStore | None = None
-
-    def close(self) -> None:
-        """Close the client if :meth:`from_url` opened it; a client passed in stays open."""
-        self._bridge.close()
 
     async def _ready(self) -> AsyncMemoryStore:
         if self._store is None:

@@ -37,7 +37,7 @@ from ...errors import (
     SessionNotFound,
 )
 from ...model import JSON, Item, SessionRecord
-from .._bridge import Bridge
+from .._bridge import Bridge, BridgedAdapter
 from .._kernel import ensure_store, find_session, items_after
 from ._history import (
     _Cached,
@@ -71,7 +71,7 @@ from ._state import (
 )
 
 
-class OwnstateSessionService(BaseSessionService):
+class OwnstateSessionService(BridgedAdapter, BaseSessionService):
     """ADK's ``BaseSessionService`` over ownstate; behaves as ADK's
     ``DatabaseSessionService`` does (see ``docs/adk.md`` for the few differences).
 
@@ -167,10 +167,6 @@ class OwnstateSessionService(BaseSessionService):
             return stripped or "", self._key(app_name, user_id, _name(stripped, "session_id"))
         except InvalidInput:
             return None
-
-    def close(self) -> None:
-        """Close the client if :meth:`from_url` opened it; a client passed in stays open."""
-        self._bridge.close()
 
     # plumbing ----------------------------------------------------------------------------
 

@@ -65,7 +65,7 @@ from ...model import (
     Item,
     PendingWrite,
 )
-from .._bridge import Bridge
+from .._bridge import Bridge, BridgedAdapter
 from .._kernel import (
     async_twin,
     ensure_session,
@@ -100,7 +100,7 @@ from ._threads import (
 __all__ = ["TYPE_TAG", "OwnstateSaver"]
 
 
-class OwnstateSaver(BaseCheckpointSaver[str]):
+class OwnstateSaver(BridgedAdapter, BaseCheckpointSaver[str]):
     """A LangGraph checkpointer that keeps threads in ownstate (see the module docstring).
 
     ``OwnstateSaver(client)`` takes a connected :class:`~ownstate.Client` or
@@ -153,16 +153,6 @@ class OwnstateSaver(BaseCheckpointSaver[str]):
     def owner(self) -> str:
         """Who this saver's leases name: the owner its invocations claim runs for."""
         return self._runs.owner
-
-    def close(self) -> None:
-        """Close the client if this saver opened it (:meth:`from_url`)."""
-        self._bridge.close()
-
-    def __enter__(self) -> OwnstateSaver:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     @property
     def client(self) -> AsyncClient:

@@ -64,7 +64,7 @@ from ...backends.ports.search import fact_text, query_terms, terms
 from ...errors import InvalidInput, StoreNotFound
 from ...limits import CONTROL_RE, MAX_NAME_CHARS, encode_json, store_name
 from ...model import Fact
-from .._bridge import Bridge
+from .._bridge import Bridge, BridgedAdapter
 from .._kernel import async_twin, ensure_store, sync_twin
 
 __all__ = ["OwnstateStore"]
@@ -415,7 +415,7 @@ class _Batch:
     refresh: dict[str, _Entry] = field(default_factory=dict)
 
 
-class OwnstateStore(BaseStore):
+class OwnstateStore(BridgedAdapter, BaseStore):
     """A LangGraph ``BaseStore`` whose items are facts in an ownstate memory store.
 
     Build it from a connected :class:`~ownstate.Client` or :class:`~ownstate.AsyncClient`
@@ -468,16 +468,6 @@ class OwnstateStore(BaseStore):
 
     def __repr__(self) -> str:
         return f"<OwnstateStore memory_store={self.memory_store_name!r}>"
-
-    def close(self) -> None:
-        """Close the client if :meth:`from_url` opened it; a client given stays open."""
-        self._bridge.close()
-
-    def __enter__(self) -> OwnstateStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     async def _batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in order of kind (reads, then puts) and return one result per op.

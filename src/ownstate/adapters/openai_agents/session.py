@@ -40,7 +40,7 @@ from ...errors import (
     StoreNotFound,
 )
 from ...model import JSON, CheckpointRecord, CheckpointScope, Item, Run
-from .._bridge import Bridge
+from .._bridge import Bridge, BridgedAdapter
 from .._kernel import (
     close_run,
     ensure_session,
@@ -99,7 +99,7 @@ def _checked_limit(value: object) -> int | None:
     return value
 
 
-class OwnstateSession:
+class OwnstateSession(BridgedAdapter):
     """An OpenAI Agents SDK ``Session`` kept in one ownstate session.
 
     ``session_id`` is the SDK's session id and the ownstate session id (1-128 chars of
@@ -228,7 +228,7 @@ class OwnstateSession:
         SDK's ``SQLiteSession``. Closes the client if :meth:`from_url` opened it; a client
         passed in stays open. Closing again does nothing."""
         self._closed = True
-        self._bridge.close()
+        super().close()
 
     def _check_open(self) -> None:
         if self._closed:

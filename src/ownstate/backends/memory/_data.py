@@ -1,6 +1,7 @@
 """The plain Python data behind the in-memory backend, shared by its parts.
 
-It may touch the model and the embeddings, nothing else.
+It may touch the model, the embeddings and the record of an item's derived columns
+(``formats.derive``), nothing else.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from ...embeddings import Embedding
+from ...formats.derive import DerivedColumns
 from ...model import Item, SessionRecord, SessionStoreRecord
 
 __all__ = ["MemoryBase"]
@@ -25,12 +27,8 @@ class _StoredItem:
     create_time: datetime
     data_json: str
     format: str
-    role: str | None
-    type: str | None
-    tool_name: str | None
-    model: str | None
-    in_tokens: int | None
-    out_tokens: int | None
+    #: role, type, tool name, model and token counts, as derived when it was appended
+    columns: DerivedColumns
     #: its search terms; none when its store does not index items
     terms: tuple[str, ...] = ()
     #: its vector, when it was appended by a client with an embedder
@@ -40,8 +38,7 @@ class _StoredItem:
         return Item(
             item_id=self.item_id, session_id=session_id, seq=self.seq,
             create_time=self.create_time, data=json.loads(self.data_json), format=self.format,
-            role=self.role, type=self.type, tool_name=self.tool_name, model=self.model,
-            in_tokens=self.in_tokens, out_tokens=self.out_tokens,
+            **self.columns._asdict(),
         )
 
 

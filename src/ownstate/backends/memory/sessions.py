@@ -1,7 +1,8 @@
 """Session stores, sessions and items, in memory.
 
 It may touch the in-memory data (``_data``) and its vector check (``_admit``), the session
-and search ports, ids and times (``ownstate._ids``), the model and errors, nothing else.
+and search ports, ids and times (``ownstate._ids``), an item's derived columns
+(``formats.derive``), the model and errors, nothing else.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from ... import errors
 from ..._ids import format_time, new_id
+from ...formats.derive import DerivedColumns
 from ...model import Item, ItemHit, SessionRecord, SessionStoreRecord
 from ..ports.search import TextQuery, rank, terms
 from ..ports.sessions import NewItem, SessionOrder, changed_labels
@@ -216,8 +218,9 @@ class SessionsInMemory(MemoryBase):
             new = [
                 _StoredItem(
                     item_id=it.item_id, seq=first + n, create_time=now, data_json=it.data_json,
-                    format=it.format, role=it.role, type=it.type, tool_name=it.tool_name,
-                    model=it.model, in_tokens=it.in_tokens, out_tokens=it.out_tokens,
+                    format=it.format,
+                    columns=DerivedColumns(it.role, it.type, it.tool_name, it.model,
+                                           it.in_tokens, it.out_tokens),
                     terms=tuple(terms(it.text)) if indexed else (),
                     embedding=it.embedding if indexed else None,
                 )

@@ -5,7 +5,8 @@ under the same keys, with their own times, sequence numbers and tokens; restorin
 whose key is held already leaves it alone. Every call works under the data lock.
 
 It may touch the in-memory data (``_data``) and the checkpoint, fact and run parts beside
-it, the transfer and search ports, the model and errors, nothing else.
+it, the transfer and search ports, an item's derived columns (``formats.derive``), the
+model and errors, nothing else.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from ...errors import InvalidInput, SessionNotFound
+from ...formats.derive import DerivedColumns
 from ...model import (
     ApiKey,
     AssetRef,
@@ -46,6 +48,15 @@ def _compact(value: Any) -> str | None:
 
 def _keyed(part: str, rows: Iterator[Row]) -> list[tuple[Cursor, Row]]:
     return [(order_key(part, row), row) for row in rows]
+
+
+def _put_new(table: dict[Any, Any], key: Any, make: Callable[[], Any]) -> bool:
+    """The restore rule: store ``make()`` under ``key`` unless the key is held already;
+    returns whether it stored."""
+    if key in table:
+        return False
+    table[key] = make()
+    return True
 
 
 class TransferInMemory(MemoryBase):
@@ -143,9 +154,8 @@ class TransferInMemory(MemoryBase):
                 it = items[index]
                 rows.append({"store": store, "session_id": session_id, "seq": it.seq,
                              "item_id": it.item_id, "create_time": it.create_time,
-                             "format": it.format, "data": it.data_json, "role": it.role,
-                             "type": it.type, "tool_name": it.tool_name, "model": it.model,
-                             "in_tokens": it.in_tokens, "out_tokens": it.out_tokens})
+                             "format": it.format, "data": it.data_json,
+                             **it.columns._asdict()})
         return rows, None
 
     # restore ---------------------------------------------------------------------------
@@ -186,9 +196,9 @@ class TransferInMemory(MemoryBase):
 
     def _put_store(self, tenant: str, row: Row) -> bool:
         key = (tenant, row["name"])
-        if key in self._data.stores:
+        if not _put_new(self._data.stores, key,
+                        lambda: SessionStoreRecord(tenant, row["name"], row["create_time"])):
             return False
-        self._data.stores[key] = SessionStoreRecord(tenant, row["name"], row["create_time"])
         if row["index_items"]:
             self._data.unindexed.discard(key)
         else:
@@ -196,16 +206,15 @@ class TransferInMemory(MemoryBase):
         return True
 
     def _put_session(self, tenant: str, row: Row) -> bool:
-        key = (tenant, row["store"], row["session_id"])
-        if key in self._data.sessions:
-            return False
         record = SessionRecord(
             tenant=tenant, store=row["store"], session_id=row["session_id"],
             actor_id=row["actor_id"], parent_session_id=row["parent_session_id"],
             root_session_id=row["root_session_id"], metadata=dict(row["metadata"]),
             create_time=row["create_time"], last_activity_time=row["last_activity_time"])
-        self._data.sessions[key] = _StoredSession(record=record,
-                                                  ordinal=self._data.next_ordinal)
+        if not _put_new(self._data.sessions, (tenant, row["store"], row["session_id"]),
+                        lambda: _StoredSession(record=record,
+                                               ordinal=self._data.next_ordinal)):
+            return False
         self._data.next_ordinal += 1
         return True
 
@@ -219,27 +228,20 @@ class TransferInMemory(MemoryBase):
                                field="items")
         stored.items.append(_StoredItem(
             item_id=row["item_id"], seq=row["seq"], create_time=row["create_time"],
-            data_json=row["data"], format=row["format"], role=row["role"], type=row["type"],
-            tool_name=row["tool_name"], model=row["model"], in_tokens=row["in_tokens"],
-            out_tokens=row["out_tokens"],
+            data_json=row["data"], format=row["format"],
+            columns=DerivedColumns._make(row[name] for name in DerivedColumns._fields),
             terms=(() if (tenant, row["store"]) in self._data.unindexed
                    else tuple(terms(item_text(json.loads(row["data"])))))))
         return True
 
     def _put_idempotency(self, tenant: str, row: Row) -> bool:
         held = self._data.sessions[(tenant, row["store"], row["session_id"])].idempotency
-        if row["key"] in held:
-            return False
-        held[row["key"]] = (row["request_hash"], list(json.loads(row["item_ids"])))
-        return True
+        return _put_new(held, row["key"],
+                        lambda: (row["request_hash"], list(json.loads(row["item_ids"]))))
 
     def _put_memory_store(self, tenant: str, row: Row) -> bool:
-        key = (tenant, row["name"])
-        if key in self._data.memory_stores:
-            return False
-        self._data.memory_stores[key] = _StoreFacts(
-            MemoryStoreRecord(tenant, row["name"], row["create_time"]))
-        return True
+        return _put_new(self._data.memory_stores, (tenant, row["name"]), lambda: _StoreFacts(
+            MemoryStoreRecord(tenant, row["name"], row["create_time"])))
 
     def _put_fact(self, tenant: str, row: Row) -> bool:
         facts = self._data.memory_stores[(tenant, row["memory_store"])]
@@ -262,29 +264,25 @@ class TransferInMemory(MemoryBase):
         return True
 
     def _put_run(self, tenant: str, row: Row) -> bool:
-        key = (tenant, row["run_id"])
-        if key in self._data.runs:
-            return False
-        awaiting = None if row["awaiting"] is None else json.loads(row["awaiting"])
-        run = Run(run_id=row["run_id"], store=row["store"], session_id=row["session_id"],
-                  actor_id=row["actor_id"], framework=row["framework"],
-                  thread_key=row["thread_key"], status=row["status"], awaiting=awaiting,
-                  step_count=row["step_count"], usd_cost=row["usd_cost"],
-                  started_at=row["started_at"], ended_at=row["ended_at"],
-                  lease_owner=row["lease_owner"], lease_expires_at=row["lease_expires_at"],
-                  fencing_token=row["fencing_token"],
-                  decision=_decision(row["decision"]),
-                  decisions=tuple(Decision.from_json(d)
-                                  for d in json.loads(row["decisions"] or "[]")))
-        self._data.runs[key] = _StoredRun(run, self._data.next("runs"), row["status_since"])
-        return True
+        def stored() -> _StoredRun:
+            awaiting = None if row["awaiting"] is None else json.loads(row["awaiting"])
+            run = Run(run_id=row["run_id"], store=row["store"], session_id=row["session_id"],
+                      actor_id=row["actor_id"], framework=row["framework"],
+                      thread_key=row["thread_key"], status=row["status"], awaiting=awaiting,
+                      step_count=row["step_count"], usd_cost=row["usd_cost"],
+                      started_at=row["started_at"], ended_at=row["ended_at"],
+                      lease_owner=row["lease_owner"],
+                      lease_expires_at=row["lease_expires_at"],
+                      fencing_token=row["fencing_token"],
+                      decision=_decision(row["decision"]),
+                      decisions=tuple(Decision.from_json(d)
+                                      for d in json.loads(row["decisions"] or "[]")))
+            return _StoredRun(run, self._data.next("runs"), row["status_since"])
+        return _put_new(self._data.runs, (tenant, row["run_id"]), stored)
 
     def _put_effect(self, tenant: str, row: Row) -> bool:
-        key = (tenant, row["run_id"], row["tool_call_id"])
-        if key in self._data.effects:
-            return False
-        self._data.effects[key] = (row["result"], row["recorded_at"])
-        return True
+        return _put_new(self._data.effects, (tenant, row["run_id"], row["tool_call_id"]),
+                        lambda: (row["result"], row["recorded_at"]))
 
     def _put_checkpoint(self, tenant: str, row: Row) -> bool:
         run: Run = self._data.runs[(tenant, row["run_id"])].record
@@ -292,53 +290,39 @@ class TransferInMemory(MemoryBase):
         if held is None:
             held = _RunCheckpoints(run.store, run.session_id, run.actor_id)
             self._data.checkpoints[(tenant, run.run_id)] = held
-        key = (row["namespace"], row["checkpoint_id"])
-        if key in held.entries:
-            return False
-        record = CheckpointRecord(
-            run_id=run.run_id, namespace=row["namespace"], checkpoint_id=row["checkpoint_id"],
-            parent_checkpoint_id=row["parent_checkpoint_id"], type_tag=row["type_tag"],
-            payload=bytes(row["payload"]), metadata={}, create_time=row["create_time"])
-        stored = _StoredCheckpoint(self._data.next("checkpoint"), record, row["metadata"])
-        for w in row["writes"]:
-            stored.writes[(w["task_id"], w["index"])] = PendingWrite(
-                w["task_id"], w["index"], w["channel"], w["type_tag"], bytes(w["payload"]),
-                w["task_path"])
-        held.entries[key] = stored
-        return True
+
+        def stored() -> _StoredCheckpoint:
+            record = CheckpointRecord(
+                run_id=run.run_id, namespace=row["namespace"],
+                checkpoint_id=row["checkpoint_id"],
+                parent_checkpoint_id=row["parent_checkpoint_id"], type_tag=row["type_tag"],
+                payload=bytes(row["payload"]), metadata={}, create_time=row["create_time"])
+            entry = _StoredCheckpoint(self._data.next("checkpoint"), record, row["metadata"])
+            for w in row["writes"]:
+                entry.writes[(w["task_id"], w["index"])] = PendingWrite(
+                    w["task_id"], w["index"], w["channel"], w["type_tag"],
+                    bytes(w["payload"]), w["task_path"])
+            return entry
+        return _put_new(held.entries, (row["namespace"], row["checkpoint_id"]), stored)
 
     def _put_content(self, tenant: str, row: Row) -> bool:
-        key = (tenant, row["sha256"])
-        if key in self._data.blobs:
-            return False
-        self._data.blobs[key] = bytes(row["data"])
-        return True
+        return _put_new(self._data.blobs, (tenant, row["sha256"]), lambda: bytes(row["data"]))
 
     def _put_asset(self, tenant: str, row: Row) -> bool:
-        key = (tenant, row["asset_id"])
-        if key in self._data.assets:
-            return False
-        self._data.assets[key] = AssetRef(
+        return _put_new(self._data.assets, (tenant, row["asset_id"]), lambda: AssetRef(
             asset_id=row["asset_id"], sha256=row["sha256"], size=row["size"],
             media_type=row["media_type"], store=row["store"], session_id=row["session_id"],
-            metadata=dict(row["metadata"]), create_time=row["create_time"])
-        return True
+            metadata=dict(row["metadata"]), create_time=row["create_time"]))
 
     def _put_grant(self, tenant: str, row: Row) -> bool:
         held = self._data.grants.setdefault((tenant, row["kind"], row["store"]), {})
-        if row["principal"] in held:
-            return False
-        held[row["principal"]] = row["level"]
-        return True
+        return _put_new(held, row["principal"], lambda: row["level"])
 
     def _put_key(self, tenant: str, row: Row) -> bool:
-        if row["key_id"] in self._data.api_keys:
-            return False
         key = ApiKey(key_id=row["key_id"], tenant=tenant, principal=row["principal"],
                      admin=row["admin"], create_time=row["create_time"],
                      revoked_at=row["revoked_at"])
-        self._data.api_keys[row["key_id"]] = (key, row["secret_hash"])
-        return True
+        return _put_new(self._data.api_keys, row["key_id"], lambda: (key, row["secret_hash"]))
 
 
 def _record_order(stored: _StoredFact) -> tuple[datetime, bool, int]:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from ... import model
 from ...errors import CheckpointNotFound, RunNotFound, SessionNotFound
@@ -57,39 +57,54 @@ _WRITES_OF = ("SELECT array_agg(task_id ORDER BY wid), array_agg(idx ORDER BY wi
               "FROM checkpoint_writes w WHERE w.cid = {cid}")
 
 
+class _Fencing(NamedTuple):
+    """What a write statement adds when it is fenced, or the stand-ins when it is not: the
+    fence run (``_FENCE``) among its ``WITH`` entries, the condition its insert is made
+    under (``_FENCE_HOLDS``), the fence run's status and token among the columns it
+    returns, and the join that brings them."""
+
+    cte: str
+    gate: str
+    columns: str
+    join: str
+
+
+def _fencing(fenced: bool) -> _Fencing:
+    if fenced:
+        return _Fencing(f"{_FENCE}, ", f"WHERE {_FENCE_HOLDS} ", "f.status, f.fencing_token, ",
+                        "LEFT JOIN fence f ON true ")
+    return _Fencing("", "", "NULL, NULL, ", "")
+
+
 def _put_query(fenced: bool) -> str:
     """One statement that stores a checkpoint (when the fence, if any, holds) and returns
     the scope's run, the fence run's state, the stored row and, when it replaced one, the
     pending writes it keeps."""
-    gate = f"WHERE {_FENCE_HOLDS} " if fenced else ""
+    fencing = _fencing(fenced)
     return (
-        f"WITH holder AS ({_RUN_IN_SCOPE} FOR KEY SHARE), "
-        + (f"{_FENCE}, " if fenced else "")
-        + "put AS (INSERT INTO checkpoints (rid, tenant, namespace, checkpoint_id, "
+        f"WITH holder AS ({_RUN_IN_SCOPE} FOR KEY SHARE), {fencing.cte}"
+        "put AS (INSERT INTO checkpoints (rid, tenant, namespace, checkpoint_id, "
         "parent_checkpoint_id, type_tag, metadata, create_time, size, payload) "
         "SELECT rid, %(tenant)s, %(namespace)s, %(checkpoint_id)s, %(parent)s, %(type_tag)s, "
-        "%(metadata)s::json, %(now)s, %(size)s, %(payload)b FROM holder " + gate
-        + "ON CONFLICT (rid, namespace, checkpoint_id) DO UPDATE SET "
+        f"%(metadata)s::json, %(now)s, %(size)s, %(payload)b FROM holder {fencing.gate}"
+        "ON CONFLICT (rid, namespace, checkpoint_id) DO UPDATE SET "
         "parent_checkpoint_id = excluded.parent_checkpoint_id, "
         "type_tag = excluded.type_tag, metadata = excluded.metadata, "
         "size = excluded.size, payload = excluded.payload "
         "RETURNING cid, create_time, xmax = 0 AS inserted) "
-        "SELECT (SELECT rid FROM holder), "
-        + ("f.status, f.fencing_token, " if fenced else "NULL, NULL, ")
-        + "p.cid, p.create_time, p.inserted, w.* FROM (SELECT 1) one "
-        + ("LEFT JOIN fence f ON true " if fenced else "")
-        + "LEFT JOIN put p ON true LEFT JOIN LATERAL ("
+        f"SELECT (SELECT rid FROM holder), {fencing.columns}"
+        f"p.cid, p.create_time, p.inserted, w.* FROM (SELECT 1) one {fencing.join}"
+        "LEFT JOIN put p ON true LEFT JOIN LATERAL ("
         + _WRITES_OF.format(cid="p.cid AND NOT p.inserted") + ") w ON true")
 
 
 def _writes_query(fenced: bool) -> str:
     """One statement that stores a task's writes against a checkpoint (when the fence, if
     any, holds) and returns the scope's run, the fence run's state and the checkpoint."""
-    gate = f"WHERE {_FENCE_HOLDS} " if fenced else ""
+    fencing = _fencing(fenced)
     return (
-        f"WITH holder AS ({_RUN_IN_SCOPE}), "
-        + (f"{_FENCE}, " if fenced else "")
-        + "target AS (SELECT cid FROM checkpoints WHERE rid = (SELECT rid FROM holder) "
+        f"WITH holder AS ({_RUN_IN_SCOPE}), {fencing.cte}"
+        "target AS (SELECT cid FROM checkpoints WHERE rid = (SELECT rid FROM holder) "
         "AND namespace = %(namespace)s AND checkpoint_id = %(checkpoint_id)s "
         "AND tenant = %(tenant)s FOR KEY SHARE), "
         "put AS (INSERT INTO checkpoint_writes (cid, tenant, task_id, idx, channel, "
@@ -98,15 +113,14 @@ def _writes_query(fenced: bool) -> str:
         "octet_length(w.payload), w.payload FROM target t, unnest(%(task_ids)s::text[], "
         "%(idxs)s::bigint[], %(channels)s::text[], %(type_tags)s::text[], "
         "%(task_paths)s::text[], %(payloads)b::bytea[]) WITH ORDINALITY "
-        "AS w (task_id, idx, channel, type_tag, task_path, payload, n) " + gate
-        + "ORDER BY w.n "
+        f"AS w (task_id, idx, channel, type_tag, task_path, payload, n) {fencing.gate}"
+        "ORDER BY w.n "
         "ON CONFLICT (cid, task_id, idx) DO UPDATE SET channel = excluded.channel, "
         "type_tag = excluded.type_tag, task_path = excluded.task_path, "
         "size = excluded.size, payload = excluded.payload RETURNING 1) "
-        "SELECT (SELECT rid FROM holder), "
-        + ("f.status, f.fencing_token, " if fenced else "NULL, NULL, ")
-        + "(SELECT cid FROM target), (SELECT count(*) FROM put) FROM (SELECT 1) one"
-        + (" LEFT JOIN fence f ON true" if fenced else ""))
+        f"SELECT (SELECT rid FROM holder), {fencing.columns}"
+        "(SELECT cid FROM target), (SELECT count(*) FROM put) FROM (SELECT 1) one "
+        + fencing.join)
 
 
 _PUT = {fenced: _put_query(fenced) for fenced in (False, True)}
@@ -306,17 +320,16 @@ class CheckpointsInPostgres(PostgresCore):
                        before: str | None) -> tuple[list[str], list[Any]]:
         """The conditions (over checkpoints ``c``) and their parameters of a listing."""
         rid = await cls._rid(cur, tenant, scope)
-        conditions, values = _sql.listing_conditions("%s", rid, tenant, namespace)
-        for key, value in metadata.items():
-            conditions.append("(c.metadata -> %s)::text = %s")
-            values.extend((key, _canonical(value)))
+        mark = None
         if before is not None:
             await cur.execute(*_sql.before_mark("%s", rid, before, namespace))
             found = await cur.fetchone()
-            condition, mark = _sql.before_condition(
-                "%s", found[0] if found else None, scope, before)
-            conditions.append(condition)
-            values.append(mark)
+            mark = found[0] if found else None
+        conditions, values = _sql.listing_conditions("%s", rid, tenant, namespace, scope,
+                                                     before, mark)
+        for key, value in metadata.items():
+            conditions.append("(c.metadata -> %s)::text = %s")
+            values.extend((key, _canonical(value)))
         return conditions, values
 
     async def list_checkpoints(self, tenant: str, scope: CheckpointScope,

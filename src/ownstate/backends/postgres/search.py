@@ -396,34 +396,10 @@ async def backfill(cur: Cursor) -> None:
     tables = ("facts", "items", "search_stats")
     for table in tables:
         await cur.execute(f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY")
-    last = 0
-    while True:
-        await cur.execute("SELECT fid, tenant, memory_store, key, value::text FROM facts "
-                          "WHERE fid > %s ORDER BY fid LIMIT 2000", (last,))
-        rows = await cur.fetchall()
-        if not rows:
-            break
-        made = [fact_vector(r[1], r[2], r[3], json.loads(r[4])) for r in rows]
-        await cur.execute(
-            "UPDATE facts SET terms = v.terms::tsvector, terms_len = v.len FROM "
-            "unnest(%s::bigint[], %s::text[], %s::int[]) AS v (fid, terms, len) "
-            "WHERE facts.fid = v.fid",
-            ([r[0] for r in rows], [m[0] for m in made], [m[1] for m in made]))
-        last = rows[-1][0]
-    last = 0
-    while True:
-        await cur.execute("SELECT id, tenant, data::text FROM items WHERE id > %s "
-                          "ORDER BY id LIMIT 2000", (last,))
-        rows = await cur.fetchall()
-        if not rows:
-            break
-        made = [item_vector(r[1], rules.item_text(json.loads(r[2]))) for r in rows]
-        await cur.execute(
-            "UPDATE items SET terms = v.terms::tsvector, terms_len = v.len FROM "
-            "unnest(%s::bigint[], %s::text[], %s::int[]) AS v (id, terms, len) "
-            "WHERE items.id = v.id",
-            ([r[0] for r in rows], [m[0] for m in made], [m[1] for m in made]))
-        last = rows[-1][0]
+    await _index_rows(cur, "facts", "fid", "tenant, memory_store, key, value::text",
+                      lambda r: fact_vector(r[0], r[1], r[2], json.loads(r[3])))
+    await _index_rows(cur, "items", "id", "tenant, data::text",
+                      lambda r: item_vector(r[0], rules.item_text(json.loads(r[1]))))
     await cur.execute(
         "INSERT INTO search_stats (tenant, kind, scope, shard, docs, length) "
         "SELECT tenant, 'fact', memory_store, 0, count(*), sum(terms_len) FROM facts "
@@ -432,6 +408,26 @@ async def backfill(cur: Cursor) -> None:
         "WHERE terms_len IS NOT NULL GROUP BY tenant")
     for table in tables:
         await cur.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
+
+
+async def _index_rows(cur: Cursor, table: str, key: str, columns: str,
+                      vector: Callable[[Sequence[Any]], Vector]) -> None:
+    """Store the terms of every row of ``table``, 2000 rows at a time in ``key`` order:
+    ``vector`` makes a row's terms and their count from its ``columns``."""
+    last = 0
+    while True:
+        await cur.execute(f"SELECT {key}, {columns} FROM {table} WHERE {key} > %s "
+                          f"ORDER BY {key} LIMIT 2000", (last,))
+        rows = await cur.fetchall()
+        if not rows:
+            return
+        made = [vector(r[1:]) for r in rows]
+        await cur.execute(
+            f"UPDATE {table} SET terms = v.terms::tsvector, terms_len = v.len FROM "
+            f"unnest(%s::bigint[], %s::text[], %s::int[]) AS v ({key}, terms, len) "
+            f"WHERE {table}.{key} = v.{key}",
+            ([r[0] for r in rows], [m[0] for m in made], [m[1] for m in made]))
+        last = rows[-1][0]
 
 
 _ITEM_COLUMNS = ("f.item_id, f.seq, f.create_time, f.data::text, f.format, f.role, f.type, "

@@ -18,7 +18,7 @@ from ... import errors
 from ..._jsontext import decode_json
 from ...model import Item, SessionRecord, SessionStoreRecord, build_item
 from .._replay import Meta, Replay
-from .._sql import FORK_VECTORS, item_page, session_page, sessions_filter
+from .._sql import FORK_VECTORS, item_page, session_listing
 from ..ports.search import terms
 from ..ports.sessions import NewItem, SessionOrder, changed_labels, forked_record
 from ._core import BinaryVector, Cursor, PostgresCore
@@ -260,16 +260,11 @@ class SessionsInPostgres(PostgresCore):
         self, tenant: str, store: str, *, actor_id: str | None, metadata: Mapping[str, str],
         order: SessionOrder, descending: bool, limit: int, after: Sequence[Any] | None,
     ) -> tuple[list[SessionRecord], list[Any] | None]:
-        where, params = sessions_filter("%s", tenant, store, actor_id)
-        for label, value in metadata.items():
-            where.append("strpos(metadata::text, %s) > 0")
-            params.append(_label_text(label, value))
-        cut, cut_params, order_sql = session_page("%s", order, descending, after, "%s::timestamptz")
-        where += cut
-        params += cut_params
-        query = (f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE {' AND '.join(where)} "
-                 f"ORDER BY {order_sql} LIMIT %s")
-        params.append(limit + 1)
+        query, params = session_listing(
+            "%s", _SESSION_COLUMNS, tenant, store, actor_id,
+            [("strpos(metadata::text, %s) > 0", [_label_text(label, value)])
+             for label, value in metadata.items()],
+            order, descending, after, limit, "%s::timestamptz")
 
         async def run(cur: Cursor) -> tuple[list[SessionRecord], list[Any] | None]:
             await self._require_store(cur, tenant, store)

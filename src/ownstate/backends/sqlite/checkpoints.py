@@ -208,17 +208,16 @@ class CheckpointsInSqlite(SqliteCore):
                  before: str | None) -> tuple[list[str], list[Any]]:
         """The conditions (over checkpoints ``c``) and their parameters of a listing."""
         rid = cls._rid(conn, tenant, scope)
-        conditions, values = _sql.listing_conditions("?", rid, tenant, namespace)
+        mark = None
+        if before is not None:
+            (mark,) = conn.execute(*_sql.before_mark("?", rid, before, namespace)).fetchone()
+        conditions, values = _sql.listing_conditions("?", rid, tenant, namespace, scope,
+                                                     before, mark)
         for key, value in metadata.items():
             condition, wanted = _metadata_condition(key, value)
             conditions.append(
                 f"EXISTS (SELECT 1 FROM json_each(c.metadata) e WHERE {condition})")
             values.extend(wanted)
-        if before is not None:
-            (found,) = conn.execute(*_sql.before_mark("?", rid, before, namespace)).fetchone()
-            condition, mark = _sql.before_condition("?", found, scope, before)
-            conditions.append(condition)
-            values.append(mark)
         return conditions, values
 
     async def list_checkpoints(self, tenant: str, scope: CheckpointScope,

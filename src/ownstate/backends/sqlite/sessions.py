@@ -17,7 +17,7 @@ from ... import errors
 from ..._ids import format_time
 from ...model import Item, SessionRecord, SessionStoreRecord, build_item
 from .._replay import Meta, Replay
-from .._sql import FORK_VECTORS, item_page, session_page, sessions_filter
+from .._sql import FORK_VECTORS, item_page, session_listing
 from ..ports.sessions import NewItem, SessionOrder, changed_labels, forked_record
 from ._core import (
     ITEM_COLUMNS,
@@ -128,16 +128,11 @@ class SessionsInSqlite(SqliteCore):
         self, tenant: str, store: str, *, actor_id: str | None, metadata: Mapping[str, str],
         order: SessionOrder, descending: bool, limit: int, after: Sequence[Any] | None,
     ) -> tuple[list[SessionRecord], list[Any] | None]:
-        where, params = sessions_filter("?", tenant, store, actor_id)
-        for key, value in metadata.items():
-            where.append("json_extract(metadata, ?) = ?")
-            params.extend((f'$."{key}"', value))
-        cut, cut_params, order_sql = session_page("?", order, descending, after)
-        where += cut
-        params += cut_params
-        sql = (f"SELECT {SESSION_COLUMNS} FROM sessions WHERE {' AND '.join(where)} "
-               f"ORDER BY {order_sql} LIMIT ?")
-        params.append(limit + 1)
+        sql, params = session_listing(
+            "?", SESSION_COLUMNS, tenant, store, actor_id,
+            [("json_extract(metadata, ?) = ?", [f'$."{key}"', value])
+             for key, value in metadata.items()],
+            order, descending, after, limit)
 
         def run(conn: sqlite3.Connection) -> tuple[list[SessionRecord], list[Any] | None]:
             self._require_store(conn, tenant, store)

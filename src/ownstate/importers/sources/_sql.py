@@ -1,19 +1,24 @@
 """A framework's own database opened read-only: a PostgreSQL pool or a SQLite file.
 
-Shared by the LangGraph sources. ``--from`` is a PostgreSQL URL (every session of the
-pool is ``default_transaction_read_only``) or a SQLite file (``sqlite:///path`` or a
-path), opened with a ``mode=ro`` URI so nothing can write it.
+Shared by the LangGraph sources: :class:`ReadOnlyDatabase`, and
+:class:`DatabaseImporter`, an importer whose source is one. ``--from`` is a PostgreSQL URL
+(every session of the pool is ``default_transaction_read_only``) or a SQLite file
+(``sqlite:///path`` or a path), opened with a ``mode=ro`` URI so nothing can write it.
 
-It may touch nothing of ownstate's: only psycopg and psycopg_pool, or aiosqlite, imported
-when a source is opened.
+It may touch the importer base (``importers.base``) and, imported when a source is opened,
+psycopg and psycopg_pool, or aiosqlite; nothing else.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
-__all__ = ["ReadOnlyDatabase"]
+from ..base import Importer
+
+__all__ = ["DatabaseImporter", "ReadOnlyDatabase"]
+
+D = TypeVar("D")
 
 
 def _sqlite_path(source: str) -> Path:
@@ -76,3 +81,23 @@ class ReadOnlyDatabase:
         async with self.sqlite.execute(sql.replace("%s", "?"), params) as cur:
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row, strict=True)) for row in await cur.fetchall()]
+
+
+class DatabaseImporter(Importer[D]):
+    """An importer reading a :class:`ReadOnlyDatabase` (``_db``): opened by :meth:`open`
+    (a subclass goes on to pick its readers), closed by :meth:`close`; its units are
+    counted by ``count_sql``."""
+
+    #: one statement giving the number of units as ``n``
+    count_sql: ClassVar[str]
+
+    async def open(self) -> None:
+        self._db = ReadOnlyDatabase(self.source, size=self.concurrency)
+        await self._db.open()
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    async def count(self) -> int | None:
+        rows = await self._db.query(self.count_sql)
+        return int(rows[0]["n"])

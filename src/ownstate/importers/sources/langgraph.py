@@ -52,8 +52,8 @@ from ...errors import (
     SessionNotFound,
 )
 from ...limits import LABEL_KEY_RE, Limits
-from ..base import DecodeError, Importer, ImportOption, Unit, Written, canonical_digest
-from ._sql import ReadOnlyDatabase
+from ..base import DecodeError, ImportOption, Unit, Written, canonical_digest
+from ._sql import DatabaseImporter
 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
@@ -119,7 +119,7 @@ class _OldFormat(Exception):
     """A checkpoint of LangGraph's format before version 4: read by ``aget_tuple``."""
 
 
-class LangGraphImporter(Importer[_Thread]):
+class LangGraphImporter(DatabaseImporter[_Thread]):
     """LangGraph threads (PostgresSaver or SqliteSaver tables) into OwnstateSaver's store."""
 
     name = "langgraph"
@@ -128,13 +128,13 @@ class LangGraphImporter(Importer[_Thread]):
     batch = 100  # threads per batch, into a backend that stores sessions in bulk
     options = (ImportOption("checkpoints", "Which checkpoints of each thread to import.",
                             "latest", ("latest", "all", "none")),)
+    count_sql = "SELECT count(DISTINCT thread_id) AS n FROM checkpoints"
 
     async def open(self) -> None:
         from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
         self._serde = JsonPlusSerializer(pickle_fallback=False)
-        self._db = ReadOnlyDatabase(self.source, size=self.concurrency)
-        await self._db.open()
+        await super().open()
         if self._db.pool is not None:
             from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
@@ -145,13 +145,6 @@ class LangGraphImporter(Importer[_Thread]):
             reader = AsyncSqliteSaver(self._db.sqlite)
             reader.is_setup = True  # its setup() writes (WAL mode, CREATE TABLE): not here
             self._reader = reader
-
-    async def close(self) -> None:
-        await self._db.close()
-
-    async def count(self) -> int | None:
-        rows = await self._db.query("SELECT count(DISTINCT thread_id) AS n FROM checkpoints")
-        return int(rows[0]["n"])
 
     async def units(self) -> AsyncIterator[Unit]:
         rows = await self._db.query("SELECT thread_id, checkpoint_ns FROM checkpoints "

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 from ... import _ids
 from ...api import AsyncClient, AsyncMemoryStore
 from ...errors import InvalidInput, StoreNotFound
-from ..base import DecodeError, Importer, Unit, Written, canonical_digest
-from ._sql import ReadOnlyDatabase
+from ..base import DecodeError, Unit, Written, canonical_digest
+from ._sql import DatabaseImporter
 
 if TYPE_CHECKING:
     from langgraph.store.base import Item
@@ -56,15 +56,15 @@ def _view(items: list[Any]) -> list[Any]:
                   for i in items)
 
 
-class LangGraphStoreImporter(Importer[_Namespace]):
+class LangGraphStoreImporter(DatabaseImporter[_Namespace]):
     """LangGraph store items (PostgresStore or SqliteStore) into OwnstateStore's facts."""
 
     name = "langgraph-store"
     default_store = "langgraph"
+    count_sql = "SELECT count(DISTINCT prefix) AS n FROM store"
 
     async def open(self) -> None:
-        self._db = ReadOnlyDatabase(self.source, size=self.concurrency)
-        await self._db.open()
+        await super().open()
         self._row_to_item: Callable[..., Item]
         if self._db.pool is not None:
             from langgraph.store.postgres.base import _row_to_item as postgres_row
@@ -74,13 +74,6 @@ class LangGraphStoreImporter(Importer[_Namespace]):
             from langgraph.store.sqlite.base import _row_to_item as sqlite_row
 
             self._row_to_item = sqlite_row
-
-    async def close(self) -> None:
-        await self._db.close()
-
-    async def count(self) -> int | None:
-        rows = await self._db.query("SELECT count(DISTINCT prefix) AS n FROM store")
-        return int(rows[0]["n"])
 
     async def units(self) -> AsyncIterator[Unit]:
         rows = await self._db.query("SELECT DISTINCT prefix FROM store ORDER BY prefix")
