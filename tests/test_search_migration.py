@@ -8,6 +8,7 @@ makes every fact and item findable, and the migrated file searches as a new one 
 from __future__ import annotations
 
 import logging
+import re
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
@@ -69,7 +70,8 @@ def test_migrate_indexes_what_was_written_before(tmp_path: Path) -> None:
         assert sorted(h.item.seq for h in client.session_stores.search_items("cafe")) == [1, 3]
 
 
-def test_postgres_migrate_indexes_what_was_written_before() -> None:
+def test_postgres_migrate_indexes_what_was_written_before(
+        caplog: pytest.LogCaptureFixture) -> None:
     from conftest import POSTGRES_URL, _require
 
     _require("postgres")
@@ -108,6 +110,15 @@ def test_postgres_migrate_indexes_what_was_written_before() -> None:
                     "INSERT INTO facts (tenant, memory_store, fact_id, subject, key, value, "
                     "source_type, valid_from, recorded_at) VALUES ('default', 'mem', 'fct_1', "
                     "'user:1', 'channel', '\"email\"', 'agent', now(), now())")
+            with caplog.at_level(logging.INFO, logger="ownstate.migrate"):
+                ownstate.connect(f"{POSTGRES_URL}?schema={schema}").close()
+            # it said each migration it ran, and how many rows it indexed
+            told = [r.getMessage() for r in caplog.records if r.name == "ownstate.migrate"]
+            assert [m for m in told if m.startswith("migration ")] == [
+                f"migration {m.version} of {PG[-1].version}: {m.description}" for m in PG[4:]]
+            for table in ("facts", "items"):
+                assert any(re.fullmatch(rf"indexing {table} for search: 1 of 1 \([\d,]+/s\)",
+                                        m) for m in told), told
             with ownstate.connect(f"{POSTGRES_URL}?schema={schema}") as client:
                 assert client.check() == (PG[-1].version, PG[-1].version)
                 memory = client.memory_stores.get("mem")

@@ -37,7 +37,7 @@ so a search as of an earlier valid time finds what held then; a store made with
 ``index_items=False`` leaves its items' ``terms`` NULL, and its appends make no terms.
 
 It may touch PostgreSQL through ``_core``, the search port, JSON decoding
-(``ownstate._jsontext``) and the model.
+(``ownstate._jsontext``), the model, and the migrations' progress (``_migrations``).
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from ..._jsontext import decode_json
 from ...model import ItemHit, build_item
+from .._migrations import Progress
 from ..ports import search as rules
 from ..ports.search import terms
 from ._core import Cursor, PostgresCore
@@ -413,13 +414,18 @@ async def backfill(cur: Cursor) -> None:
 async def _index_rows(cur: Cursor, table: str, key: str, columns: str,
                       vector: Callable[[Sequence[Any]], Vector]) -> None:
     """Store the terms of every row of ``table``, 2000 rows at a time in ``key`` order:
-    ``vector`` makes a row's terms and their count from its ``columns``."""
+    ``vector`` makes a row's terms and their count from its ``columns``. The count done,
+    the rate and the time left are logged as it goes (``_migrations.Progress``)."""
+    await cur.execute(f"SELECT count(*) FROM {table}")
+    counted = await cur.fetchone()
+    progress = Progress(f"indexing {table} for search", int(counted[0]) if counted else 0)
     last = 0
     while True:
         await cur.execute(f"SELECT {key}, {columns} FROM {table} WHERE {key} > %s "
                           f"ORDER BY {key} LIMIT 2000", (last,))
         rows = await cur.fetchall()
         if not rows:
+            progress.finish()
             return
         made = [vector(r[1:]) for r in rows]
         await cur.execute(
@@ -428,6 +434,7 @@ async def _index_rows(cur: Cursor, table: str, key: str, columns: str,
             f"WHERE {table}.{key} = v.{key}",
             ([r[0] for r in rows], [m[0] for m in made], [m[1] for m in made]))
         last = rows[-1][0]
+        progress.advance(len(rows))
 
 
 _ITEM_COLUMNS = ("f.item_id, f.seq, f.create_time, f.data::text, f.format, f.role, f.type, "
