@@ -11,8 +11,8 @@ it starts, and for the ones that go over existing rows (indexing them for search
 their count so far, the rate and the time left, every few seconds and once at the end.
 ``ownstate migrate`` prints those lines; a library user sees them through ``logging``.
 
-It may touch nothing of ownstate's but its errors, and no database: each backend runs its
-own migrations.
+It may touch nothing of ownstate's but its errors and how a duration is spelt
+(``_duration``), and no database: each backend runs its own migrations.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+from .._duration import duration_text
 from ..errors import SchemaVersion
 
 __all__ = ["LOG", "Migration", "Progress", "needs_migration"]
@@ -52,15 +53,6 @@ def needs_migration(found: int, expected: int, *, migrate: bool,
             f"{schema} is version {found}, expected {expected}; run `ownstate migrate`",
             found=found, expected=expected)
     return found < expected
-
-
-def _duration(seconds: float) -> str:
-    whole = int(seconds)
-    if whole >= 3600:
-        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
-    if whole >= 60:
-        return f"{whole // 60}m{whole % 60:02d}s"
-    return f"{whole}s"
 
 
 class Progress:
@@ -95,5 +87,5 @@ class Progress:
         counted = f"{self.done:,}" if self.total is None else f"{self.done:,} of {self.total:,}"
         left = ""
         if self.total is not None and self.done < self.total and rate > 0:
-            left = f", about {_duration((self.total - self.done) / rate)} left"
+            left = f", about {duration_text((self.total - self.done) / rate)} left"
         LOG.info("%s: %s (%s/s%s)", self.what, counted, f"{rate:,.0f}", left)

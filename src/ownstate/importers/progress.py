@@ -4,8 +4,8 @@ rich is optional (the ``import`` extra) and imported only when a bar is drawn; w
 or when the output is not a terminal (a log, a pipe, CI), a line with the count, the rate
 and the time left is printed every ``every`` seconds and once at the end.
 
-It may touch nothing of ownstate's; rich (``rich.console``, ``rich.progress``) only when a
-bar is drawn.
+It may touch nothing of ownstate's but how a duration is spelt (``_duration``); rich
+(``rich.console``, ``rich.progress``) only when a bar is drawn.
 """
 
 from __future__ import annotations
@@ -14,16 +14,9 @@ import sys
 import time
 from typing import Any, TextIO
 
+from .._duration import duration_text
+
 __all__ = ["PlainProgress", "RichProgress", "for_stream"]
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(seconds)
-    if seconds >= 3600:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    if seconds >= 60:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds}s"
 
 
 class PlainProgress:
@@ -62,8 +55,8 @@ class PlainProgress:
             line += f"/{self._total}"
         line += f" {self._unit} ({rate:.1f}/s"
         if self._total is not None and rate > 0 and self._done < self._total:
-            line += f", ETA {_duration((self._total - self._done) / rate)}"
-        line += f", {_duration(elapsed)} elapsed)"
+            line += f", ETA {duration_text((self._total - self._done) / rate)}"
+        line += f", {duration_text(elapsed)} elapsed)"
         if self._failed:
             line += f", {self._failed} failed"
         print(line, file=self._stream, flush=True)
