@@ -499,7 +499,7 @@ class OwnstateStore(BridgedAdapter, BaseStore):
         run = _Batch(memory=await self._memory_store(), now=_ids.now(),
                      page=client.limits.max_page_size,
                      batch_items=client.limits.max_batch_items,
-                     text_search=Capability.TEXT_SEARCH in client.backend.capabilities)
+                     text_search=Capability.TEXT_SEARCH in client.capabilities)
         results: list[Result] = [None] * len(ops)
         gets = [(i, op) for i, op in enumerate(ops) if isinstance(op, GetOp)]
         if gets:
