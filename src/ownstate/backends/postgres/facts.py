@@ -326,14 +326,18 @@ class FactsInPostgres(PostgresCore):
         columns = ", ".join("f." + c + ("::text" if c == "value" else "")
                             for c in FACT_COLUMNS.split(", "))
         sql = (
-            # from the ids, one row at a time by primary key (whatever the statistics say)
-            f"SELECT f.fid, {columns}, {term_counts_sql('f')} FROM "
+            # from the ids, one row at a time by primary key (whatever the statistics say):
+            # what scoring needs (the tie key, the length, the counts), not the facts, which
+            # are read for the hits alone
+            f"SELECT f.fid, f.fact_id, {term_counts_sql('f')} FROM "
             "unnest(%(ids)s::bigint[]) AS j (fid) CROSS JOIN LATERAL "
             "(SELECT * FROM facts f WHERE f.fid = j.fid OFFSET 0) AS f "
             "WHERE f.tenant = %(tenant)s AND f.memory_store = %(scope)s "
             "AND (%(subject)s::text IS NULL OR f.subject = %(subject)s) "
             f"AND {believed_at('%(at)s')}"
         )
+        rows_of = (f"SELECT f.fid, {columns} FROM facts f WHERE f.fid = ANY(%(ids)s) "
+                   "AND f.tenant = %(tenant)s")
         narrow = ("SELECT f.fid FROM facts f WHERE f.tenant = %(tenant)s "
                   "AND f.memory_store = %(scope)s AND f.subject = %(subject)s "
                   "AND f.terms @@ %(any)s::tsquery")
@@ -341,17 +345,22 @@ class FactsInPostgres(PostgresCore):
                                   "at": valid_at or _ids.now()}
 
         async def run(cur: Cursor) -> list[FactHit]:
-            async def fetch(ids: list[int]) -> list[tuple[int, Any, str, int, Any]]:
-                await cur.execute(sql, {**params, "ids": ids})
-                return [(r[0], r, r[1], r[17], r[18]) for r in await cur.fetchall()]
+            async def fetch(ids: list[int]) -> list[tuple[int, int, str, int, Any]]:
+                await cur.execute(sql, {**params, "ids": ids}, binary=True)
+                return [(r[0], r[0], r[1], r[2], r[3]) for r in await cur.fetchall()]
 
             hits = await ranked(cur, "facts", "fid", "fact", scope_prefix(tenant, store),
                                 params, query, limit, fetch,
                                 narrow if subject is not None else None)
             if not hits:  # a store that is missing has no documents either
                 await self._require_memory_store(cur, tenant, store)
+                return []
+            await cur.execute(rows_of, {"ids": [fid for fid, _ in hits], "tenant": tenant},
+                              binary=True)
+            rows = {r[0]: r for r in await cur.fetchall()}
+            # a hit deleted since it was scored (its subject erased) is left out
             return [FactHit(_fact((*r[1:5], decode_json(r[5]), *r[6:17])), score)
-                    for r, score in hits]
+                    for fid, score in hits if (r := rows.get(fid)) is not None]
 
         return await self._read(tenant, run)
 

@@ -454,12 +454,17 @@ class SearchInPostgres(PostgresCore):
             + "AND (%(actor)s::text IS NULL OR s.actor_id = %(actor)s) "
             "AND (%(session)s::text IS NULL OR s.session_id = %(session)s)"
         )
-        # from the ids, one row at a time by primary key (whatever the statistics say)
-        sql = (f"SELECT f.id, {_ITEM_COLUMNS}, s.store, s.session_id, s.actor_id, "
-               f"{term_counts_sql('f')} FROM unnest(%(ids)s::bigint[]) AS j (id) "
+        # from the ids, one row at a time by primary key (whatever the statistics say):
+        # what scoring needs (the tie key, the length, the counts), not the items, which
+        # are read for the hits alone
+        sql = (f"SELECT f.id, s.store, s.session_id, f.seq, {term_counts_sql('f')} "
+               "FROM unnest(%(ids)s::bigint[]) AS j (id) "
                "CROSS JOIN LATERAL (SELECT * FROM items f WHERE f.id = j.id OFFSET 0) AS f "
                "CROSS JOIN LATERAL (SELECT * FROM sessions s WHERE s.sid = f.sid OFFSET 0) AS s "
                f"WHERE {where}")
+        items = (f"SELECT f.id, {_ITEM_COLUMNS}, s.actor_id FROM items f "
+                 "JOIN sessions s ON s.sid = f.sid WHERE f.id = ANY(%(ids)s) "
+                 "AND f.tenant = %(tenant)s")
         narrow = ("SELECT f.id FROM items f JOIN sessions s ON s.sid = f.sid "
                   f"WHERE {where} AND f.terms @@ %(any)s::tsquery")
         params: dict[str, Any] = {
@@ -468,15 +473,22 @@ class SearchInPostgres(PostgresCore):
 
         async def run(cur: Cursor) -> list[ItemHit]:
             async def fetch(ids: list[int]) -> list[tuple[int, Any, Any, int, Any]]:
-                await cur.execute(sql, {**params, "ids": ids})
-                return [(r[0], r, (r[12], r[13], r[2]), r[15], r[16])
+                await cur.execute(sql, {**params, "ids": ids}, binary=True)
+                return [(r[0], r, (r[1], r[2], r[3]), r[4], r[5])
                         for r in await cur.fetchall()]
 
             hits = await ranked(cur, "items", "id", "item", scope_prefix(tenant), params,
                                 query, limit, fetch, narrow if session_id is not None else None)
-            # data as text, decoded for the hits only
-            return [ItemHit(r[12], r[14], build_item(
-                        r[1], r[13], r[2], r[3], decode_json(r[4]), r[5], r[6], r[7], r[8],
-                        r[9], r[10], r[11]), value) for r, value in hits]
+            if not hits:
+                return []
+            await cur.execute(items, {"ids": [h[0] for h, _ in hits], "tenant": tenant},
+                              binary=True)
+            rows = {r[0]: r for r in await cur.fetchall()}
+            # data as text, decoded for the hits only; a hit deleted since it was scored
+            # is left out
+            return [ItemHit(h[1], r[12], build_item(
+                        r[1], h[2], r[2], r[3], decode_json(r[4]), r[5], r[6], r[7], r[8],
+                        r[9], r[10], r[11]), value)
+                    for h, value in hits if (r := rows.get(h[0])) is not None]
 
         return await self._read(tenant, run)
