@@ -83,12 +83,11 @@ class SearchInRedis(SessionsInRedis):
         progress.finish()
         return progress.done
 
-    async def _index_tenant(self, tenant: str, progress: Progress) -> int:
+    async def _index_tenant(self, tenant: str, progress: Progress) -> None:
         unindexed = {text(n) for n in await self._command(
             "SMEMBERS", self.tenant_key(tenant) + "unindexed", write=False)}
         names = [text(n) for n in await self._command(
             "ZRANGE", self.tenant_key(tenant) + "stores", 0, -1, write=False)]
-        made = 0
         for store in names:
             members = [text(m) for m in await self._command(
                 "ZRANGE", self.store_key(tenant, store) + "index", 0, -1, write=False)]
@@ -108,10 +107,8 @@ class SearchInRedis(SessionsInRedis):
                         "items_index_build", [root],
                         [sid, roots[sid], batch[0].seq,
                          *(search_document(item_text(it.data)) for it in batch)])
-                    made += int(reply[1])
                     progress.advance(int(reply[1]))
                     after = batch[-1].seq
-        return made
 
     async def search_items(
         self, tenant: str, query: TextQuery, *, stores: Sequence[str] | None,
