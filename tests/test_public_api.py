@@ -88,3 +88,20 @@ def test_build_item_makes_the_same_frozen_item() -> None:
     assert dataclasses.astuple(built) == fields
     with pytest.raises(dataclasses.FrozenInstanceError):
         built.seq = 4  # type: ignore[misc]
+
+
+def test_a_client_says_whether_its_backend_works_on_the_callers_thread(target) -> None:
+    """Adapters ask the client, not its backend, whether coroutines may run one after
+    another on the calling thread: a sync client on an embedded database does, an async
+    client only on the in-memory one, and nothing over a network does."""
+    import asyncio
+
+    with target.connect() as client:
+        assert client.runs_inline is (target.name in {"memory", "sqlite"})
+        assert client.runs_inline is client.backend.runs_inline
+
+    async def asynchronously() -> bool:
+        async with await target.connect_async() as aclient:
+            return aclient.runs_inline
+
+    assert asyncio.run(asynchronously()) is (target.name == "memory")

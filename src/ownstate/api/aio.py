@@ -432,6 +432,13 @@ class AsyncClient:
         return frozenset(type(self._scope.backend).capabilities)
 
     @property
+    def runs_inline(self) -> bool:
+        """True when no operation of the backend ever waits on an event loop, so an
+        adapter may drive its coroutines one after another on the caller's thread
+        rather than gathering them."""
+        return self._scope.backend.runs_inline
+
+    @property
     def embedder(self) -> Embedder | None:
         """What turns text into vectors for semantic and hybrid search, if anything."""
         return self._scope.embedder

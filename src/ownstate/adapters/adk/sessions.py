@@ -258,7 +258,7 @@ class OwnstateSessionService(BridgedAdapter, BaseSessionService):
                         ) -> tuple[dict[str, Any], dict[str, Any]]:
         _, facts = await self._ready()
         app_facts, user_facts = await _run_all(
-            self._client.backend.runs_inline,
+            self._client.runs_inline,
             facts.recall(_app_subject(app_name)), facts.recall(user_id))
         return (_scoped_values(app_facts, _state_prefix(app_name, "app")),
                 _scoped_values(user_facts, _state_prefix(app_name, "user")))
@@ -436,7 +436,7 @@ class OwnstateSessionService(BridgedAdapter, BaseSessionService):
     async def _read(self, key: str, app_name: str, user_id: str, recent: int | None,
                     filtered_by_time: bool) -> _Snapshot | None:
         store, facts = await self._ready()
-        inline = self._client.backend.runs_inline
+        inline = self._client.runs_inline
         base = self._cached(key)
         known = self._handles.get(key)
         if base is not None:
@@ -539,7 +539,7 @@ class OwnstateSessionService(BridgedAdapter, BaseSessionService):
                     ) -> list[tuple[SessionRecord, dict[str, Any], dict[str, Any],
                                     dict[str, Any]]]:
         store, facts = await self._ready()
-        inline = self._client.backend.runs_inline
+        inline = self._client.runs_inline
         handles = [s async for s in store.list_sessions(
             actor_id=user_id, metadata={_LABEL_APP: app_name},
             page_size=self._client.limits.max_page_size)]
