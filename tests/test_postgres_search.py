@@ -187,13 +187,13 @@ def test_a_store_without_item_indexing_makes_no_terms(
         make_url: Maker, monkeypatch: pytest.MonkeyPatch) -> None:
     url = make_url("postgres")
     made: list[str] = []
-    real = pg_sessions.item_terms_binary
+    real = pg_sessions.items_terms_binary
 
-    def spy(prefix: str, found: list[str], seen: Any) -> Any:
-        made.append(" ".join(found))
+    def spy(prefix: str, found: list[list[str]], seen: Any) -> Any:
+        made.extend(" ".join(f) for f in found)
         return real(prefix, found, seen)
 
-    monkeypatch.setattr(pg_sessions, "item_terms_binary", spy)
+    monkeypatch.setattr(pg_sessions, "items_terms_binary", spy)
     with ownstate.connect(url) as client:
         plain = client.session_stores.create("plain", index_items=False)
         session = plain.add(actor_id="user:1")

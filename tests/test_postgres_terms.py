@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections import Counter
 from collections.abc import Iterator, Sequence
 
 import pytest
@@ -13,7 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ownstate.backends.ports.search import terms
-from ownstate.backends.postgres._tsvector import item_vector_binary, vector_binary
+from ownstate.backends.postgres._tsvector import (
+    item_terms_binary,
+    item_vector_binary,
+    items_terms_binary,
+    vector_binary,
+)
 from ownstate.backends.postgres.search import _vector, scope_prefix
 
 CORPUS = [
@@ -136,3 +142,55 @@ def test_binary_terms_hold_for_any_text(texts: list[str]) -> None:
         connection.execute("CREATE TEMP TABLE t (n int, txt tsvector, bin tsvector)")
         rows = _stored(connection, [terms(t) for t in texts], tenant)
     assert all(r[1] and r[2] and r[3] for r in rows), texts
+
+
+def _appended(conn: object, cases: Sequence[list[str]], tenant: str
+              ) -> tuple[list[tuple[object, ...]], Counter[str]]:
+    """Each case's terms as an append sends them (one ``tsvector[]`` and one ``int4[]``),
+    read back beside the same terms in text form; and the counts the append logs."""
+    from ownstate.backends.postgres import _core
+
+    conn.adapters.register_dumper(  # type: ignore[attr-defined]
+        _core.BinaryVectors, _core._BinaryVectorsDumper)
+    conn.adapters.register_dumper(  # type: ignore[attr-defined]
+        _core.BinaryInts, _core._BinaryIntsDumper)
+    prefix = scope_prefix(tenant)
+    seen: Counter[str] = Counter()
+    vectors, lens = items_terms_binary(prefix, cases, seen)
+    rows = conn.execute(  # type: ignore[attr-defined]
+        "SELECT u.n, u.v = t.txt::tsvector, u.v::text = t.txt::tsvector::text, "
+        "tsvectorsend(u.v) = tsvectorsend(t.txt::tsvector), u.l "
+        "FROM unnest(%s::tsvector[], %s::int[]) WITH ORDINALITY AS u (v, l, n) "
+        "JOIN unnest(%s::text[]) WITH ORDINALITY AS t (txt, n) ON t.n = u.n ORDER BY u.n",
+        (_core.BinaryVectors(vectors), _core.BinaryInts(lens),
+         [_vector(prefix, found)[0] for found in cases])).fetchall()
+    return rows, seen
+
+
+@pytest.mark.parametrize("cases", [CASES, CASES[::-1], [], [[]], CASES[2:3]],
+                         ids=["all", "reversed", "none", "one-empty", "one"])
+def test_an_append_sends_the_terms_the_text_stores(conn: object,
+                                                   cases: list[list[str]]) -> None:
+    rows, seen = _appended(conn, cases, "default")
+    assert [r[0] for r in rows] == list(range(1, len(cases) + 1))
+    assert all(r[1] and r[2] and r[3] for r in rows)
+    assert [r[4] for r in rows] == [len(found) for found in cases]
+    logged: Counter[str] = Counter()
+    for found in cases:
+        item_terms_binary(scope_prefix("default"), found, logged)
+    assert seen == logged
+
+
+@given(st.lists(st.text(max_size=120), max_size=20))
+@settings(max_examples=30, deadline=None)
+def test_an_append_sends_the_terms_of_any_text(texts: list[str]) -> None:
+    psycopg = pytest.importorskip("psycopg")
+    from conftest import POSTGRES_URL, _require
+
+    _require("postgres")
+    with psycopg.connect(POSTGRES_URL) as connection:
+        cases = [terms(t) for t in texts]
+        rows, _ = _appended(connection, cases, f"t-{uuid.uuid4().hex[:6]}")
+    assert len(rows) == len(texts)
+    assert all(r[1] and r[2] and r[3] for r in rows), texts
+    assert [r[4] for r in rows] == [len(found) for found in cases]

@@ -57,7 +57,7 @@ with requires("postgres", "the PostgreSQL backend"):
     from psycopg.pq import Format, TransactionStatus
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-__all__ = ["EXPORT_SNAPSHOT", "BinaryVector", "Cursor", "PostgresCore", "translate"]
+__all__ = ["EXPORT_SNAPSHOT", "BinaryInts", "BinaryVectors", "Cursor", "PostgresCore", "translate"]
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
@@ -87,28 +87,44 @@ _SETTINGS_FOR_TENANT = _SETTINGS + ", set_config('ownstate.tenant', %s, true)"
 _ASYNC_COMMIT = ", set_config('synchronous_commit', 'off', true)"
 
 
-class BinaryVector(bytes):
-    """A ``tsvector`` in its binary form (``_tsvector``), which this backend's connections
-    send as a ``tsvector`` (a list of them as a ``tsvector[]``)."""
+class BinaryVectors(bytes):
+    """A ``tsvector[]`` in its binary form (``_tsvector``), which this backend's
+    connections send as it is: psycopg would dump a list of tsvectors element by element
+    in Python."""
 
     __slots__ = ()
 
 
-class _BinaryVectorDumper(Dumper):
-    format = Format.BINARY
-    oid = types["tsvector"].oid
+class BinaryInts(bytes):
+    """An ``int4[]`` in its binary form (``_tsvector``), sent as it is."""
 
-    def dump(self, obj: BinaryVector) -> bytes:
+    __slots__ = ()
+
+
+class _BinaryVectorsDumper(Dumper):
+    format = Format.BINARY
+    oid = types["tsvector"].array_oid
+
+    def dump(self, obj: BinaryVectors) -> bytes:
         return obj
 
 
-#: The connections that know how to send a BinaryVector: every connection the backend
+class _BinaryIntsDumper(Dumper):
+    format = Format.BINARY
+    oid = types["int4"].array_oid
+
+    def dump(self, obj: BinaryInts) -> bytes:
+        return obj
+
+
+#: The connections that know how to send those arrays: every connection the backend
 #: uses, its own pool's or one given to it, is taught once.
 _TAUGHT: weakref.WeakSet[AsyncConnection[Any]] = weakref.WeakSet()
 
 
 def _teach(conn: AsyncConnection[Any]) -> None:
-    conn.adapters.register_dumper(BinaryVector, _BinaryVectorDumper)
+    conn.adapters.register_dumper(BinaryVectors, _BinaryVectorsDumper)
+    conn.adapters.register_dumper(BinaryInts, _BinaryIntsDumper)
     _TAUGHT.add(conn)
 
 

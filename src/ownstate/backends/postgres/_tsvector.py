@@ -14,10 +14,12 @@ lexeme), the same first positions of each, and a position past the largest a
 ``tsvector`` holds kept once, as the text parser keeps it (it drops repeats). The
 server sorts the lexemes itself.
 
-An append sends its items' terms in the same form, as a ``tsvector[]`` parameter of
-``BinaryVector`` values (``_core``): the server then reads them with ``tsvector_recv`` instead
-of parsing their text (``tsvector_in`` checks the class of every character, which cost
-the server more than anything else an indexed append does but the term counts).
+An append sends its items' terms in the same form, as one ``tsvector[]`` parameter made
+here whole in ``array_recv``'s form (``BinaryVectors`` in ``_core``), and their numbers of
+terms as an ``int4[]`` made the same way: the server reads the terms with
+``tsvector_recv`` instead of parsing their text (``tsvector_in`` checks the class of every
+character, which cost the server more than anything else an indexed append does but the
+term counts), and the client joins bytes instead of dumping a list element by element.
 
 It may touch the search part beside it (``search``) alone: no connection, no driver.
 """
@@ -27,6 +29,7 @@ from __future__ import annotations
 import struct
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from itertools import chain
 
 from .search import (
     LONGEST_LEXEME,
@@ -38,9 +41,16 @@ from .search import (
     term_positions,
 )
 
-__all__ = ["item_terms_binary", "item_vector_binary"]
+__all__ = ["item_terms_binary", "item_vector_binary", "items_terms_binary"]
 
 _COUNT = struct.Struct(">i")
+#: ``array_recv``'s header of a one-dimensional array without NULLs (dimensions, has
+#: NULLs, element type, length, lower bound), and of an empty one
+_ARRAY = struct.Struct(">iiIii")
+_EMPTY_ARRAY = struct.Struct(">iiI")
+#: PostgreSQL's type ids (fixed in its catalog) of ``tsvector`` and ``int4``
+_TSVECTOR_OID = 3614
+_INT4_OID = 23
 #: lexemes (with their NUL) of the terms seen, per scope prefix: terms repeat across the
 #: items of a restore; dropped when it grows past _CACHED terms
 _LEXEMES: dict[str, dict[str, bytes]] = {}
@@ -150,3 +160,22 @@ def item_terms_binary(prefix: str, found: Sequence[str], seen: Counter[str]) -> 
     seen.update(distinct)
     return b"".join(made)
 
+
+
+def items_terms_binary(prefix: str, found: Sequence[Sequence[str]], seen: Counter[str]
+                       ) -> tuple[bytes, bytes]:
+    """The binary ``tsvector[]`` of the items' terms ``found`` (one list per item) in scope
+    ``prefix``, and the binary ``int4[]`` of their numbers of terms (``terms_len``), each
+    in ``array_recv``'s form; each item's distinct lexemes, without the prefix, are
+    counted into ``seen`` (what an append logs)."""
+    if not found:
+        empty = _EMPTY_ARRAY.pack(0, 0, _TSVECTOR_OID)
+        return empty, _EMPTY_ARRAY.pack(0, 0, _INT4_OID)
+    vectors = [item_terms_binary(prefix, f, seen) for f in found]
+    n = len(found)
+    sizes = map(_COUNT.pack, map(len, vectors))
+    terms = b"".join((_ARRAY.pack(1, 0, _TSVECTOR_OID, n, 1),
+                      *chain.from_iterable(zip(sizes, vectors, strict=True))))
+    lens = struct.pack(f">iiIii{2 * n}i", 1, 0, _INT4_OID, n, 1,
+                       *chain.from_iterable((4, len(f)) for f in found))
+    return terms, lens

@@ -21,8 +21,8 @@ from .._replay import Meta, Replay
 from .._sql import FORK_VECTORS, item_page, session_listing
 from ..ports.search import terms
 from ..ports.sessions import NewItem, SessionOrder, changed_labels, forked_record
-from ._core import BinaryVector, Cursor, PostgresCore
-from ._tsvector import item_terms_binary
+from ._core import BinaryInts, BinaryVectors, Cursor, PostgresCore
+from ._tsvector import items_terms_binary
 from ._vector_rows import store_item_vectors
 from .access import drop_store, start_grants
 from .search import LOG_FROM, add_counts, logged_counts, scope_prefix
@@ -449,10 +449,10 @@ class SessionsInPostgres(PostgresCore):
             params["terms"] = None
             params["lens"] = [None] * len(items)
         else:
-            found = [terms(it.text) for it in items]
-            params["terms"] = [BinaryVector(item_terms_binary(prefix, f, counts))
-                               for f in found]
-            params["lens"] = [len(f) for f in found]
+            vectors, lens = items_terms_binary(prefix, [terms(it.text) for it in items],
+                                               counts)
+            params["terms"] = BinaryVectors(vectors)
+            params["lens"] = BinaryInts(lens)
         params.update(logged_counts(prefix, counts))
 
     @staticmethod
