@@ -168,6 +168,29 @@ def test_a_batch_analyzes_the_tables_it_doubled(make_url: Callable[[str], str],
     asyncio.run(main())
 
 
+def test_a_batch_whose_analyze_fails_is_stored_all_the_same(
+        make_url: Callable[[str], str], monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    from ownstate.backends.postgres import bulk as postgres_bulk
+
+    async def refused(*args: Any) -> list[str]:
+        raise ownstate.BackendUnavailable("the server went away")
+
+    monkeypatch.setattr(postgres_bulk, "analyze_grown", refused)
+
+    async def main() -> None:
+        client = await postgres(make_url("postgres"))
+        try:
+            store = await client.session_stores.create("bulk-store")
+            assert await add_sessions(store, [bundle("a"), bundle("b")]) == [True, True]
+            assert {s.session_id async for s in store.list_sessions()} == {"a", "b"}
+        finally:
+            await client.close()
+
+    asyncio.run(main())
+    assert "analyzing the tables a bulk write grew failed" in caplog.text
+
+
 def test_a_backend_without_bulk_refuses(make_url: Callable[[str], str]) -> None:
     async def main() -> None:
         client = await ownstate.connect_async(make_url("memory"))

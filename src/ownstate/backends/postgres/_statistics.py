@@ -15,13 +15,16 @@ holds :data:`GROWTH` times the pages its statistics were taken at (``pg_class.re
 of times over its growth, about half a second each at two million items (ANALYZE reads
 a sample of 30,000 rows, whatever the size). ``SKIP_LOCKED``: a table another session is
 analyzing or vacuuming is left to it. Only tables the role may analyze (its own, or its
-roles' own) are: a runtime role that does not own the schema relies on autovacuum.
+roles' own) are: a runtime role that does not own the schema relies on autovacuum. The
+write is committed before: an ANALYZE that fails is logged (``ownstate.postgres``), and
+the write still succeeds.
 
 It may touch PostgreSQL through ``_core``, and psycopg's SQL composition.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from ..._extras import requires
@@ -30,7 +33,9 @@ from ._core import Cursor
 with requires("postgres", "the PostgreSQL backend"):
     from psycopg import sql
 
-__all__ = ["GROWTH", "MIN_PAGES", "analyze_grown"]
+__all__ = ["GROWTH", "LOG", "MIN_PAGES", "analyze_grown"]
+
+LOG = logging.getLogger("ownstate.postgres")
 
 #: A table is analyzed again once it holds this many times the pages it held when it was
 #: last analyzed (or vacuumed, which counts its pages too).

@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from ...errors import AlreadyExists, StoreNotFound
+from ...errors import AlreadyExists, OwnstateError, StoreNotFound
 from ..ports.bulk import NewSessionBundle
 from ._core import Cursor, PostgresCore
-from ._statistics import analyze_grown
+from ._statistics import LOG, analyze_grown
 from .search import Vector, add_counts, item_vector
 from .sessions import _labels_json
 
@@ -105,7 +105,10 @@ class BulkInPostgres(PostgresCore):
 
         made = await self._write(tenant, run)
         if any(made):
-            await self._write(None, lambda cur: analyze_grown(cur, self.schema, _GROWN))
+            try:
+                await self._write(None, lambda cur: analyze_grown(cur, self.schema, _GROWN))
+            except OwnstateError as exc:  # the batch is stored: statistics only help plans
+                LOG.warning("analyzing the tables a bulk write grew failed: %s", exc)
         return made
 
 
