@@ -34,11 +34,13 @@ import json
 import os
 import random
 import sys
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from typing import Any
 
+import _lg_prefill
 import psycopg
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.postgres import PostgresSaver
@@ -181,9 +183,9 @@ def describe_source() -> dict[str, Any]:
     return {"threads": threads[0], "checkpoints": checkpoints[0], "size": size[0]}
 
 
-async def run_import(concurrency: int | None, shard: tuple[int, int] = (0, 1)
-                     ) -> ImportReport:
-    client = await ownstate.connect_async(url_of(TARGET_DB))
+async def run_import(concurrency: int | None, shard: tuple[int, int] = (0, 1),
+                     target: str | None = None) -> ImportReport:
+    client = await ownstate.connect_async(target or url_of(TARGET_DB))
     try:
         label = "import langgraph" + (f" [{shard[0] + 1}/{shard[1]}]" if shard[1] > 1 else "")
         return await arun("langgraph", client, url_of(SOURCE_DB), verify=True,
@@ -195,6 +197,59 @@ async def run_import(concurrency: int | None, shard: tuple[int, int] = (0, 1)
 
 def one_shard(concurrency: int | None, shard: tuple[int, int]) -> ImportReport:
     return asyncio.run(run_import(concurrency, shard))
+
+
+def import_seed(target: str) -> None:
+    report = asyncio.run(run_import(None, target=target))
+    if not report.ok:
+        raise SystemExit("the seed import failed")
+
+
+def migrate(target: str) -> None:
+    async def run() -> None:
+        await (await ownstate.connect_async(target)).close()
+
+    asyncio.run(run())
+
+
+class ServerCPU(threading.Thread):
+    """The CPU time of the PostgreSQL processes serving ``databases``, read from ``/proc``
+    every 0.2 s while the import runs (a backend's last 0.2 s before it exits is lost;
+    the importer's connections live as long as it does)."""
+
+    def __init__(self, databases: tuple[str, ...]) -> None:
+        super().__init__(daemon=True)
+        self.databases = set(databases)
+        self.seen: dict[int, float] = {}
+        self.done = threading.Event()
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def sample(self) -> None:
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    # "postgres: [cluster:] user database host(port) state"
+                    words = f.read().replace(b"\0", b" ").decode().split()
+                if not words or words[0] != "postgres:" or not self.databases.intersection(
+                        words[2:4]):
+                    continue
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except (OSError, UnicodeDecodeError, IndexError):
+                continue
+            self.seen[int(pid)] = (int(fields[11]) + int(fields[12])) / self.tick
+
+    def run(self) -> None:
+        while not self.done.wait(0.2):
+            self.sample()
+
+    def stop(self) -> float:
+        self.done.set()
+        self.join()
+        self.sample()
+        return sum(self.seen.values())
 
 
 def import_all(concurrency: int | None, processes: int, sample: int) -> ImportReport:
@@ -218,6 +273,15 @@ def import_all(concurrency: int | None, processes: int, sample: int) -> ImportRe
     return total
 
 
+def items_stored() -> int:
+    with psycopg.connect(url_of(TARGET_DB)) as conn:
+        found = conn.execute("SELECT to_regclass('ownstate.items') IS NOT NULL").fetchone()
+        if not (found and found[0]):
+            return 0
+        count = conn.execute("SELECT count(*) FROM ownstate.items").fetchone()
+    return count[0] if count else 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=80_000)
@@ -233,6 +297,11 @@ def main() -> None:
                         help="import one thread in N (one shard, in this process: for "
                              "--profile)")
     parser.add_argument("--profile", metavar="HTML", help="profile with pyinstrument")
+    parser.add_argument("--prefill", type=int, default=0, metavar="COPIES",
+                        help="import into a target already holding COPIES copies of the "
+                             "source's threads (a template database, kept between runs)")
+    parser.add_argument("--analyze", action="store_true",
+                        help="with --prefill: analyze the target before the import")
     args = parser.parse_args()
     if args.rebuild:
         with psycopg.connect(url_of("postgres"), autocommit=True) as admin:
@@ -240,8 +309,17 @@ def main() -> None:
     build_fixture(args.threads, min(args.paused, args.threads // 10), args.templates)
     source = describe_source()
     with psycopg.connect(url_of("postgres"), autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {TARGET_DB} WITH (FORCE)")
-        admin.execute(f"CREATE DATABASE {TARGET_DB}")
+        if args.prefill:
+            template = f"{TARGET_DB}_prefill"
+            _lg_prefill.build_template(admin, template, url_of, args.prefill, import_seed,
+                                       migrate)
+            _lg_prefill.clone(admin, template, TARGET_DB, url_of(TARGET_DB),
+                              analyze=args.analyze)
+        else:
+            admin.execute(f"DROP DATABASE IF EXISTS {TARGET_DB} WITH (FORCE)")
+            admin.execute(f"CREATE DATABASE {TARGET_DB}")
+        admin.execute("CHECKPOINT")
+    stored = items_stored()
     load_before = os.getloadavg()
     profiler = None
     if args.profile:
@@ -249,10 +327,13 @@ def main() -> None:
 
         profiler = Profiler(async_mode="enabled")
         profiler.start()
+    server = ServerCPU((SOURCE_DB, TARGET_DB))
+    server.start()
     began = time.monotonic()
     cpu = time.process_time()
     report = import_all(args.concurrency, args.processes, args.sample)
     elapsed = time.monotonic() - began
+    server_cpu = server.stop()
     if profiler is not None:
         profiler.stop()
         with open(args.profile, "w") as out:  # a .txt path: the text rendering
@@ -264,6 +345,8 @@ def main() -> None:
     print(f"imported and verified in {elapsed:.0f}s ({report.units / elapsed:.0f} threads/s); "
           f"load average before {load_before[0]:.1f}, after {os.getloadavg()[0]:.1f} "
           f"(1 min) on {os.cpu_count()} cores")
+    print(f"target held {stored} items before; PostgreSQL CPU (backends of both "
+          f"databases) {1000 * server_cpu / max(report.units, 1):.1f} ms per thread")
     if args.sample > 1 or args.processes == 1:  # the import ran in this process
         print(f"client CPU {1000 * (time.process_time() - cpu) / max(report.units, 1):.1f} ms "
               "per thread")

@@ -122,6 +122,75 @@ def test_one_bad_bundle_leaves_the_others_written(make_url: Callable[[str], str]
     asyncio.run(main())
 
 
+def test_a_batch_analyzes_the_tables_it_doubled(make_url: Callable[[str], str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without statistics the planner reads a batch's items by scanning every item of the
+    tenant; a batch that leaves a table twice the size its statistics counted analyzes it
+    (the threshold in pages lowered here so that a few sessions cross it)."""
+    from ownstate.backends.postgres import _statistics
+
+    monkeypatch.setattr(_statistics, "MIN_PAGES", 1)
+    url = make_url("postgres")
+    schema = url.rsplit("schema=", 1)[1]
+
+    def counted() -> dict[str, float]:
+        with psycopg.connect(url.split("?")[0]) as conn:
+            return {r[0]: r[1] for r in conn.execute(
+                "SELECT c.relname, c.reltuples FROM pg_class c JOIN pg_namespace n "
+                "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname IN "
+                "('sessions', 'items', 'runs', 'checkpoints', 'checkpoint_writes')",
+                (schema,))}
+
+    def has_statistics(table: str, column: str) -> bool:
+        with psycopg.connect(url.split("?")[0]) as conn:
+            return conn.execute("SELECT 1 FROM pg_stats WHERE schemaname = %s AND "
+                                "tablename = %s AND attname = %s",
+                                (schema, table, column)).fetchone() is not None
+
+    async def main() -> None:
+        client = await postgres(url)
+        try:
+            store = await client.session_stores.create("bulk-store")
+            assert counted()["items"] == -1  # never analyzed
+            await add_sessions(store, [bundle(f"a{n}") for n in range(60)])
+            assert counted() == {"sessions": 60, "items": 120, "runs": 60,
+                                 "checkpoints": 60, "checkpoint_writes": 60}
+            assert has_statistics("items", "tenant")
+            assert has_statistics("items", "sid")
+            await add_sessions(store, [bundle(f"b{n}") for n in range(120)])  # tripled
+            assert counted()["items"] == 360
+            await add_sessions(store, [bundle("c")])  # grown by far less than twice
+            assert counted()["items"] == 360
+            assert len([s async for s in store.list_sessions()]) == 181
+        finally:
+            await client.close()
+
+    asyncio.run(main())
+
+
+def test_a_batch_whose_analyze_fails_is_stored_all_the_same(
+        make_url: Callable[[str], str], monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    from ownstate.backends.postgres import bulk as postgres_bulk
+
+    async def refused(*args: Any) -> list[str]:
+        raise ownstate.BackendUnavailable("the server went away")
+
+    monkeypatch.setattr(postgres_bulk, "analyze_grown", refused)
+
+    async def main() -> None:
+        client = await postgres(make_url("postgres"))
+        try:
+            store = await client.session_stores.create("bulk-store")
+            assert await add_sessions(store, [bundle("a"), bundle("b")]) == [True, True]
+            assert {s.session_id async for s in store.list_sessions()} == {"a", "b"}
+        finally:
+            await client.close()
+
+    asyncio.run(main())
+    assert "analyzing the tables a bulk write grew failed" in caplog.text
+
+
 def test_a_backend_without_bulk_refuses(make_url: Callable[[str], str]) -> None:
     async def main() -> None:
         client = await ownstate.connect_async(make_url("memory"))

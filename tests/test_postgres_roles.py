@@ -257,3 +257,42 @@ def test_a_migrator_that_may_not_create_roles_is_told_what_to_do(
     *steps, told = refused.stderr.splitlines()
     assert "CREATEROLE" in told
     assert all(line.startswith("migration ") for line in steps)
+
+
+
+def test_only_tables_the_role_owns_are_analyzed_after_growing(
+        admin: Any, owned_schema: tuple[str, str], make_role: MakeRole,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The application role may not analyze the owner's tables: what a bulk write runs
+    after it commits (``analyze_grown``) leaves them to autovacuum, without an error; as
+    the owner it analyzes them."""
+    import asyncio
+
+    import psycopg
+
+    from ownstate.backends.postgres import _statistics
+
+    monkeypatch.setattr(_statistics, "MIN_PAGES", 1)
+    schema, owner = owned_schema
+    app = make_role("app", "LOGIN")
+    assert _cli(_url(owner, schema), "migrate", "--app-role", app).exit_code == 0
+    with ownstate.connect(_url(app, schema), migrate=False) as client:
+        session = client.session_stores.create("support").add(actor_id="u", session_id="s1")
+        session.append_items([{"role": "user", "content": f"turn {n}"} for n in range(50)])
+
+    async def grown(role: str) -> list[str]:
+        async with await psycopg.AsyncConnection.connect(
+                _url(role, None).split("?")[0], autocommit=True) as conn:
+            return await _statistics.analyze_grown(
+                conn.cursor(), schema, ["items", "sessions"])  # type: ignore[arg-type]
+
+    def items_counted() -> float:
+        return float(admin.execute(
+            "SELECT c.reltuples FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = 'items'", (schema,)).fetchone()[0])
+
+    assert asyncio.run(grown(app)) == []
+    assert items_counted() == -1
+    assert asyncio.run(grown(owner)) == ["items", "sessions"]
+    assert items_counted() == 50
+    assert asyncio.run(grown(owner)) == []  # not grown since

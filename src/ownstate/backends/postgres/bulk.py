@@ -6,10 +6,12 @@ made (a session already stored is skipped, and so is everything of its bundle); 
 items with ``COPY``; the runs and checkpoints as ``unnest`` inserts; the pending writes
 with ``executemany`` (pipelined). Items get the search terms, ``search_stats`` and
 ``search_terms`` an append gives them, and each session the item count and activity time
-its appends leave.
+its appends leave. After it commits, the tables it grew are analyzed when they have
+doubled since their statistics were taken (``_statistics``): the reads that follow a bulk
+load (an import's verification) are planned from them.
 
-It may touch PostgreSQL through ``_core``, the search and session parts beside it, the bulk
-port and errors.
+It may touch PostgreSQL through ``_core``, the search, session and statistics parts beside
+it, the bulk port and errors.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from ...errors import AlreadyExists, StoreNotFound
+from ...errors import AlreadyExists, OwnstateError, StoreNotFound
 from ..ports.bulk import NewSessionBundle
 from ._core import Cursor, PostgresCore
+from ._statistics import LOG, analyze_grown
 from .search import Vector, add_counts, item_vector
 from .sessions import _labels_json
 
@@ -56,6 +59,8 @@ _CHECKPOINTS = (
     "%s::text[], %s::text[], %s::text[], %s::bytea[]) WITH ORDINALITY AS u (rid, namespace, "
     "checkpoint_id, parent, type_tag, metadata, payload, ord) ORDER BY u.ord "
     "RETURNING rid, namespace, checkpoint_id, cid")
+#: what a batch grows
+_GROWN = ("checkpoint_writes", "checkpoints", "items", "runs", "sessions")
 _WRITES = ("INSERT INTO checkpoint_writes (cid, tenant, task_id, idx, channel, type_tag, "
            "task_path, size, payload) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %b)")
 
@@ -98,7 +103,13 @@ class BulkInPostgres(PostgresCore):
                 await add_counts(cur, tenant, "item", "", docs, length, counts)
             return [b.session_id in sids for b in bundles]
 
-        return await self._write(tenant, run)
+        made = await self._write(tenant, run)
+        if any(made):
+            try:
+                await self._write(None, lambda cur: analyze_grown(cur, self.schema, _GROWN))
+            except OwnstateError as exc:  # the batch is stored: statistics only help plans
+                LOG.warning("analyzing the tables a bulk write grew failed: %s", exc)
+        return made
 
 
 async def _items(cur: Cursor, tenant: str,
