@@ -48,7 +48,8 @@ class SqliteBackend(SearchInSqlite, SessionsInSqlite, FactsInSqlite, VectorsInSq
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
         {Capability.OPERATOR, Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.MIGRATIONS,
-         Capability.TEXT_SEARCH, Capability.VECTORS, Capability.TRANSFER}
+         Capability.TEXT_SEARCH, Capability.VECTORS, Capability.TRANSFER,
+         Capability.CHECKPOINT_ITEMS}
     )
 
     # schema ----------------------------------------------------------------------------
