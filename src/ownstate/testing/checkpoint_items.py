@@ -79,6 +79,7 @@ def test_the_items_and_the_checkpoint_are_stored_as_an_append_and_a_put_would(
     assert all(i.session_id == "one" for i in items)
     got = client.checkpoints.get(scope, "c1")
     assert got == record
+    assert got is not None
     assert (got.payload, got.metadata, got.type_tag) == (b'{"step": 1}', {"step": 1}, "json")
     assert one.refresh().last_activity_time == items[0].create_time
     # the next append continues after them, gapless

@@ -217,6 +217,7 @@ class SqliteCore:
         return conn
 
     def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn: sqlite3.Connection | None
         if self._given is not None:
             conn = self._given
         elif self._closed:
