@@ -30,6 +30,7 @@ backend.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,7 +52,10 @@ _WATCHED = ("content", "id", "name", "additional_kwargs", "response_metadata")
 
 def is_history(value: Any) -> bool:
     """Whether a channel value is a message list that can be stored by reference."""
-    return isinstance(value, list) and all(isinstance(m, BaseMessage) for m in value)
+    # by the messages' classes (a handful), not each message: asked at every put, of the
+    # whole conversation, and isinstance of a message class goes through ABCMeta
+    return isinstance(value, list) and all(issubclass(kind, BaseMessage)
+                                           for kind in set(map(type, value)))
 
 
 def _snapshot(message: BaseMessage) -> tuple[Any, ...]:
@@ -115,7 +119,7 @@ class History:
         tail: Sequence[BaseMessage] = messages
         last = self.last
         if last is not None and len(messages) >= len(last[0]) and all(
-                a is b for a, b in zip(messages, last[0], strict=False)):
+                map(operator.is_, messages, last[0])):
             segments = [list(s) for s in last[1]]
             tail = messages[len(last[0]):]
         slots: list[Any] = []
@@ -214,7 +218,7 @@ class History:
         for segment in segments:
             if segment[0] == "r":
                 by_seq = self.by_seq
-                out.extend(by_seq[seq][1] for seq in range(segment[1], segment[2] + 1))
+                out.extend([by_seq[seq][1] for seq in range(segment[1], segment[2] + 1)])
             else:
                 message = self.serde.loads_typed((segment[1], segment[2]))
                 out.append(message)
@@ -232,7 +236,7 @@ class History:
 
     def _holds(self, first: int, last: int) -> bool:
         by_seq = self.by_seq
-        return all(seq in by_seq for seq in range(first, last + 1))
+        return all(map(by_seq.__contains__, range(first, last + 1)))
 
     def _matches(self, segment: list[Any]) -> bool:
         _, first, last, first_key, last_key = segment
