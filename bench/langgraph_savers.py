@@ -7,8 +7,10 @@ The four savers advance in lockstep (turn ``t`` of every saver before turn ``t +
 any), in an order that rotates every turn, so machine noise falls on all of them alike.
 
 Reported per saver: stored bytes after the last turn (SQLite: the database's used pages;
-PostgreSQL: ``pg_total_relation_size`` of every table of the saver's schema), and the
-median milliseconds of the first and of the last 20 turns. Run by hand (not in CI)::
+PostgreSQL: ``pg_total_relation_size`` of every table of the saver's schema), the median
+milliseconds of the first and of the last 20 turns, and the median process CPU time of
+the first 20 (``time.process_time``: every thread of the process, LangGraph's background
+writers and the client's event loop too, during the turn). Run by hand (not in CI)::
 
     /work/venv/bin/python bench/langgraph_savers.py --turns 500
 
@@ -148,13 +150,15 @@ def main() -> None:
             graphs[separate["postgres"]] = build_graph(own_pg_apart, answers)
         names = list(graphs)
         times: dict[str, list[float]] = {name: [] for name in names}
+        cpu: dict[str, list[float]] = {name: [] for name in names}
         config = {"configurable": {"thread_id": "bench-thread"}}
         gc.disable()
         for turn in range(args.turns):
             for name in rotate(names, turn):
-                start = time.perf_counter()
+                start, start_cpu = time.perf_counter(), time.process_time()
                 graphs[name].invoke({"messages": [HumanMessage(questions[turn])]}, config)
                 times[name].append(time.perf_counter() - start)
+                cpu[name].append(time.process_time() - start_cpu)
             if turn % 50 == 49:
                 gc.collect()
                 print(f"  turn {turn + 1}/{args.turns}", file=sys.stderr)
@@ -177,6 +181,7 @@ def main() -> None:
         window = min(WINDOW, args.turns)
         first = {n: median_ms(times[n][:window]) for n in names}
         last = {n: median_ms(times[n][-window:]) for n in names}
+        first_cpu = {n: median_ms(cpu[n][:window]) for n in names}
         print(f"\nT = {args.turns} turns; medians of the first and last {window} turns\n")
         rows = []
         for name in names:
@@ -187,10 +192,12 @@ def main() -> None:
                 f"{first[name]:.2f}", f"{last[name]:.2f}",
                 f"{last[name] / first[name]:.2f}",
                 f"{last[name] / last['PostgresSaver']:.3f}",
-                f"{first[name] / first[own]:.2f} / {last[name] / last[own]:.3f} ({own})"])
+                f"{first[name] / first[own]:.2f} / {last[name] / last[own]:.3f} ({own})",
+                f"{first_cpu[name]:.2f}", f"{first_cpu[name] / first_cpu[own]:.2f}"])
         print_table(["saver", "stored", "stored / PostgresSaver", "first 20 ms",
                      "last 20 ms", "last / first", "last / PostgresSaver last",
-                     "first / last vs its database's LangGraph saver"], rows)
+                     "first / last vs its database's LangGraph saver",
+                     "first 20 CPU ms", "first 20 CPU vs it"], rows)
     finally:
         for close in reversed(closers):
             close()
