@@ -170,6 +170,10 @@ def main() -> None:
         async def start_on_loop() -> None:
             start()
 
+        async def stop_on_loop() -> None:
+            for profile in profiles:
+                profile.disable()  # only this thread's: the loop's
+
         threading.setprofile(lambda *_: start())  # threads started from now on
         if loop_client is not None:
             loop_client.run_coroutine(start_on_loop())
@@ -181,6 +185,8 @@ def main() -> None:
         spent = time.process_time() - began
         gc.enable()
         threading.setprofile(None)  # type: ignore[arg-type]
+        if loop_client is not None:  # the loop's profiler stops on the loop's thread
+            loop_client.run_coroutine(stop_on_loop())
         for profile in profiles:
             profile.disable()
         merged = pstats.Stats(profiles[0])
