@@ -7,12 +7,18 @@ The four savers advance in lockstep (turn ``t`` of every saver before turn ``t +
 any), in an order that rotates every turn, so machine noise falls on all of them alike.
 
 Reported per saver: stored bytes after the last turn (SQLite: the database's used pages;
-PostgreSQL: ``pg_total_relation_size`` of every table of the saver's schema), and the
-median milliseconds of the first and of the last 20 turns. Run by hand (not in CI)::
+PostgreSQL: ``pg_total_relation_size`` of every table of the saver's schema), the median
+milliseconds of the first and of the last 20 turns, and the median process CPU time of
+the first 20 (``time.process_time``: every thread of the process, LangGraph's background
+writers and the client's event loop too, during the turn). Run by hand (not in CI)::
 
     /work/venv/bin/python bench/langgraph_savers.py --turns 500
 
-``--synchronous-checkpoints`` adds a fifth saver: ``OwnstateSaver`` on PostgreSQL with
+``--separate-appends`` adds ``OwnstateSaver`` on SQLite and on PostgreSQL made with
+``items_with_checkpoints=False``: a step's new messages appended in a call of their own
+before its checkpoint is put, as before the two were stored in one transaction.
+
+``--synchronous-checkpoints`` adds a saver: ``OwnstateSaver`` on PostgreSQL with
 ``synchronous_checkpoints=true``, whose checkpoint writes wait for their WAL flush like
 every other write (the default does not), in the same lockstep.
 
@@ -85,6 +91,9 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=500)
     parser.add_argument("--synchronous-checkpoints", action="store_true",
                         help="also OwnstateSaver on PostgreSQL with synchronous_checkpoints")
+    parser.add_argument("--separate-appends", action="store_true",
+                        help="also OwnstateSaver on both databases with "
+                             "items_with_checkpoints=False")
     args = parser.parse_args()
     pairs = conversation(args.turns)
     questions = [p[0]["content"] for p in pairs]
@@ -97,6 +106,10 @@ def main() -> None:
     synchronous = "OwnstateSaver (postgres, synchronous checkpoints)"
     if args.synchronous_checkpoints:
         schemas[synchronous] = f"bench_oss_{suffix}"
+    separate = {"sqlite": "OwnstateSaver (sqlite, separate appends)",
+                "postgres": "OwnstateSaver (postgres, separate appends)"}
+    if args.separate_appends:
+        schemas[separate["postgres"]] = f"bench_osa_{suffix}"
     closers: list[Any] = []
     try:
         with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
@@ -125,15 +138,27 @@ def main() -> None:
                 f"{POSTGRES_URL}?schema={schemas[synchronous]}&synchronous_checkpoints=true")
             closers.append(own_sync.close)
             graphs[synchronous] = build_graph(own_sync, answers)
+        if args.separate_appends:
+            own_lite_apart = OwnstateSaver.from_url(f"sqlite:///{tmp}/ownstate-apart.db",
+                                                    items_with_checkpoints=False)
+            closers.append(own_lite_apart.close)
+            graphs[separate["sqlite"]] = build_graph(own_lite_apart, answers)
+            own_pg_apart = OwnstateSaver.from_url(
+                f"{POSTGRES_URL}?schema={schemas[separate['postgres']]}",
+                items_with_checkpoints=False)
+            closers.append(own_pg_apart.close)
+            graphs[separate["postgres"]] = build_graph(own_pg_apart, answers)
         names = list(graphs)
         times: dict[str, list[float]] = {name: [] for name in names}
+        cpu: dict[str, list[float]] = {name: [] for name in names}
         config = {"configurable": {"thread_id": "bench-thread"}}
         gc.disable()
         for turn in range(args.turns):
             for name in rotate(names, turn):
-                start = time.perf_counter()
+                start, start_cpu = time.perf_counter(), time.process_time()
                 graphs[name].invoke({"messages": [HumanMessage(questions[turn])]}, config)
                 times[name].append(time.perf_counter() - start)
+                cpu[name].append(time.process_time() - start_cpu)
             if turn % 50 == 49:
                 gc.collect()
                 print(f"  turn {turn + 1}/{args.turns}", file=sys.stderr)
@@ -150,20 +175,29 @@ def main() -> None:
         }
         if args.synchronous_checkpoints:
             stored[synchronous] = postgres_bytes(schemas[synchronous])
+        if args.separate_appends:
+            stored[separate["sqlite"]] = sqlite_bytes(tmp / "ownstate-apart.db")
+            stored[separate["postgres"]] = postgres_bytes(schemas[separate["postgres"]])
         window = min(WINDOW, args.turns)
         first = {n: median_ms(times[n][:window]) for n in names}
         last = {n: median_ms(times[n][-window:]) for n in names}
+        first_cpu = {n: median_ms(cpu[n][:window]) for n in names}
         print(f"\nT = {args.turns} turns; medians of the first and last {window} turns\n")
         rows = []
         for name in names:
+            own = "SqliteSaver" if "sqlite" in name or name == "SqliteSaver" else "PostgresSaver"
             rows.append([
                 name, f"{stored[name] / 1e6:.2f} MB",
                 f"{stored[name] / stored['PostgresSaver']:.4f}",
                 f"{first[name]:.2f}", f"{last[name]:.2f}",
                 f"{last[name] / first[name]:.2f}",
-                f"{last[name] / last['PostgresSaver']:.3f}"])
+                f"{last[name] / last['PostgresSaver']:.3f}",
+                f"{first[name] / first[own]:.2f} / {last[name] / last[own]:.3f} ({own})",
+                f"{first_cpu[name]:.2f}", f"{first_cpu[name] / first_cpu[own]:.2f}"])
         print_table(["saver", "stored", "stored / PostgresSaver", "first 20 ms",
-                     "last 20 ms", "last / first", "last / PostgresSaver last"], rows)
+                     "last 20 ms", "last / first", "last / PostgresSaver last",
+                     "first / last vs its database's LangGraph saver",
+                     "first 20 CPU ms", "first 20 CPU vs it"], rows)
     finally:
         for close in reversed(closers):
             close()

@@ -32,6 +32,8 @@ BUILT: list[tuple[type[errors.OwnstateError], dict[str, object], str]] = [
     (errors.StoreNotEmpty, {"store": "s", "sessions": 2}, "session store 's' holds 2 sessions"),
     (errors.IdempotencyKeyReused, {"session_id": "x", "idempotency_key": "k"},
      "idempotency key 'k' was used with a different request"),
+    (errors.SeqConflict, {"store": "s", "session_id": "x", "first_seq": 3},
+     "session 'x' does not continue at seq 3"),
     (errors.ActiveRunExists, {"store": "s", "session_id": "x", "run_id": "r"},
      "session 'x' already has an active run 'r'"),
     (errors.LeaseHeld, {"run_id": "r", "owner": "w", "expires_at": _WHEN},

@@ -24,9 +24,12 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.types import Command, interrupt
 
 import ownstate
+import ownstate.api.checkpoints
+import ownstate.api.session
 from ownstate import _ids
 from ownstate.adapters.langgraph import OwnstateSaver, rebuild
 from ownstate.adapters.langgraph.saver import TYPE_TAG
+from ownstate.backends import Capability
 from ownstate.errors import Conflict, InvalidInput, LeaseHeld, StaleLease
 from ownstate.testing import Target
 
@@ -139,6 +142,62 @@ def test_each_message_is_stored_once_and_checkpoints_stay_small(
     assert [i.role for i in items[:2]] == ["user", "assistant"]
     assert items[1].data["content"] == "re: question 0 " + "x" * 400
     assert max(sizes) - min(sizes[1:]) < 64, sizes  # flat, whatever the history's length
+
+
+@pytest.mark.parametrize("together", [True, False])
+def test_a_steps_messages_are_stored_with_its_checkpoint_where_the_backend_can(
+        make_saver: Callable[..., OwnstateSaver], client: ownstate.Client, target: Target,
+        monkeypatch: pytest.MonkeyPatch, together: bool) -> None:
+    calls = {"append": 0, "put_with_items": 0}
+    for cls, name, counted in ((ownstate.api.session.AsyncSession, "append_items", "append"),
+                               (ownstate.api.checkpoints.AsyncCheckpoints, "put_with_items",
+                                "put_with_items")):
+        def wrap(original: Any, counted: str = counted) -> Any:
+            async def call(*args: Any, **kwargs: Any) -> Any:
+                calls[counted] += 1
+                return await original(*args, **kwargs)
+            return call
+        monkeypatch.setattr(cls, name, wrap(getattr(cls, name)))
+    ours = echo_graph(make_saver(items_with_checkpoints=together))
+    theirs = echo_graph(InMemorySaver())
+    ours.invoke({"messages": [human("q0")]}, config())
+    theirs.invoke({"messages": [human("q0")]}, config())
+    first = dict(calls)
+    for n in range(1, 4):
+        for graph in (ours, theirs):
+            graph.invoke({"messages": [human(f"q{n}")]}, config())
+    later = {k: v - first[k] for k, v in calls.items()}
+    if together and target.has(Capability.CHECKPOINT_ITEMS):
+        assert later == {"append": 0, "put_with_items": 6}  # two steps a turn
+    else:  # (over HTTP the server's own appends are counted too)
+        assert later["put_with_items"] == 0
+        assert later["append"] in (6, 12)
+    assert history_values(ours, config()) == history_values(theirs, config())
+    session = client.session_stores.get("langgraph").get("t-1")
+    assert [(i.seq, i.role, i.data["content"]) for i in session.list_items(
+        order_by="create_time asc")] == [
+        (2 * n + k + 1, role, text) for n in range(4)
+        for k, (role, text) in enumerate((("user", f"q{n}"), ("assistant", f"re: q{n}")))]
+
+
+def test_messages_appended_by_another_writer_meanwhile_are_not_overwritten(
+        make_saver: Callable[..., OwnstateSaver], client: ownstate.Client) -> None:
+    ours, theirs = echo_graph(make_saver()), echo_graph(InMemorySaver())
+    for n in range(2):
+        for graph in (ours, theirs):
+            graph.invoke({"messages": [human(f"q{n}")]}, config())
+    session = client.session_stores.get("langgraph").get("t-1")
+    session.append_items([{"type": "message", "role": "user", "content": "from elsewhere"}])
+    for n in range(2, 4):
+        for graph in (ours, theirs):
+            graph.invoke({"messages": [human(f"q{n}")]}, config())
+    assert history_values(ours, config()) == history_values(theirs, config())
+    texts = [i.data["content"] for i in session.list_items(order_by="create_time asc")]
+    assert texts == ["q0", "re: q0", "q1", "re: q1", "from elsewhere", "q2", "re: q2", "q3",
+                     "re: q3"]
+    # a saver that has cached nothing reads every checkpoint back the same
+    assert history_values(echo_graph(make_saver()), config()) == history_values(theirs,
+                                                                               config())
 
 
 def _holder(client: ownstate.Client, thread: str = "t-1") -> str:

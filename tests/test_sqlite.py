@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -113,6 +115,34 @@ def test_a_locked_database_is_backend_unavailable(tmp_path: Path) -> None:
             blocker.close()
         assert list(session.list_items()) == []
         session.append_items([{"role": "user", "content": "now it goes"}])
+
+
+def _open_files(path: Path) -> int:
+    fds = Path("/proc/self/fd")
+    found = 0
+    for fd in fds.iterdir():
+        with contextlib.suppress(OSError):
+            found += fd.readlink() == path
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts /proc/self/fd")
+def test_threads_that_come_and_go_share_the_connections(tmp_path: Path) -> None:
+    # A sync client is called inline on its caller's threads; short-lived ones (LangGraph
+    # runs each step's writes on threads of its own) must not each leave a connection open.
+    db = tmp_path / "o.db"
+    with ownstate.connect(url(db)) as client:
+        session = client.session_stores.create("threads").add(actor_id="a")
+        before = _open_files(db.resolve())
+        for n in range(20):
+            worker = threading.Thread(target=session.append_items,
+                                      args=([{"role": "user", "content": f"m{n}"}],))
+            worker.start()
+            worker.join()
+        assert _open_files(db.resolve()) - before <= 1
+        assert [i.data["content"] for i in session.list_items(order_by="create_time asc")
+                ] == [f"m{n}" for n in range(20)]
+    assert _open_files(db.resolve()) == 0
 
 
 @pytest.mark.parametrize("bad", ["sqlite://", "sqlite://host/x.db", "mysql://x",

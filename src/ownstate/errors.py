@@ -17,6 +17,7 @@
     │   ├── HasChildren            a session with forks was deleted without force=True
     │   ├── StoreNotEmpty          a store with sessions was deleted without force=True
     │   ├── IdempotencyKeyReused   a retried key arrived with a different request
+│   ├── SeqConflict            items meant to take seq n found the session elsewhere
     │   ├── ActiveRunExists        the session already has a running or awaiting run
     │   ├── LeaseHeld              another owner holds an unexpired lease on the run
     │   ├── StaleLease             a write carried a fencing token older than the run's
@@ -79,6 +80,7 @@ __all__ = [
     "RunClosed",
     "RunNotFound",
     "SchemaVersion",
+    "SeqConflict",
     "SessionNotFound",
     "StaleLease",
     "StoreNotEmpty",
@@ -251,6 +253,15 @@ class IdempotencyKeyReused(Conflict):
 
     code = "idempotency_key_reused"
     template = "idempotency key {idempotency_key!r} was used with a different request"
+
+
+class SeqConflict(Conflict):
+    """Items meant to start at seq ``first_seq`` found the session's history elsewhere
+    (another writer appended or popped meanwhile); nothing was stored. Carries ``store``,
+    ``session_id`` and ``first_seq``."""
+
+    code = "seq_conflict"
+    template = "session {session_id!r} does not continue at seq {first_seq}"
 
 
 class ActiveRunExists(Conflict):

@@ -1,7 +1,8 @@
 """Checkpoints, scoped to actor, session and run: the async public API (``client.checkpoints``).
 
 It may touch the backend's checkpoint operations through its scope, and uses the fencing
-token check of :mod:`ownstate.api.runs`.
+token check of :mod:`ownstate.api.runs` and the item encoding of :mod:`ownstate.api.session`
+(with their vectors, :mod:`ownstate.api._semantic`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from .. import _ids
 from .. import limits as _validate
+from ..backends import Capability
 from ..backends.ports.checkpoints import Fence, NewCheckpoint, listing_scope
 from ..errors import InvalidInput, LimitExceeded
 from ..limits import CONTROL_RE, MAX_NAME_CHARS, TYPE_TAG_RE, Limits, bytes_copy, encode_json
@@ -19,15 +21,18 @@ from ..model import (
     JSON,
     CheckpointRecord,
     CheckpointScope,
+    Item,
     Page,
     PendingWrite,
     RetentionPolicy,
     RetentionReport,
     RunUsage,
 )
+from . import _semantic
 from ._paging import keyset_page
 from ._scope import Scope
 from .runs import check_fencing_token as _token
+from .session import new_items
 
 __all__ = ["AsyncCheckpoints"]
 
@@ -94,6 +99,20 @@ def _batch(value: object, limits: Limits, field: str, of: str, things: str) -> S
         raise LimitExceeded.too_many(f"{things} per call", limits.max_batch_items, len(value),
                                      field=field)
     return value
+
+
+def _checkpoint(limits: Limits, checkpoint_id: object, type_tag: object, payload: object,
+                namespace: object, parent_checkpoint_id: object,
+                metadata: object) -> NewCheckpoint:
+    return NewCheckpoint(
+        namespace=_text(namespace, "namespace", empty=True),
+        checkpoint_id=_text(checkpoint_id, "checkpoint_id"),
+        parent_checkpoint_id=(_text(parent_checkpoint_id, "parent_checkpoint_id")
+                              if parent_checkpoint_id is not None else None),
+        type_tag=_type_tag(type_tag),
+        payload=bytes_copy(payload, limits.max_checkpoint_bytes, field="payload"),
+        metadata_json=_metadata_json(metadata, limits),
+    )
 
 
 def _writes(value: object, limits: Limits) -> list[PendingWrite]:
@@ -238,17 +257,60 @@ class AsyncCheckpoints:
         """
         s = self._scope
         run = _scope(scope, s.limits)
-        checkpoint = NewCheckpoint(
-            namespace=_text(namespace, "namespace", empty=True),
-            checkpoint_id=_text(checkpoint_id, "checkpoint_id"),
-            parent_checkpoint_id=(_text(parent_checkpoint_id, "parent_checkpoint_id")
-                                  if parent_checkpoint_id is not None else None),
-            type_tag=_type_tag(type_tag),
-            payload=bytes_copy(payload, s.limits.max_checkpoint_bytes, field="payload"),
-            metadata_json=_metadata_json(metadata, s.limits),
-        )
+        checkpoint = _checkpoint(s.limits, checkpoint_id, type_tag, payload, namespace,
+                                 parent_checkpoint_id, metadata)
         fence = _fence(run, fencing_token, fencing_run_id)
         return await s.backend.put_checkpoint(s.tenant, run, checkpoint, fence, _ids.now())
+
+    @property
+    def puts_items(self) -> bool:
+        """Whether :meth:`put_with_items` is available: the backend declares
+        :attr:`~ownstate.backends.Capability.CHECKPOINT_ITEMS`."""
+        return Capability.CHECKPOINT_ITEMS in type(self._scope.backend).capabilities
+
+    async def put_with_items(
+        self,
+        scope: CheckpointScope,
+        checkpoint_id: str,
+        items: Sequence[dict[str, JSON]],
+        *,
+        first_seq: int,
+        type_tag: str,
+        payload: bytes,
+        format: str | None = None,
+        namespace: str = "",
+        parent_checkpoint_id: str | None = None,
+        metadata: Mapping[str, JSON] | None = None,
+        fencing_token: int | None = None,
+        fencing_run_id: str | None = None,
+    ) -> tuple[CheckpointRecord, list[Item]]:
+        """Append ``items`` to the scope's session and store a checkpoint of the run, in
+        one transaction: both are stored or neither is. Returns both as stored.
+
+        The items are appended as :meth:`AsyncSession.append_items
+        <ownstate.api.session.AsyncSession.append_items>` appends them (``format``,
+        derived columns, search terms, vectors; no idempotency key), starting at seq
+        ``first_seq``, which must be the session's next: a checkpoint that refers to its
+        items by seq is never stored beside items that took other seqs. The checkpoint is
+        stored as by :meth:`put`, fenced the same way, and a refused fence stores neither.
+        Only where :attr:`puts_items` is true.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (as :meth:`put` and
+        ``append_items`` do, a ``first_seq`` that is not a positive integer, or a backend
+        without :attr:`puts_items`), :class:`~ownstate.errors.LimitExceeded`,
+        :class:`~ownstate.errors.RunNotFound`, :class:`~ownstate.errors.StaleLease`,
+        :class:`~ownstate.errors.RunClosed`, :class:`~ownstate.errors.SeqConflict` (the
+        session's next seq is not ``first_seq``), :class:`~ownstate.errors.EmbedderMismatch`.
+        """
+        s = self._scope
+        run = _scope(scope, s.limits)
+        checkpoint = _checkpoint(s.limits, checkpoint_id, type_tag, payload, namespace,
+                                 parent_checkpoint_id, metadata)
+        first = _validate.int64(first_seq, field="first_seq", minimum=1)
+        fence = _fence(run, fencing_token, fencing_run_id)
+        rows = await _semantic.items_with_vectors(s, new_items(s, items, format))
+        return await s.backend.put_checkpoint_with_items(s.tenant, run, checkpoint, fence,
+                                                         rows, first, _ids.now())
 
     async def put_writes(
         self,

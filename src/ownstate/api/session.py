@@ -24,9 +24,23 @@ from . import _semantic
 from ._paging import AsyncPager, order_key, token_position
 from ._scope import Scope as _Scope
 
-__all__ = ["AsyncSession"]
+__all__ = ["AsyncSession", "new_items"]
 
 _ITEM_ORDERS = {"create_time desc": True, "create_time asc": False}
+
+
+def new_items(scope: _Scope, items: Sequence[dict[str, JSON]],
+              format: str | None) -> list[NewItem]:
+    """``items`` checked, encoded, given ids and their derived columns, as an append stores
+    them (``format`` for all of them, else inferred per item); without their vectors.
+
+    Raises :class:`~ownstate.errors.InvalidInput`, :class:`~ownstate.errors.LimitExceeded`.
+    """
+    encoded = scope.limits.encode_items(items)
+    fixed_format = _validate.item_format(format)
+    return [NewItem(item_id, text, fixed_format or infer_format(data), *derive_columns(data))
+            for item_id, data, text in zip(_ids.new_ids("itm", len(encoded)), items, encoded,
+                                           strict=True)]
 
 
 class AsyncSession:
@@ -159,12 +173,8 @@ class AsyncSession:
         (the client's embedder is not the model of the store's item vectors).
         """
         s = self._scope
-        encoded = s.limits.encode_items(items)
         key = s.limits.idempotency_key(idempotency_key)
-        fixed_format = _validate.item_format(format)
-        rows = [NewItem(item_id, text, fixed_format or infer_format(data), *derive_columns(data))
-                for item_id, data, text in zip(_ids.new_ids("itm", len(encoded)), items, encoded,
-                                               strict=True)]
+        rows = new_items(s, items, format)
         idempotency = None
         if key is not None:
             digest = hashlib.sha256()

@@ -1044,6 +1044,34 @@ class Checkpoints:
         """
         return self._portal.call(self._impl.put(scope, checkpoint_id, type_tag=type_tag, payload=payload, namespace=namespace, parent_checkpoint_id=parent_checkpoint_id, metadata=metadata, fencing_token=fencing_token, fencing_run_id=fencing_run_id))
 
+    @property
+    def puts_items(self) -> bool:
+        """Whether :meth:`put_with_items` is available: the backend declares
+        :attr:`~ownstate.backends.Capability.CHECKPOINT_ITEMS`.
+        """
+        return self._impl.puts_items
+
+    def put_with_items(self, scope: CheckpointScope, checkpoint_id: str, items: Sequence[dict[str, JSON]], *, first_seq: int, type_tag: str, payload: bytes, format: str | None = None, namespace: str = '', parent_checkpoint_id: str | None = None, metadata: Mapping[str, JSON] | None = None, fencing_token: int | None = None, fencing_run_id: str | None = None) -> tuple[CheckpointRecord, list[Item]]:
+        """Append ``items`` to the scope's session and store a checkpoint of the run, in
+        one transaction: both are stored or neither is. Returns both as stored.
+
+        The items are appended as :meth:`AsyncSession.append_items
+        <ownstate.api.session.AsyncSession.append_items>` appends them (``format``,
+        derived columns, search terms, vectors; no idempotency key), starting at seq
+        ``first_seq``, which must be the session's next: a checkpoint that refers to its
+        items by seq is never stored beside items that took other seqs. The checkpoint is
+        stored as by :meth:`put`, fenced the same way, and a refused fence stores neither.
+        Only where :attr:`puts_items` is true.
+
+        Raises :class:`~ownstate.errors.InvalidInput` (as :meth:`put` and
+        ``append_items`` do, a ``first_seq`` that is not a positive integer, or a backend
+        without :attr:`puts_items`), :class:`~ownstate.errors.LimitExceeded`,
+        :class:`~ownstate.errors.RunNotFound`, :class:`~ownstate.errors.StaleLease`,
+        :class:`~ownstate.errors.RunClosed`, :class:`~ownstate.errors.SeqConflict` (the
+        session's next seq is not ``first_seq``), :class:`~ownstate.errors.EmbedderMismatch`.
+        """
+        return self._portal.call(self._impl.put_with_items(scope, checkpoint_id, items, first_seq=first_seq, type_tag=type_tag, payload=payload, format=format, namespace=namespace, parent_checkpoint_id=parent_checkpoint_id, metadata=metadata, fencing_token=fencing_token, fencing_run_id=fencing_run_id))
+
     def put_writes(self, scope: CheckpointScope, checkpoint_id: str, writes: Sequence[PendingWrite], *, namespace: str = '', fencing_token: int | None = None, fencing_run_id: str | None = None) -> None:
         """Store pending writes against a stored checkpoint, all or none. A write with the
         same (``task_id``, ``index``) as a stored one replaces it in place; writes are

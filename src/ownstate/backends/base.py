@@ -83,6 +83,9 @@ class Capability(StrEnum):
     #: many sessions are read back whole (items, newest run, checkpoints by id) in a few
     #: queries (:meth:`~ownstate.backends.ports.bulk.BulkPort.read_sessions`)
     BULK_READS = "bulk_reads"
+    #: a checkpoint is stored with items appended to its session in one transaction
+    #: (:meth:`~ownstate.backends.ports.checkpoints.CheckpointPort.put_checkpoint_with_items`)
+    CHECKPOINT_ITEMS = "checkpoint_items"
 
 
 class Backend(SessionPort, FactPort, RunPort, CheckpointPort, AssetPort, AccessPort,

@@ -109,8 +109,8 @@ async def prepare(saver: OwnstateSaver, store: str, thread_id: str, session_id: 
                      CheckpointScope(session.actor_id, store, session_id,
                                      _holder_id(store, session_id)),
                      History(saver.serde, saver.client.limits.max_page_size))
-    payload = await saver._encode(thread, "", t.checkpoint,
-                                  dict(t.checkpoint["channel_versions"]))
+    payload, _ = await saver._encode(thread, "", t.checkpoint,
+                                     dict(t.checkpoint["channel_versions"]))
     pending = []
     # as the import stores them through the saver: task by task, the interrupt's last
     for task_id, task_writes in sorted(by_task.items(), key=lambda kv: kv[0] in paused):

@@ -30,6 +30,7 @@ backend.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +43,7 @@ from ...errors import InvalidInput, ItemNotFound
 from ...formats.langchain import FORMAT, item_to_message, message_to_item
 from ...model import Item
 
-__all__ = ["History", "is_history"]
+__all__ = ["History", "Staged", "is_history"]
 
 _KEY_CHARS = 12
 # The attributes whose identity tells whether a cached message object was changed since.
@@ -51,7 +52,10 @@ _WATCHED = ("content", "id", "name", "additional_kwargs", "response_metadata")
 
 def is_history(value: Any) -> bool:
     """Whether a channel value is a message list that can be stored by reference."""
-    return isinstance(value, list) and all(isinstance(m, BaseMessage) for m in value)
+    # by the messages' classes (a handful), not each message: asked at every put, of the
+    # whole conversation, and isinstance of a message class goes through ABCMeta
+    return isinstance(value, list) and all(issubclass(kind, BaseMessage)
+                                           for kind in set(map(type, value)))
 
 
 def _snapshot(message: BaseMessage) -> tuple[Any, ...]:
@@ -73,6 +77,9 @@ class History:
     foreign: dict[int, BaseMessage] = field(default_factory=dict)
     # The last list encoded, and its reference: the next one usually extends it.
     last: tuple[list[BaseMessage], list[Any]] | None = None
+    # The seq the session's next item takes, as this process last saw it (after its own
+    # append); None when not known. Another writer may have appended since.
+    next_seq: int | None = None
 
     def adopt(self, messages: Sequence[BaseMessage]) -> None:
         """Remember messages built from other frameworks' items, so that a checkpoint
@@ -82,6 +89,7 @@ class History:
 
     def forget(self) -> None:
         self.last = None
+        self.next_seq = None
         self.by_seq.clear()
         self.by_id.clear()
         self.by_object.clear()
@@ -103,17 +111,15 @@ class History:
                 return seq
         return None
 
-    async def encode(self, session: AsyncSession, messages: Sequence[BaseMessage]
-                     ) -> list[Any]:
-        """The reference for ``messages``, appending the new ones to ``session`` (one call).
-
-        The usual list is the last one encoded plus a few messages: its prefix is matched by
-        object identity and its reference extended, so a step costs its new messages."""
+    def _plan(self, messages: Sequence[BaseMessage]
+              ) -> tuple[list[Any], list[Any], list[tuple[int, BaseMessage, dict[str, Any]]]]:
+        """The segments ``messages`` extend, their slots (a seq, an inline message, or
+        ``None`` for a new message) and the new messages (slot, message, item)."""
         segments: list[Any] = []
         tail: Sequence[BaseMessage] = messages
         last = self.last
         if last is not None and len(messages) >= len(last[0]) and all(
-                a is b for a, b in zip(messages, last[0], strict=False)):
+                map(operator.is_, messages, last[0])):
             segments = [list(s) for s in last[1]]
             tail = messages[len(last[0]):]
         slots: list[Any] = []
@@ -135,33 +141,61 @@ class History:
                 slots.append(["m", *self.serde.dumps_typed(message)])
             else:
                 slots.append(seq)
+        return segments, slots, fresh
+
+    async def encode(self, session: AsyncSession, messages: Sequence[BaseMessage]
+                     ) -> list[Any]:
+        """The reference for ``messages``, appending the new ones to ``session`` (one call).
+
+        The usual list is the last one encoded plus a few messages: its prefix is matched by
+        object identity and its reference extended, so a step costs its new messages."""
+        segments, slots, fresh = self._plan(messages)
         if fresh:
             stored = await session.append_items([item for _, _, item in fresh],
                                                 format=FORMAT)
             for (slot, message, _), item in zip(fresh, stored, strict=True):
                 self._remember(item.seq, message)
                 slots[slot] = item.seq
+            self.next_seq = stored[-1].seq + 1
         self._extend(segments, slots)
         self.last = (list(messages), segments)
         return [list(s) for s in segments]
 
-    def _extend(self, segments: list[Any], slots: list[Any]) -> None:
+    def stage(self, messages: Sequence[BaseMessage], first_seq: int
+              ) -> tuple[list[Any], Staged]:
+        """The reference for ``messages`` with their new messages at the seqs they will
+        take when appended from ``first_seq`` on, and those messages, staged: nothing here
+        changes until :meth:`Staged.commit` says they were stored."""
+        segments, slots, fresh = self._plan(messages)
+        ids: dict[int, str | None] = {}
+        for n, (slot, message, _) in enumerate(fresh):
+            slots[slot] = first_seq + n
+            ids[first_seq + n] = message.id
+        self._extend(segments, slots, ids)
+        staged = Staged(self, first_seq, [item for _, _, item in fresh],
+                        [(first_seq + n, message) for n, (_, message, _) in enumerate(fresh)],
+                        (list(messages), segments))
+        return [list(s) for s in segments], staged
+
+    def _extend(self, segments: list[Any], slots: list[Any],
+                staged: dict[int, str | None] | None = None) -> None:
         for slot in slots:
             if isinstance(slot, int):
                 last = segments[-1] if segments else None
+                key = self._key(slot, staged)
                 if last is not None and last[0] == "r" and last[2] + 1 == slot:
                     last[2] = slot
-                    last[4] = self._key(slot)
+                    last[4] = key
                     continue
-                key = self._key(slot)
                 segments.append(["r", slot, slot, key, key])
             else:
                 segments.append(slot)
 
-    def _key(self, seq: int) -> str | None:
+    def _key(self, seq: int, staged: dict[int, str | None] | None = None) -> str | None:
         """What checks that item ``seq`` is still the message a reference meant: a prefix
-        of its message id (ids are random; a prefix is plenty to notice a changed item)."""
-        message_id = self.by_seq[seq][0]
+        of its message id (ids are random; a prefix is plenty to notice a changed item).
+        ``staged``: the message ids of seqs not appended yet."""
+        message_id = staged[seq] if staged and seq in staged else self.by_seq[seq][0]
         return message_id[:_KEY_CHARS] if message_id is not None else None
 
     async def decode(self, session: AsyncSession, segments: list[Any]) -> list[BaseMessage]:
@@ -184,7 +218,7 @@ class History:
         for segment in segments:
             if segment[0] == "r":
                 by_seq = self.by_seq
-                out.extend(by_seq[seq][1] for seq in range(segment[1], segment[2] + 1))
+                out.extend([by_seq[seq][1] for seq in range(segment[1], segment[2] + 1)])
             else:
                 message = self.serde.loads_typed((segment[1], segment[2]))
                 out.append(message)
@@ -202,7 +236,7 @@ class History:
 
     def _holds(self, first: int, last: int) -> bool:
         by_seq = self.by_seq
-        return all(seq in by_seq for seq in range(first, last + 1))
+        return all(map(by_seq.__contains__, range(first, last + 1)))
 
     def _matches(self, segment: list[Any]) -> bool:
         _, first, last, first_key, last_key = segment
@@ -244,6 +278,26 @@ class History:
             token = page.next_page_token
             if token is None:
                 return out
+
+
+@dataclass
+class Staged:
+    """New messages of a reference made by :meth:`History.stage`, to be appended at seqs
+    ``first_seq`` on (``items``, in order) by the write that stores the reference."""
+
+    history: History
+    first_seq: int
+    items: list[dict[str, Any]]
+    messages: list[tuple[int, BaseMessage]]
+    encoded: tuple[list[BaseMessage], list[Any]]
+
+    def commit(self) -> None:
+        """They were stored: remember them at their seqs, and the list as the last one."""
+        history = self.history
+        for seq, message in self.messages:
+            history._remember(seq, message)
+        history.last = self.encoded
+        history.next_seq = self.first_seq + len(self.items)
 
 
 def _message(item: Item) -> BaseMessage:

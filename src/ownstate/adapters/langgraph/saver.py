@@ -54,8 +54,10 @@ from ...errors import (
     CheckpointNotFound,
     InvalidInput,
     RunNotFound,
+    SeqConflict,
     StoreNotFound,
 )
+from ...formats.langchain import FORMAT as HISTORY_FORMAT
 from ...formats.langchain import to_messages
 from ...formats.neutral import FORMAT as MESSAGE_FORMAT
 from ...formats.neutral import to_neutral
@@ -75,7 +77,7 @@ from .._kernel import (
     lease_owner,
     sync_twin,
 )
-from ._history import History, is_history
+from ._history import History, Staged, is_history
 from ._runs import ThreadRuns
 from ._threads import (
     _PACK_BYTES,
@@ -110,7 +112,10 @@ class OwnstateSaver(BridgedAdapter, BaseCheckpointSaver[str]):
     Options: ``store`` (the session store for threads), ``actor_id`` (the actor of new
     threads' sessions, unless ``config["configurable"][actor_key]`` names one),
     ``history_channels`` (channels kept as session items), ``owner`` (this replica's name
-    for run leases), ``serde`` (LangGraph's serializer; pickle is never used).
+    for run leases), ``serde`` (LangGraph's serializer; pickle is never used),
+    ``items_with_checkpoints`` (store a step's new messages in the transaction of its
+    checkpoint, where the backend can: one write instead of two; ``False`` appends them
+    first, in a call of their own, as on backends that cannot).
     """
 
     def __init__(
@@ -126,6 +131,7 @@ class OwnstateSaver(BridgedAdapter, BaseCheckpointSaver[str]):
         max_cached_threads: int = 256,
         lease_ttl: float = 60.0,
         writes_wait: float = 5.0,
+        items_with_checkpoints: bool = True,
         _bridge: Bridge | None = None,
     ) -> None:
         super().__init__(serde=serde or JsonPlusSerializer(pickle_fallback=False))
@@ -141,6 +147,7 @@ class OwnstateSaver(BridgedAdapter, BaseCheckpointSaver[str]):
         # Checkpoints stored, read or being stored here, so their writes can wait for them.
         self._arrivals = _Arrivals()
         self._writes_wait = writes_wait
+        self._puts_items = items_with_checkpoints and self.client.checkpoints.puts_items
 
     @classmethod
     def from_url(cls, url: str | None = None, **options: Any) -> OwnstateSaver:
@@ -227,16 +234,30 @@ class OwnstateSaver(BridgedAdapter, BaseCheckpointSaver[str]):
                 for event in self._arrivals.storing(thread_id, ""):
                     await _wait_event(event, self._writes_wait)
             await self._runs.ensure_holder(thread)
-        payload = await self._encode(thread, namespace, checkpoint, new_versions)
+        references: dict[tuple[str, str, Any], list[Any]] = {}
+        stage_at = thread.history.next_seq if self._puts_items else None
+        payload, staged = await self._encode(thread, namespace, checkpoint, new_versions,
+                                             stage_at=stage_at, references=references)
         try:
             metadata_json = json.loads(json.dumps(stored_metadata, allow_nan=False))
         except (TypeError, ValueError) as exc:
             raise InvalidInput(f"checkpoint metadata is not JSON: {exc}",
                                field="metadata") from exc
-        await self._runs.fenced(thread, lambda **fence: self.client.checkpoints.put(
-            thread.scope, checkpoint["id"], type_tag=TYPE_TAG, payload=payload,
-            namespace=namespace, parent_checkpoint_id=parent_id, metadata=metadata_json,
-            **fence))
+        if staged is not None and not await self._put_with_items(
+                thread, checkpoint["id"], staged, payload, namespace, parent_id,
+                metadata_json):
+            # Another writer appended meanwhile: the step's messages go after theirs,
+            # appended first, and the checkpoint refers to them where they went.
+            thread.history.next_seq = None
+            payload, _ = await self._encode(thread, namespace, checkpoint, new_versions)
+            staged = None
+        elif staged is not None:
+            thread.references.update(references)
+        if staged is None:
+            await self._runs.fenced(thread, lambda **fence: self.client.checkpoints.put(
+                thread.scope, checkpoint["id"], type_tag=TYPE_TAG, payload=payload,
+                namespace=namespace, parent_checkpoint_id=parent_id, metadata=metadata_json,
+                **fence))
         if namespace == "" and stored_metadata.get("source") == "loop" and _finished(
                 checkpoint):
             step = stored_metadata.get("step")
@@ -246,17 +267,52 @@ class OwnstateSaver(BridgedAdapter, BaseCheckpointSaver[str]):
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace,
                                  "checkpoint_id": checkpoint["id"]}}
 
+    async def _put_with_items(self, thread: _Thread, checkpoint_id: str, staged: list[Staged],
+                              payload: bytes, namespace: str, parent_id: str | None,
+                              metadata: dict[str, Any]) -> bool:
+        """Store the checkpoint with its staged messages in one write; False (nothing
+        stored) when the session's next seq is no longer the one they were staged at."""
+        items = [item for step in staged for item in step.items]
+        try:
+            await self._runs.fenced(thread, lambda **fence: self.client.checkpoints.
+                                    put_with_items(
+                thread.scope, checkpoint_id, items, first_seq=staged[0].first_seq,
+                format=HISTORY_FORMAT, type_tag=TYPE_TAG, payload=payload,
+                namespace=namespace, parent_checkpoint_id=parent_id, metadata=metadata,
+                **fence))
+        except SeqConflict:
+            return False
+        for step in staged:
+            step.commit()
+        return True
+
     async def _encode(self, thread: _Thread, namespace: str, checkpoint: Checkpoint,
-                      new_versions: ChannelVersions) -> bytes:
+                      new_versions: ChannelVersions, *, stage_at: int | None = None,
+                      references: dict[tuple[str, str, Any], list[Any]] | None = None,
+                      ) -> tuple[bytes, list[Staged] | None]:
+        """The checkpoint's payload. History channels' new messages are appended to the
+        session now, or with ``stage_at`` (the session's next seq) staged to be appended
+        from that seq on by the put: then they are returned, and the references made for
+        them go into ``references``, not the thread's, until the put has stored them."""
         values: dict[str, Any] = {}
         versions = checkpoint["channel_versions"]
+        staged: list[Staged] = []
         for channel, value in checkpoint["channel_values"].items():
             version = versions.get(channel)
             key = (namespace, channel, version)
             changed = channel in new_versions
             if channel in self._history_channels and is_history(value):
                 reference = None if changed else thread.references.get(key)
-                if reference is None:
+                if reference is None and stage_at is not None and references is not None:
+                    first = staged[-1].first_seq + len(staged[-1].items) if staged else stage_at
+                    reference, step = thread.history.stage(value, first)
+                    if step.items:
+                        staged.append(step)
+                        references[key] = reference
+                    else:  # nothing new to store: it holds already
+                        step.commit()
+                        thread.references[key] = reference
+                elif reference is None:
                     reference = await thread.history.encode(thread.session, value)
                     thread.references[key] = reference
                 values[channel] = ["h", reference]
@@ -270,7 +326,8 @@ class OwnstateSaver(BridgedAdapter, BaseCheckpointSaver[str]):
             if len(data) >= _SHARED_BYTES and version is not None:
                 thread.origins[key] = checkpoint["id"]
         body = {k: v for k, v in checkpoint.items() if k != "channel_values"}
-        return _pack(self.serde.dumps_typed({"checkpoint": body, "values": values})[1])
+        payload = _pack(self.serde.dumps_typed({"checkpoint": body, "values": values})[1])
+        return payload, staged or None
 
     def _pending(self, writes: Sequence[tuple[str, Any]], task_id: str,
                  task_path: str = "") -> list[PendingWrite]:

@@ -37,7 +37,8 @@ class MemoryBackend(SessionsInMemory, FactsInMemory, VectorsInMemory, RunsInMemo
     capabilities: ClassVar[frozenset[str]] = frozenset({Capability.TEXT_SEARCH,
                                                                Capability.OPERATOR,
                                                                Capability.VECTORS,
-                                                               Capability.TRANSFER})
+                                                               Capability.TRANSFER,
+                                                               Capability.CHECKPOINT_ITEMS})
 
     def __init__(self, name: str | None = None) -> None:
         if name:

@@ -1,6 +1,7 @@
 """Checkpoints and pending writes, in memory.
 
-It may touch the in-memory data (``_data``), the checkpoint and run ports, the model and
+It may touch the in-memory data (``_data``), the checkpoint, run and session ports (a
+checkpoint's items are appended through the sessions' own ``append_items``), the model and
 errors, nothing else.
 """
 
@@ -13,18 +14,20 @@ from datetime import datetime, timedelta
 from typing import Protocol, cast
 
 from ... import model
-from ...errors import CheckpointNotFound, RunNotFound, SessionNotFound
+from ...errors import CheckpointNotFound, RunNotFound, SeqConflict, SessionNotFound
 from ...model import (
     CLOSED_RUN_STATUSES,
     JSON,
     CheckpointRecord,
     CheckpointScope,
+    Item,
     PendingWrite,
     Run,
     RunUsage,
 )
 from ..ports.checkpoints import Fence, NewCheckpoint, page_cut
 from ..ports.runs import RunState, run_refusal
+from ..ports.sessions import NewItem
 from ._data import MemoryBase
 
 __all__ = ["CheckpointsInMemory"]
@@ -32,6 +35,14 @@ __all__ = ["CheckpointsInMemory"]
 
 class _RunLookup(Protocol):
     async def get_run(self, tenant: str, run_id: str) -> Run: ...
+
+
+class _Appender(Protocol):
+    def _item_count(self, tenant: str, store: str, session_id: str) -> int: ...
+
+    async def append_items(self, tenant: str, store: str, session_id: str,
+                           items: Sequence[NewItem], idempotency: tuple[str, str] | None,
+                           now: datetime) -> list[Item]: ...
 
 
 @dataclass(slots=True)
@@ -142,6 +153,23 @@ class CheckpointsInMemory(MemoryBase):
             else:
                 existing.record, existing.metadata_json = record, checkpoint.metadata_json
             return held.entries[key].with_writes()
+
+    async def put_checkpoint_with_items(self, tenant: str, scope: CheckpointScope,
+                                        checkpoint: NewCheckpoint, fence: Fence | None,
+                                        items: Sequence[NewItem], first_seq: int,
+                                        now: datetime) -> tuple[CheckpointRecord, list[Item]]:
+        sessions = cast(_Appender, self)
+        with self._data.lock:  # re-entered by the two writes below: one atomic step
+            await self._fenced(tenant, scope, fence)
+            if sessions._item_count(tenant, scope.store, scope.session_id) + 1 != first_seq:
+                raise SeqConflict(store=scope.store, session_id=scope.session_id,
+                                  first_seq=first_seq)
+            # the append checks what it refuses (the store's embedder) before it changes
+            # anything, and the put cannot fail once the fence has held
+            appended = await sessions.append_items(tenant, scope.store, scope.session_id,
+                                                   items, None, now)
+            record = await self.put_checkpoint(tenant, scope, checkpoint, fence, now)
+            return record, appended
 
     async def put_writes(self, tenant: str, scope: CheckpointScope, namespace: str,
                          checkpoint_id: str, writes: Sequence[PendingWrite],

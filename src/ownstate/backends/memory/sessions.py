@@ -39,6 +39,10 @@ class SessionsInMemory(MemoryBase):
             raise errors.SessionNotFound(store=store, session_id=session_id)
         return stored
 
+    def _item_count(self, tenant: str, store: str, session_id: str) -> int:
+        """How many items the session holds (its next seq is one more)."""
+        return len(self._session(tenant, store, session_id).items)
+
     def _touch(self, stored: _StoredSession, now: datetime) -> None:
         stored.record = replace(stored.record, last_activity_time=now)
 

@@ -21,11 +21,21 @@ as for every run write. A write without a fence is not fenced
 and works on an ended run too (housekeeping, single writers), as the other unfenced run
 writes do.
 
+Items with a checkpoint. A framework step's new messages and its checkpoint can be stored
+in one transaction (``put_checkpoint_with_items``): the items are appended to the scope's
+session as ``append_items`` appends them (without an idempotency key) and the checkpoint is
+stored as ``put_checkpoint`` stores it, both or neither. The caller names the seq the items
+start at (its checkpoint refers to them by seq), and the write is refused when the
+session's next seq is another. Backends that declare
+:attr:`~ownstate.backends.Capability.CHECKPOINT_ITEMS` implement it; the others raise
+InvalidInput, and a caller appends and puts in two calls.
+
 Paging. ``page_checkpoints`` returns a listing a page at a time, from a position (an
 opaque, increasing ordinal of when each checkpoint was first stored), stopping early at a
 byte bound.
 
-It may touch the model alone, and no datastore: each backend implements it.
+It may touch the model, the sessions port's ``NewItem`` and errors, and no datastore: each
+backend implements it.
 """
 
 from __future__ import annotations
@@ -36,15 +46,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from ...errors import InvalidInput
 from ...model import (
     JSON,
     CheckpointRecord,
     CheckpointScope,
+    Item,
     PendingWrite,
     RetentionPolicy,
     RetentionReport,
     RunUsage,
 )
+from .sessions import NewItem
 
 __all__ = ["CheckpointPort", "Fence", "NewCheckpoint", "listing_scope", "page_cut"]
 
@@ -103,6 +116,22 @@ class CheckpointPort(ABC):
         parent, type tag, payload and metadata, and keeps its place in the order, its
         ``create_time`` and its pending writes. Raises RunNotFound, and for ``fence``
         StaleLease, RunClosed."""
+
+    async def put_checkpoint_with_items(self, tenant: str, scope: CheckpointScope,
+                                        checkpoint: NewCheckpoint, fence: Fence | None,
+                                        items: Sequence[NewItem], first_seq: int,
+                                        now: datetime) -> tuple[CheckpointRecord, list[Item]]:
+        """Append ``items`` to the scope's session and store ``checkpoint``, in one
+        transaction: both or neither. Checked before anything is stored, in this order:
+        the scope (RunNotFound), the fence (StaleLease, RunClosed), that the session's
+        next seq is ``first_seq`` (else SeqConflict). The items take seqs ``first_seq``,
+        ``first_seq + 1``, ... with everything ``append_items`` gives them (derived
+        columns, search terms, vectors, the session's activity time); the checkpoint is
+        stored as by :meth:`put_checkpoint`. Returns both as stored. Only for backends
+        that declare :attr:`~ownstate.backends.Capability.CHECKPOINT_ITEMS`; the others
+        raise InvalidInput."""
+        raise InvalidInput(f"{type(self).__name__} cannot store items with a checkpoint (it "
+                           "does not declare Capability.CHECKPOINT_ITEMS)", field="items")
 
     @abstractmethod
     async def put_writes(self, tenant: str, scope: CheckpointScope, namespace: str,

@@ -50,7 +50,7 @@ class PostgresBackend(SearchInPostgres, SessionsInPostgres, FactsInPostgres,
     capabilities: ClassVar[frozenset[str]] = frozenset(
         {Capability.OPERATOR, Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.MIGRATIONS,
          Capability.TEXT_SEARCH, Capability.VECTORS, Capability.TRANSFER,
-         Capability.BULK_SESSIONS, Capability.BULK_READS}
+         Capability.BULK_SESSIONS, Capability.BULK_READS, Capability.CHECKPOINT_ITEMS}
     )
 
     async def _found_version(self, cur: Cursor) -> int:

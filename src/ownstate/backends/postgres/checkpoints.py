@@ -19,8 +19,14 @@ the checkpoint), and a refusal is worded from that after the fact, when nothing 
 written. A put and a task's writes commit without waiting for their WAL flush (``_core``
 says what that gives up, and ``synchronous_checkpoints`` turns it off).
 
+A put with items (a step's new messages) is one statement too: the append's statement
+(``sessions.append_ctes``) gated on the scope's run, the fence and the seq the items must
+start at, and the put gated on the append, so a refusal of any of them stores nothing. It
+commits as an append does, waiting for its WAL flush: its items are not checkpoints.
+
 It may touch PostgreSQL through ``_core``, the shared SQL (``backends._sql``), the
-checkpoint and run ports, the model and errors.
+checkpoint, run and session ports, the append statement and item vectors of ``sessions``
+and ``_vector_rows``, the model and errors.
 """
 
 from __future__ import annotations
@@ -28,15 +34,18 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, cast
 
 from ... import model
-from ...errors import CheckpointNotFound, RunNotFound, SessionNotFound
-from ...model import JSON, CheckpointRecord, CheckpointScope, PendingWrite, RunUsage
+from ...errors import CheckpointNotFound, RunNotFound, SeqConflict, SessionNotFound
+from ...model import JSON, CheckpointRecord, CheckpointScope, Item, PendingWrite, RunUsage
 from .. import _sql
 from ..ports.checkpoints import Fence, NewCheckpoint, page_cut
 from ..ports.runs import RunState, run_refusal
+from ..ports.sessions import NewItem
 from ._core import Cursor, PostgresCore
+from ._vector_rows import store_item_vectors
+from .sessions import IndexingChanged, append_ctes, appended
 
 __all__ = ["CheckpointsInPostgres"]
 
@@ -55,6 +64,17 @@ _WRITES_OF = ("SELECT array_agg(task_id ORDER BY wid), array_agg(idx ORDER BY wi
               "array_agg(channel ORDER BY wid), array_agg(type_tag ORDER BY wid), "
               "array_agg(payload ORDER BY wid), array_agg(task_path ORDER BY wid) "
               "FROM checkpoint_writes w WHERE w.cid = {cid}")
+
+
+class _Appender(Protocol):
+    def _append_params(self, tenant: str, store: str, session_id: str,
+                       items: Sequence[NewItem], now: datetime) -> dict[str, Any]: ...
+
+    def _remember_indexing(self, tenant: str, store: str, indexed: bool) -> None: ...
+
+    @staticmethod
+    def _index_params(params: dict[str, Any], tenant: str, items: Sequence[NewItem],
+                      indexed: bool) -> None: ...
 
 
 class _Fencing(NamedTuple):
@@ -123,7 +143,37 @@ def _writes_query(fenced: bool) -> str:
         + fencing.join)
 
 
+def _put_items_query(fenced: bool) -> str:
+    """One statement that appends items to the scope's session (when the run is in scope,
+    the fence, if any, holds and the session's next seq is ``first_seq``) and stores a
+    checkpoint when they were appended; it returns what :func:`_put_query` does, then the
+    seq the items were numbered from and whether the store indexes its items."""
+    fencing = _fencing(fenced)
+    gate = ("AND item_count = %(first_seq)s - 1 AND EXISTS (SELECT 1 FROM holder) "
+            + (f"AND {_FENCE_HOLDS} " if fenced else ""))
+    return (
+        f"WITH holder AS ({_RUN_IN_SCOPE} FOR KEY SHARE), {fencing.cte}"
+        + append_ctes(gate) + ", "
+        "put AS (INSERT INTO checkpoints (rid, tenant, namespace, checkpoint_id, "
+        "parent_checkpoint_id, type_tag, metadata, create_time, size, payload) "
+        "SELECT rid, %(tenant)s, %(namespace)s, %(checkpoint_id)s, %(parent)s, %(type_tag)s, "
+        "%(metadata)s::json, %(now)s, %(size)s, %(payload)b FROM holder "
+        "WHERE EXISTS (SELECT 1 FROM s) "
+        "ON CONFLICT (rid, namespace, checkpoint_id) DO UPDATE SET "
+        "parent_checkpoint_id = excluded.parent_checkpoint_id, "
+        "type_tag = excluded.type_tag, metadata = excluded.metadata, "
+        "size = excluded.size, payload = excluded.payload "
+        "RETURNING cid, create_time, xmax = 0 AS inserted) "
+        f"SELECT (SELECT rid FROM holder), {fencing.columns}"
+        "p.cid, p.create_time, p.inserted, w.*, (SELECT base FROM s), "
+        "(SELECT index_items FROM session_stores WHERE tenant = %(tenant)s "
+        f"AND name = %(store)s) FROM (SELECT 1) one {fencing.join}"
+        "LEFT JOIN put p ON true LEFT JOIN LATERAL ("
+        + _WRITES_OF.format(cid="p.cid AND NOT p.inserted") + ") w ON true")
+
+
 _PUT = {fenced: _put_query(fenced) for fenced in (False, True)}
+_PUT_ITEMS = {fenced: _put_items_query(fenced) for fenced in (False, True)}
 _PUT_WRITES = {fenced: _writes_query(fenced) for fenced in (False, True)}
 # The run in scope, and the checkpoint asked for (the newest when no id is given) with its
 # pending writes: one statement, so one snapshot.
@@ -262,6 +312,50 @@ class CheckpointsInPostgres(PostgresCore):
             )
 
         return await self._write_checkpoint(tenant, run)
+
+    async def put_checkpoint_with_items(self, tenant: str, scope: CheckpointScope,
+                                        checkpoint: NewCheckpoint, fence: Fence | None,
+                                        items: Sequence[NewItem], first_seq: int,
+                                        now: datetime) -> tuple[CheckpointRecord, list[Item]]:
+        c = checkpoint
+        sessions = cast(_Appender, self)
+        params = {**sessions._append_params(tenant, scope.store, scope.session_id, items, now),
+                  **_scope_args(tenant, scope, fence), "first_seq": first_seq,
+                  "namespace": c.namespace, "checkpoint_id": c.checkpoint_id,
+                  "parent": c.parent_checkpoint_id, "type_tag": c.type_tag,
+                  "metadata": c.metadata_json, "size": len(c.payload), "payload": c.payload}
+        embedded = any(it.embedding is not None for it in items)
+
+        async def run(cur: Cursor) -> tuple[CheckpointRecord, list[Item]]:
+            # with vectors to write, the transaction stays open for them
+            await cur.execute(_PUT_ITEMS[fence is not None], params, last=not embedded,
+                              binary=True)
+            row = await cur.fetchone()
+            assert row is not None  # the statement always returns its one row
+            _refuse(scope, fence, row)
+            base, indexed = row[12], row[13]
+            if base is None:  # nothing was written
+                if indexed is not None and bool(indexed) != params["indexed"]:
+                    raise IndexingChanged(bool(indexed))
+                raise SeqConflict(store=scope.store, session_id=scope.session_id,
+                                  first_seq=first_seq)
+            if embedded:
+                await store_item_vectors(cur, tenant, scope.store, items)
+            created, inserted = row[4:6]
+            pending = () if inserted else tuple(_writes(row[6:12]))
+            record = CheckpointRecord(
+                run_id=scope.run_id, namespace=c.namespace, checkpoint_id=c.checkpoint_id,
+                parent_checkpoint_id=c.parent_checkpoint_id, type_tag=c.type_tag,
+                payload=c.payload, metadata=json.loads(c.metadata_json), create_time=created,
+                pending_writes=pending)
+            return record, appended(items, scope.session_id, int(base), now)
+
+        while True:
+            try:  # synchronous, as an append: its items are not checkpoints
+                return await self._write(tenant, run)
+            except IndexingChanged as changed:
+                sessions._remember_indexing(tenant, scope.store, changed.args[0])
+                sessions._index_params(params, tenant, items, changed.args[0])
 
     async def put_writes(self, tenant: str, scope: CheckpointScope, namespace: str,
                          checkpoint_id: str, writes: Sequence[PendingWrite],

@@ -27,7 +27,7 @@ from ._vector_rows import store_item_vectors
 from .access import drop_store, start_grants
 from .search import LOG_FROM, add_counts, logged_counts, scope_prefix
 
-__all__ = ["SessionsInPostgres"]
+__all__ = ["IndexingChanged", "SessionsInPostgres", "append_ctes", "appended"]
 
 _SESSION_COLUMNS = (
     "session_id, actor_id, parent_session_id, root_session_id, metadata, create_time, "
@@ -45,35 +45,40 @@ _ITEM_COLUMNS = (
 #: sent are NULL when it does not), so a statement made for the other flag changes
 #: nothing; the items' terms arrive as binary tsvectors; the log of their counts comes
 #: last, after the statistics (``search.py``).
-_APPEND_TEMPLATE = (
-    "WITH s AS (UPDATE sessions SET item_count = item_count + %(n)s, "
-    "last_activity_time = %(now)s WHERE tenant = %(tenant)s AND store = %(store)s "
-    "AND session_id = %(session_id)s AND (SELECT index_items FROM session_stores "
-    "WHERE tenant = %(tenant)s AND name = %(store)s) = %(indexed)s "
-    "RETURNING sid, item_count - %(n)s AS base), "
-    "added AS (INSERT INTO items (sid, seq, tenant, item_id, create_time, format, data, role, "
-    "type, tool_name, model, in_tokens, out_tokens, terms, terms_len) SELECT s.sid, "
-    "s.base + u.ord, %(tenant)s, u.item_id, %(now)s, u.format, u.data::json, u.role, u.type, "
-    "u.tool_name, u.model, u.in_tokens, u.out_tokens, u.terms, u.len "
-    "FROM s, unnest(%(ids)b::text[], "
-    "%(formats)b::text[], %(data)b::text[], %(roles)b::text[], %(types)b::text[], "
-    "%(tools)b::text[], %(models)b::text[], %(ins)b::bigint[], %(outs)b::bigint[], "
-    "%(terms)b::tsvector[], %(lens)b::int[]) "
-    "WITH ORDINALITY AS u (item_id, format, data, role, type, tool_name, model, in_tokens, "
-    "out_tokens, terms, len, ord) RETURNING terms_len), "
-    "stats AS (INSERT INTO search_stats AS t (tenant, kind, scope, shard, docs, length) "
-    "SELECT %(tenant)s, 'item', '', pg_backend_pid() %% 8, count(*), sum(terms_len) "
-    "FROM added WHERE terms_len IS NOT NULL HAVING count(*) > 0 "
-    "ON CONFLICT (tenant, kind, scope, shard) DO UPDATE SET docs = t.docs + excluded.docs, "
-    "length = t.length + excluded.length RETURNING 1), "
-    + LOG_FROM.format(after="stats").replace("{", "{{").replace("}", "}}")
-    + "{key} SELECT base FROM s"
-)
-_APPEND_WITH_KEY = _APPEND_TEMPLATE.format(key=(
-    ", k AS (INSERT INTO idempotency_keys (sid, key, tenant, request_hash, item_ids, "
-    "create_time) SELECT s.sid, %(key)s, %(tenant)s, %(hash)s, %(item_ids)s::jsonb, %(now)s "
-    "FROM s)"))
-_APPEND = _APPEND_TEMPLATE.format(key="")
+def append_ctes(gate: str = "") -> str:
+    """The ``WITH`` entries of an append (``s``: the session's row, ``added``: the items,
+    then their search statistics and logged counts). ``gate`` adds conditions (``AND
+    ...``) to the session's update, and nothing is written unless they hold."""
+    return (
+        "s AS (UPDATE sessions SET item_count = item_count + %(n)s, "
+        "last_activity_time = %(now)s WHERE tenant = %(tenant)s AND store = %(store)s "
+        "AND session_id = %(session_id)s AND (SELECT index_items FROM session_stores "
+        f"WHERE tenant = %(tenant)s AND name = %(store)s) = %(indexed)s {gate}"
+        "RETURNING sid, item_count - %(n)s AS base), "
+        "added AS (INSERT INTO items (sid, seq, tenant, item_id, create_time, format, data, "
+        "role, type, tool_name, model, in_tokens, out_tokens, terms, terms_len) SELECT s.sid, "
+        "s.base + u.ord, %(tenant)s, u.item_id, %(now)s, u.format, u.data::json, u.role, "
+        "u.type, u.tool_name, u.model, u.in_tokens, u.out_tokens, u.terms, u.len "
+        "FROM s, unnest(%(ids)b::text[], "
+        "%(formats)b::text[], %(data)b::text[], %(roles)b::text[], %(types)b::text[], "
+        "%(tools)b::text[], %(models)b::text[], %(ins)b::bigint[], %(outs)b::bigint[], "
+        "%(terms)b::tsvector[], %(lens)b::int[]) "
+        "WITH ORDINALITY AS u (item_id, format, data, role, type, tool_name, model, "
+        "in_tokens, out_tokens, terms, len, ord) RETURNING terms_len), "
+        "stats AS (INSERT INTO search_stats AS t (tenant, kind, scope, shard, docs, length) "
+        "SELECT %(tenant)s, 'item', '', pg_backend_pid() %% 8, count(*), sum(terms_len) "
+        "FROM added WHERE terms_len IS NOT NULL HAVING count(*) > 0 "
+        "ON CONFLICT (tenant, kind, scope, shard) DO UPDATE SET docs = t.docs + excluded.docs, "
+        "length = t.length + excluded.length RETURNING 1), "
+        + LOG_FROM.format(after="stats"))
+
+
+_APPEND_WITH_KEY = (
+    "WITH " + append_ctes() + ", k AS (INSERT INTO idempotency_keys (sid, key, tenant, "
+    "request_hash, item_ids, create_time) SELECT s.sid, %(key)s, %(tenant)s, %(hash)s, "
+    "%(item_ids)s::jsonb, %(now)s FROM s) SELECT base FROM s")
+_APPEND = "WITH " + append_ctes() + " SELECT base FROM s"
+
 
 def _labels_json(labels: Mapping[str, str]) -> str:
     """How session labels are stored: ``json`` text as ``json.dumps`` writes it (``json``
@@ -118,8 +123,15 @@ def _meta(row: Sequence[Any]) -> Meta:
     return (row[0], row[1], row[2], row[4], row[5], row[6], row[7], row[8], row[9], row[10])
 
 
-class _IndexingChanged(Exception):
+class IndexingChanged(Exception):
     """The store indexes its items otherwise than an append assumed (the argument: how)."""
+
+
+def appended(items: Sequence[NewItem], session_id: str, base: int, now: datetime) -> list[Item]:
+    """The items of an append numbered from ``base + 1``, as stored."""
+    return [build_item(it.item_id, session_id, base + n, now, it.data, it.format, it.role,
+                       it.type, it.tool_name, it.model, it.in_tokens, it.out_tokens)
+            for n, it in enumerate(items, start=1)]
 
 
 def _not_found(store: str, session_id: str) -> errors.SessionNotFound:
@@ -367,16 +379,7 @@ class SessionsInPostgres(PostgresCore):
         self, tenant: str, store: str, session_id: str, items: Sequence[NewItem],
         idempotency: tuple[str, str] | None, now: datetime,
     ) -> list[Item]:
-        params: dict[str, Any] = {
-            "tenant": tenant, "store": store, "session_id": session_id, "n": len(items),
-            "now": now, "ids": [it.item_id for it in items],
-            "formats": [it.format for it in items], "data": [it.data_json for it in items],
-            "roles": [it.role for it in items], "types": [it.type for it in items],
-            "tools": [it.tool_name for it in items], "models": [it.model for it in items],
-            "ins": [it.in_tokens for it in items], "outs": [it.out_tokens for it in items],
-        }
-        indexed = self._indexes_items.get((tenant, store), True)
-        self._index_params(params, tenant, items, indexed)
+        params = self._append_params(tenant, store, session_id, items, now)
         if idempotency is not None:
             params.update(key=idempotency[0], hash=idempotency[1],
                           item_ids=json.dumps(params["ids"]))
@@ -414,22 +417,32 @@ class SessionsInPostgres(PostgresCore):
                 found = await cur.fetchone()
                 if found is None or bool(found[0]) == params["indexed"]:
                     raise _not_found(store, session_id)
-                raise _IndexingChanged(bool(found[0]))  # nothing was written
-            base = int(row[0])
+                raise IndexingChanged(bool(found[0]))  # nothing was written
             if embedded:
                 await store_item_vectors(cur, tenant, store, items)
-            return [
-                build_item(it.item_id, session_id, base + n, now, it.data, it.format, it.role,
-                           it.type, it.tool_name, it.model, it.in_tokens, it.out_tokens)
-                for n, it in enumerate(items, start=1)
-            ]
+            return appended(items, session_id, int(row[0]), now)
 
         while True:
             try:
                 return await self._write(tenant, run)
-            except _IndexingChanged as changed:
+            except IndexingChanged as changed:
                 self._remember_indexing(tenant, store, changed.args[0])
                 self._index_params(params, tenant, items, changed.args[0])
+
+    def _append_params(self, tenant: str, store: str, session_id: str,
+                       items: Sequence[NewItem], now: datetime) -> dict[str, Any]:
+        """The parameters of :func:`append_ctes` for ``items``, with their search terms
+        when the store is known (or taken) to index its items."""
+        params: dict[str, Any] = {
+            "tenant": tenant, "store": store, "session_id": session_id, "n": len(items),
+            "now": now, "ids": [it.item_id for it in items],
+            "formats": [it.format for it in items], "data": [it.data_json for it in items],
+            "roles": [it.role for it in items], "types": [it.type for it in items],
+            "tools": [it.tool_name for it in items], "models": [it.model for it in items],
+            "ins": [it.in_tokens for it in items], "outs": [it.out_tokens for it in items],
+        }
+        self._index_params(params, tenant, items, self._indexes_items.get((tenant, store), True))
+        return params
 
     def _remember_indexing(self, tenant: str, store: str, indexed: bool) -> None:
         if len(self._indexes_items) >= 10_000:

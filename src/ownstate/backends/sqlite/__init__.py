@@ -4,9 +4,10 @@ The database runs in WAL mode, so readers never block the writer. Every write is
 ``BEGIN IMMEDIATE`` transaction, which takes the write lock up front and waits for it up to
 the busy timeout; that makes the file safe under many threads and several processes.
 
-Calls made through an async client run in a small thread pool, one connection per thread,
-so the event loop never blocks on disk. The sync client runs them on the calling thread,
-with that thread's own connection: no thread hop, and threads write concurrently.
+Calls made through an async client run in a small thread pool, so the event loop never
+blocks on disk. The sync client runs them on the calling thread: no thread hop, and
+threads write concurrently. Either way a call borrows an idle connection and gives it
+back, so a backend holds as many connections as calls ever ran at once.
 
 It may touch sqlite3, the interface (``base``), the migration rule
 (``backends._migrations``), its own parts and errors.
@@ -48,7 +49,8 @@ class SqliteBackend(SearchInSqlite, SessionsInSqlite, FactsInSqlite, VectorsInSq
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
         {Capability.OPERATOR, Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.MIGRATIONS,
-         Capability.TEXT_SEARCH, Capability.VECTORS, Capability.TRANSFER}
+         Capability.TEXT_SEARCH, Capability.VECTORS, Capability.TRANSFER,
+         Capability.CHECKPOINT_ITEMS}
     )
 
     # schema ----------------------------------------------------------------------------

@@ -8,9 +8,13 @@ The database runs in WAL mode, so readers never block the writer. Every write is
 ``BEGIN IMMEDIATE`` transaction, which takes the write lock up front and waits for it up to
 the busy timeout; that makes the file safe under many threads and several processes.
 
-Calls made through an async client run in a small thread pool, one connection per thread,
-so the event loop never blocks on disk. The sync client runs them inline on its own
-private event-loop thread, which saves a thread hop per call.
+Calls made through an async client run in a small thread pool, so the event loop never
+blocks on disk. The sync client runs them inline on the calling thread, which saves a
+thread hop per call. Either way a call takes an idle connection for as long as it runs
+and gives it back, so there are as many connections as calls ever ran at once, not one
+per thread: a caller that makes short-lived threads (LangGraph runs each step's writes on
+threads of its own) neither opens a connection per thread, with a cold page cache and the
+schema read afresh, nor leaves them open until the backend closes.
 
 It may touch sqlite3 and, where extensions load and it is installed, sqlite-vec (imported
 only then), the replay cache (``backends._replay``), the dot product of the embeddings,
@@ -130,7 +134,7 @@ def write(conn: sqlite3.Connection) -> Iterator[None]:
 
 
 class SqliteCore:
-    """One SQLite file: its connections (one per thread) and how work reaches them.
+    """One SQLite file: its connections (one per call running) and how work reaches them.
 
     Give it a path, or a ready ``sqlite3.Connection`` (which it then uses inline and never
     closes). ``busy_timeout`` is how long a write waits for another writer, in seconds.
@@ -161,7 +165,7 @@ class SqliteCore:
         self._synchronous = synchronous.upper()
         self._inline = inline or connection is not None
         self._threads = threads
-        self._local = threading.local()
+        self._idle: list[sqlite3.Connection] = []
         self._opened: list[sqlite3.Connection] = []
         self._opened_lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
@@ -200,28 +204,44 @@ class SqliteCore:
         conn.execute("PRAGMA foreign_keys = ON")
         _vector_functions(conn)
 
-    def _conn(self) -> sqlite3.Connection:
-        if self._given is not None:
-            return self._given
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            if self._closed:
-                raise BackendUnavailable("this SQLite backend is closed")
-            assert self._path is not None
-            self.require_directory()
-            conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False,
-                                   timeout=self._busy_timeout)
-            self._configure(conn)
-            self._local.conn = conn
-            with self._opened_lock:
-                self._opened.append(conn)
+    def _open(self) -> sqlite3.Connection:
+        if self._closed:
+            raise BackendUnavailable("this SQLite backend is closed")
+        assert self._path is not None
+        self.require_directory()
+        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False,
+                               timeout=self._busy_timeout)
+        self._configure(conn)
+        with self._opened_lock:
+            self._opened.append(conn)
         return conn
 
     def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn: sqlite3.Connection | None
+        if self._given is not None:
+            conn = self._given
+        elif self._closed:
+            raise BackendUnavailable("this SQLite backend is closed")
+        else:
+            with self._opened_lock:
+                conn = self._idle.pop() if self._idle else None
         try:
-            return fn(self._conn())
+            if conn is None:
+                conn = self._open()
+            return fn(conn)
         except sqlite3.Error as exc:
             raise _translate(exc) from exc
+        finally:
+            if conn is not None and conn is not self._given:
+                self._give_back(conn)
+
+    def _give_back(self, conn: sqlite3.Connection) -> None:
+        with self._opened_lock:
+            if self._closed:  # close() closed it, or will
+                return
+            if conn.in_transaction:  # a call cut short: never hand on its transaction
+                conn.rollback()
+            self._idle.append(conn)
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._inline:
@@ -239,6 +259,7 @@ class SqliteCore:
             for conn in self._opened:
                 conn.close()
             self._opened.clear()
+            self._idle.clear()
 
     # lookups shared by several operations -----------------------------------------------
 

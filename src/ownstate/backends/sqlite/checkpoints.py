@@ -7,7 +7,8 @@ retention rule need, so neither reads a checkpoint row. A put writes three b-tre
 The tables are created by the migrations in ``schema.py``.
 
 It may touch the SQLite connections of ``_core``, the shared SQL (``backends._sql``), the
-checkpoint and run ports, the time format (``ownstate._ids``), the model and errors.
+checkpoint, run and session ports (a checkpoint's items are appended by the sessions' own
+code, in the put's transaction), the time format (``ownstate._ids``), the model and errors.
 """
 
 from __future__ import annotations
@@ -16,20 +17,27 @@ import json
 import sqlite3
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol, cast
 
 from ... import model
 from ..._ids import format_time, parse_time
 from ...errors import CheckpointNotFound, RunNotFound, SessionNotFound
-from ...model import JSON, CheckpointRecord, CheckpointScope, PendingWrite, RunUsage
+from ...model import JSON, CheckpointRecord, CheckpointScope, Item, PendingWrite, RunUsage
 from .. import _sql
 from ..ports.checkpoints import Fence, NewCheckpoint, page_cut
 from ..ports.runs import RunState, run_refusal
+from ..ports.sessions import NewItem
 from ._core import SqliteCore, write
 
 __all__ = ["CheckpointsInSqlite"]
 
 _SCOPED_RUN = _sql.SCOPED_RUN.format(p="?")
+
+
+class _Appender(Protocol):
+    def _append(self, conn: sqlite3.Connection, tenant: str, store: str, session_id: str,
+                items: Sequence[NewItem], idempotency: tuple[str, str] | None,
+                now: datetime, first_seq: int | None = None) -> list[Item]: ...
 
 
 
@@ -114,8 +122,34 @@ class CheckpointsInSqlite(SqliteCore):
     async def put_checkpoint(self, tenant: str, scope: CheckpointScope,
                              checkpoint: NewCheckpoint, fence: Fence | None,
                              now: datetime) -> CheckpointRecord:
+        def run(conn: sqlite3.Connection) -> CheckpointRecord:
+            with write(conn):
+                self._check_fence(conn, tenant, scope, fence)
+                return self._store_checkpoint(conn, tenant, scope, checkpoint, now)
+
+        return await self._run(run)
+
+    async def put_checkpoint_with_items(self, tenant: str, scope: CheckpointScope,
+                                        checkpoint: NewCheckpoint, fence: Fence | None,
+                                        items: Sequence[NewItem], first_seq: int,
+                                        now: datetime) -> tuple[CheckpointRecord, list[Item]]:
+        append = cast(_Appender, self)._append
+
+        def run(conn: sqlite3.Connection) -> tuple[CheckpointRecord, list[Item]]:
+            with write(conn):  # one transaction: a refusal anywhere rolls all of it back
+                if fence is None:
+                    self._rid(conn, tenant, scope)
+                self._check_fence(conn, tenant, scope, fence)
+                appended = append(conn, tenant, scope.store, scope.session_id, items, None,
+                                  now, first_seq)
+                return self._store_checkpoint(conn, tenant, scope, checkpoint, now), appended
+
+        return await self._run(run)
+
+    def _store_checkpoint(self, conn: sqlite3.Connection, tenant: str, scope: CheckpointScope,
+                          checkpoint: NewCheckpoint, now: datetime) -> CheckpointRecord:
+        """Store ``checkpoint`` inside the caller's write transaction, fence checked."""
         c = checkpoint
-        stamp = format_time(now)
         # the common case, a new checkpoint, is one statement that also checks the scope
         insert = ("INSERT INTO checkpoints (rid, tenant, namespace, checkpoint_id, "
                   "parent_checkpoint_id, type_tag, metadata, create_time, size, payload) "
@@ -123,35 +157,29 @@ class CheckpointsInSqlite(SqliteCore):
                   "AND run_id = ? AND store = ? AND session_id = ? AND actor_id = ? "
                   "ON CONFLICT (rid, namespace, checkpoint_id) DO NOTHING")
         values = (tenant, c.namespace, c.checkpoint_id, c.parent_checkpoint_id, c.type_tag,
-                  c.metadata_json, stamp, len(c.payload), c.payload,
+                  c.metadata_json, format_time(now), len(c.payload), c.payload,
                   *_sql.scope_params(tenant, scope))
-
-        def run(conn: sqlite3.Connection) -> CheckpointRecord:
-            created = now
-            pending: tuple[PendingWrite, ...] = ()
-            with write(conn):
-                self._check_fence(conn, tenant, scope, fence)
-                if conn.execute(insert, values).rowcount == 0:
-                    rid = self._rid(conn, tenant, scope)
-                    # a replaced checkpoint keeps its place, create_time and pending writes
-                    cid, kept = conn.execute(
-                        "UPDATE checkpoints SET parent_checkpoint_id = ?, type_tag = ?, "
-                        "metadata = ?, size = ?, payload = ? WHERE rid = ? AND namespace = ? "
-                        "AND checkpoint_id = ? AND tenant = ? RETURNING cid, create_time",
-                        (c.parent_checkpoint_id, c.type_tag, c.metadata_json, len(c.payload),
-                         c.payload, rid, c.namespace, c.checkpoint_id, tenant)).fetchone()
-                    created = parse_time(kept)
-                    pending = tuple(_write(w) for w in conn.execute(
-                        f"SELECT {_sql.WRITE_COLUMNS} FROM checkpoint_writes WHERE cid = ? "
-                        "ORDER BY wid", (cid,)))
-            return CheckpointRecord(
-                run_id=scope.run_id, namespace=c.namespace, checkpoint_id=c.checkpoint_id,
-                parent_checkpoint_id=c.parent_checkpoint_id, type_tag=c.type_tag,
-                payload=c.payload, metadata=json.loads(c.metadata_json), create_time=created,
-                pending_writes=pending,
-            )
-
-        return await self._run(run)
+        created = now
+        pending: tuple[PendingWrite, ...] = ()
+        if conn.execute(insert, values).rowcount == 0:
+            rid = self._rid(conn, tenant, scope)
+            # a replaced checkpoint keeps its place, create_time and pending writes
+            cid, kept = conn.execute(
+                "UPDATE checkpoints SET parent_checkpoint_id = ?, type_tag = ?, "
+                "metadata = ?, size = ?, payload = ? WHERE rid = ? AND namespace = ? "
+                "AND checkpoint_id = ? AND tenant = ? RETURNING cid, create_time",
+                (c.parent_checkpoint_id, c.type_tag, c.metadata_json, len(c.payload),
+                 c.payload, rid, c.namespace, c.checkpoint_id, tenant)).fetchone()
+            created = parse_time(kept)
+            pending = tuple(_write(w) for w in conn.execute(
+                f"SELECT {_sql.WRITE_COLUMNS} FROM checkpoint_writes WHERE cid = ? "
+                "ORDER BY wid", (cid,)))
+        return CheckpointRecord(
+            run_id=scope.run_id, namespace=c.namespace, checkpoint_id=c.checkpoint_id,
+            parent_checkpoint_id=c.parent_checkpoint_id, type_tag=c.type_tag,
+            payload=c.payload, metadata=json.loads(c.metadata_json), create_time=created,
+            pending_writes=pending,
+        )
 
     async def put_writes(self, tenant: str, scope: CheckpointScope, namespace: str,
                          checkpoint_id: str, writes: Sequence[PendingWrite],

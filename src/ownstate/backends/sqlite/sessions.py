@@ -228,50 +228,58 @@ class SessionsInSqlite(SqliteCore):
         self, tenant: str, store: str, session_id: str, items: Sequence[NewItem],
         idempotency: tuple[str, str] | None, now: datetime,
     ) -> list[Item]:
-        stamp = format_time(now)
-
         def run(conn: sqlite3.Connection) -> list[Item]:
             with write(conn):
-                row = conn.execute(
-                    "SELECT s.sid, s.item_count, t.index_items FROM sessions s "
-                    "JOIN session_stores t ON t.tenant = s.tenant AND t.name = s.store "
-                    "WHERE s.tenant = ? AND s.store = ? AND s.session_id = ?",
-                    (tenant, store, session_id)).fetchone()
-                if row is None:
-                    raise errors.SessionNotFound(store=store, session_id=session_id)
-                sid, count, indexed = row
-                if idempotency is not None:
-                    earlier = self._replayed(conn, tenant, sid, session_id, idempotency)
-                    if earlier is not None:
-                        return earlier
-                conn.executemany(
-                    "INSERT INTO items (sid, seq, tenant, item_id, create_time, format, data, "
-                    "role, type, tool_name, model, in_tokens, out_tokens) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(sid, count + n, tenant, it.item_id, stamp, it.format, it.data_json,
-                      it.role, it.type, it.tool_name, it.model, it.in_tokens, it.out_tokens)
-                     for n, it in enumerate(items, start=1)],
-                )
-                if indexed:
-                    defer(conn, "item", "SELECT id FROM items WHERE sid = ? AND seq > ?",
-                          (sid, count))
-                    store_item_vectors(conn, tenant, store, sid, count + 1, items)
-                conn.execute(
-                    "UPDATE sessions SET item_count = ?, last_activity_time = ? WHERE sid = ?",
-                    (count + len(items), stamp, sid))
-                if idempotency is not None:
-                    conn.execute(
-                        "INSERT INTO idempotency_keys (sid, key, tenant, request_hash, item_ids, "
-                        "create_time) VALUES (?, ?, ?, ?, ?, ?)",
-                        (sid, idempotency[0], tenant, idempotency[1],
-                         json.dumps([it.item_id for it in items]), stamp))
-            return [
-                build_item(it.item_id, session_id, count + n, now, it.data, it.format, it.role,
-                           it.type, it.tool_name, it.model, it.in_tokens, it.out_tokens)
-                for n, it in enumerate(items, start=1)
-            ]
+                return self._append(conn, tenant, store, session_id, items, idempotency, now)
 
         return await self._run(run)
+
+    def _append(self, conn: sqlite3.Connection, tenant: str, store: str, session_id: str,
+                items: Sequence[NewItem], idempotency: tuple[str, str] | None,
+                now: datetime, first_seq: int | None = None) -> list[Item]:
+        """Append ``items`` inside the caller's write transaction; with ``first_seq``, only
+        when that is the session's next seq (else SeqConflict, nothing written)."""
+        stamp = format_time(now)
+        row = conn.execute(
+            "SELECT s.sid, s.item_count, t.index_items FROM sessions s "
+            "JOIN session_stores t ON t.tenant = s.tenant AND t.name = s.store "
+            "WHERE s.tenant = ? AND s.store = ? AND s.session_id = ?",
+            (tenant, store, session_id)).fetchone()
+        if row is None:
+            raise errors.SessionNotFound(store=store, session_id=session_id)
+        sid, count, indexed = row
+        if first_seq is not None and count + 1 != first_seq:
+            raise errors.SeqConflict(store=store, session_id=session_id, first_seq=first_seq)
+        if idempotency is not None:
+            earlier = self._replayed(conn, tenant, sid, session_id, idempotency)
+            if earlier is not None:
+                return earlier
+        conn.executemany(
+            "INSERT INTO items (sid, seq, tenant, item_id, create_time, format, data, "
+            "role, type, tool_name, model, in_tokens, out_tokens) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(sid, count + n, tenant, it.item_id, stamp, it.format, it.data_json,
+              it.role, it.type, it.tool_name, it.model, it.in_tokens, it.out_tokens)
+             for n, it in enumerate(items, start=1)],
+        )
+        if indexed:
+            defer(conn, "item", "SELECT id FROM items WHERE sid = ? AND seq > ?",
+                  (sid, count))
+            store_item_vectors(conn, tenant, store, sid, count + 1, items)
+        conn.execute(
+            "UPDATE sessions SET item_count = ?, last_activity_time = ? WHERE sid = ?",
+            (count + len(items), stamp, sid))
+        if idempotency is not None:
+            conn.execute(
+                "INSERT INTO idempotency_keys (sid, key, tenant, request_hash, item_ids, "
+                "create_time) VALUES (?, ?, ?, ?, ?, ?)",
+                (sid, idempotency[0], tenant, idempotency[1],
+                 json.dumps([it.item_id for it in items]), stamp))
+        return [
+            build_item(it.item_id, session_id, count + n, now, it.data, it.format, it.role,
+                       it.type, it.tool_name, it.model, it.in_tokens, it.out_tokens)
+            for n, it in enumerate(items, start=1)
+        ]
 
     @staticmethod
     def _replayed(conn: sqlite3.Connection, tenant: str, sid: int, session_id: str,
