@@ -553,21 +553,3 @@ def test_a_subgraph_interrupt_and_its_namespaces(saver: OwnstateSaver,
     holder = client.runs.get(_holder(client)).checkpoint_scope()
     assert {r.namespace for r in client.checkpoints.list(holder)} - {""}  # the subgraph's own
     assert [r.status for r in client.runs.list(framework="langgraph")] == ["done"]
-
-
-@pytest.mark.parametrize("size", [128, 1_000, 4_096, 4_097, 70_000, 1_000_000])
-def test_payloads_deflate_with_a_window_their_size_and_read_back(size: int) -> None:
-    import random
-    import zlib
-
-    from ownstate.adapters.langgraph._threads import _pack, _unpack, deflate
-
-    rng = random.Random(size)
-    words = [b"turn", b"tool", b"refund", b"approved", b"\xc3\xa9t\xc3\xa9", b"{}", b"42"]
-    data = b" ".join(rng.choice(words) for _ in range(size))[:size]
-    packed = deflate(data)
-    assert zlib.decompress(packed) == data  # what every reader of a stored payload does
-    window = 1 << (8 + (packed[0] >> 4))  # the zlib header's window size
-    assert window <= max(512, 2 * size)
-    assert len(packed) <= len(zlib.compress(data, 1)) + 16  # no worse than the default
-    assert _unpack(_pack(data)) == data

@@ -49,20 +49,10 @@ _PACK_BYTES = 128
 _ZLIB = "+zlib"
 
 
-def deflate(data: bytes) -> bytes:
-    """``data`` compressed at level 1, as ``zlib.compress(data, 1)`` would, read back by
-    ``zlib.decompress``; the window and the match table are sized to the data, because
-    the default ones (256 KB) cost more to allocate and hand back than a payload of a few
-    kilobytes takes to compress."""
-    window = max(9, min(15, (len(data) - 1).bit_length()))
-    deflater = zlib.compressobj(1, zlib.DEFLATED, window, max(1, min(8, window - 7)))
-    return deflater.compress(data) + deflater.flush()
-
-
 def _pack(payload: bytes) -> bytes:
     """A checkpoint payload as stored: a marker byte, then msgpack, compressed or not."""
     if len(payload) >= _PACK_BYTES:
-        packed = deflate(payload)
+        packed = zlib.compress(payload, 1)
         if len(packed) < len(payload):
             return b"z" + packed
     return b"m" + payload

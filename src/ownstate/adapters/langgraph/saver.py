@@ -97,7 +97,6 @@ from ._threads import (
     _thread_id,
     _unpack,
     _wait_event,
-    deflate,
 )
 
 __all__ = ["TYPE_TAG", "OwnstateSaver"]
@@ -337,7 +336,7 @@ class OwnstateSaver(BridgedAdapter, BaseCheckpointSaver[str]):
         for index, (channel, value) in enumerate(writes):
             type_tag, data = self.serde.dumps_typed(value)
             if len(data) >= _PACK_BYTES:
-                packed = deflate(data)
+                packed = zlib.compress(data, 1)
                 if len(packed) < len(data):
                     type_tag, data = type_tag + _ZLIB, packed
             pending.append(PendingWrite(task_id, WRITES_IDX_MAP.get(channel, index), channel,
