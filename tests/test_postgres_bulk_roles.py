@@ -129,7 +129,7 @@ def test_a_langgraph_import_as_a_bound_role(
     assert len(sessions) == len(made)
 
 
-def test_a_bulk_batch_with_a_row_of_another_tenant_is_refused_whole(
+def test_a_batch_with_a_row_of_another_tenant_is_refused_whole(
         admin: Any, owned_schema: tuple[str, str], make_role: roles.MakeRole,
         monkeypatch: pytest.MonkeyPatch) -> None:
     schema = owned_schema[0]
@@ -161,7 +161,16 @@ def test_a_bulk_batch_with_a_row_of_another_tenant_is_refused_whole(
                 patch.setattr(Cursor, "load_rows", smuggling)
                 with pytest.raises(OwnstateError, match="row-level security"):
                     await add_sessions(store, [bundle("a"), bundle("b")])
+                # and a restore batch (ownstate import archive, ownstate copy)
+                backend, tenant = client._scope.backend, client._scope.tenant
+                items, _ = await backend.export_rows(tenant, "items", None, 10)
+                more = [{**r, "seq": r["seq"] + 2, "item_id": r["item_id"] + "-2"}
+                        for r in items]
+                with pytest.raises(OwnstateError, match="row-level security"):
+                    await backend.restore_rows(tenant, "items", more)
             assert stored() == before
+            assert await backend.restore_rows(tenant, "items", more) == 2
+            assert stored()["items"] == 4
         finally:
             await client.close()
 
