@@ -11,8 +11,12 @@ same server, in fresh schemas (dropped afterwards), and prints a Markdown table:
   and no index, once into ownstate's own ``items`` table (its indexes, the GIN index on
   the terms among them, its sessions already there), both in binary format (the faster
   one) with the rows already typed. The copy is
-  timed whole (reading SQLite included), then ``--verify`` separately. Rounds rotate the
-  order; medians are reported.
+  timed whole (reading SQLite included), then ``--verify`` separately. With ``--roles
+  superuser,app`` the copy is also run as the application role (a schema owned by a role
+  of its own, migrated with ``--app-role``): row-level security binds that role, so its
+  items go through a temporary table; ``superuser-temp`` runs the superuser's copy
+  through that temporary table too (what it costs, without the policies' checks). Rounds
+  rotate the order; medians are reported.
 - ``rates``: export to an archive and import from it, items per second, for every
   backend that transfers (memory, SQLite, PostgreSQL, Redis; ``--backends`` picks some),
   on ``--items`` items (default 200,000).
@@ -39,6 +43,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
+import contextlib  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
@@ -187,10 +192,66 @@ async def _copy_own_table(rows: list[tuple[Any, ...]], sessions: list[tuple[str,
     return took
 
 
-async def _ownstate_copy(source: str, verify: bool) -> tuple[float, float]:
+def _as_role(url: str, role: str) -> str:
+    scheme, rest = url.split("://", 1)
+    return f"{scheme}://{role}@{rest.split('@', 1)[-1]}"
+
+
+class _Roles:
+    """An owner role and an application role made for the run (as the URL's superuser),
+    dropped afterwards with everything they own."""
+
+    def __init__(self) -> None:
+        tag = uuid.uuid4().hex[:8]
+        self.owner, self.app = f"ob_owner_{tag}", f"ob_app_{tag}"
+
+    def __enter__(self) -> _Roles:
+        with psycopg.connect(PG, autocommit=True) as conn:
+            for role in (self.owner, self.app):
+                conn.execute(f"CREATE ROLE {role} LOGIN")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with psycopg.connect(PG, autocommit=True) as conn:
+            for role in (self.app, self.owner):
+                conn.execute(f"DROP OWNED BY {role}")
+                conn.execute(f"DROP ROLE {role}")
+
+
+async def _target(schema: str, roles: _Roles | None) -> ownstate.AsyncClient:
+    """A client on a new schema: as the URL's role, or (``roles``) as the application
+    role of a schema its owner role migrated."""
+    if roles is None:
+        return await ownstate.connect_async(_schema_url(schema))
+    with psycopg.connect(PG, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema} AUTHORIZATION {roles.owner}")
+    owner = await ownstate.connect_async(_as_role(_schema_url(schema), roles.owner))
+    try:
+        await owner.grant_app_role(roles.app)
+    finally:
+        await owner.close()
+    return await ownstate.connect_async(_as_role(_schema_url(schema), roles.app),
+                                        migrate=False)
+
+
+async def _never(cursor: Any, table: str) -> bool:
+    return False
+
+
+async def _ownstate_copy(source: str, verify: bool, roles: _Roles | None = None, *,
+                         through_temp: bool = False) -> tuple[float, float]:
+    if through_temp:  # as if row-level security bound the role
+        from ownstate.backends.postgres._core import Cursor
+
+        bypasses = Cursor._bypasses
+        Cursor._bypasses = _never  # type: ignore[method-assign]
+        try:
+            return await _ownstate_copy(source, verify, roles)
+        finally:
+            Cursor._bypasses = bypasses  # type: ignore[method-assign]
     schema = f"b_{uuid.uuid4().hex[:10]}"
     src = await ownstate.connect_async(source, migrate=False)
-    dst = await ownstate.connect_async(_schema_url(schema))
+    dst = await _target(schema, roles)
     try:
         started = time.perf_counter()
         report = await archive.acopy(src, dst)
@@ -210,44 +271,68 @@ async def _ownstate_copy(source: str, verify: bool) -> tuple[float, float]:
     return took, checked
 
 
+def _copy_rounds(args: argparse.Namespace, source: str, rows: list[tuple[Any, ...]],
+                 sessions: list[tuple[str, str]], kinds: list[str],
+                 roles: _Roles | None) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = {
+        "plain": [], "own": [], "ownstate": [], "verify": [], "ownstate-temp": [],
+        "verify-temp": [], "ownstate-app": [], "verify-app": []}
+    variants: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+        ("plain", lambda: _copy_plain(rows)),
+        ("own", lambda: _copy_own_table(rows, sessions)),
+    ]
+    if "superuser" in kinds:
+        variants.append(("ownstate", lambda: _ownstate_copy(source, args.verify)))
+    if "superuser-temp" in kinds:
+        variants.append(("ownstate-temp", lambda: _ownstate_copy(source, args.verify,
+                                                                 through_temp=True)))
+    if roles is not None:
+        variants.append(("ownstate-app", lambda: _ownstate_copy(source, args.verify, roles)))
+    for round_ in range(args.rounds):
+        turn = round_ % len(variants)
+        for name, run in variants[turn:] + variants[:turn]:
+            result = asyncio.run(run())
+            if name.startswith("ownstate"):
+                times[name].append(result[0])
+                if args.verify:
+                    times[name.replace("ownstate", "verify")].append(result[1])
+            else:
+                times[name].append(result)
+            print(f"round {round_ + 1} {name}: {result}", flush=True)
+    return times
+
+
 def copy_command(args: argparse.Namespace) -> None:
     source = source_db(Path(args.dir), args.items, args.per_session)
     rows, sessions = _rows(source)
     assert len(rows) == args.items
     load = os.getloadavg()
-    times: dict[str, list[float]] = {"plain": [], "own": [], "ownstate": [], "verify": []}
-    variants: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
-        ("plain", lambda: _copy_plain(rows)),
-        ("own", lambda: _copy_own_table(rows, sessions)),
-        ("ownstate", lambda: _ownstate_copy(source, args.verify)),
-    ]
-    for round_ in range(args.rounds):
-        order = variants[round_ % 3:] + variants[:round_ % 3]
-        for name, run in order:
-            result = asyncio.run(run())
-            if name == "ownstate":
-                times["ownstate"].append(result[0])
-                if args.verify:
-                    times["verify"].append(result[1])
-            else:
-                times[name].append(result)
-            print(f"round {round_ + 1} {name}: {result}", flush=True)
+    kinds = args.roles.split(",")
+    with contextlib.ExitStack() as stack:
+        roles = stack.enter_context(_Roles()) if "app" in kinds else None
+        times = _copy_rounds(args, source, rows, sessions, kinds, roles)
     median = {k: statistics.median(v) for k, v in times.items() if v}
     rate = {k: args.items / v for k, v in median.items()}
     print(f"\n{args.items:,} items, {len(sessions):,} sessions, {args.rounds} rounds, "
           f"{date.today()}, load {' '.join(f'{x:.1f}' for x in os.getloadavg())} "
           f"(at the start: {' '.join(f'{x:.1f}' for x in load)}), "
           f"Python {platform.python_version()}")
-    print(f"\n| what | median s ({args.rounds} rounds) | items/s | ownstate copy as a share |")
+    ours = [k for k in ("ownstate", "ownstate-temp", "ownstate-app") if k in median]
+    print(f"\n| what | median s ({args.rounds} rounds) | items/s | ownstate copy as a share "
+          f"({' / '.join(ours)}) |")
     print("|---|---|---|---|")
     for key, label in (("plain", "PostgreSQL COPY into a plain table (no index)"),
                        ("own", "PostgreSQL COPY into ownstate's items table (its indexes)"),
-                       ("ownstate", "ownstate copy SQLite → PostgreSQL")):
-        share = rate["ownstate"] / rate[key]
-        print(f"| {label} | {median[key]:.2f} | {rate[key]:,.0f} | {share:.0%} |")
-    if "verify" in median:
-        print(f"| --verify afterwards (both sides read again) | {median['verify']:.2f} | "
-              f"{rate['verify']:,.0f} | |")
+                       ("ownstate", "ownstate copy SQLite → PostgreSQL"),
+                       ("ownstate-temp", "the same through the temporary table"),
+                       ("ownstate-app", "ownstate copy SQLite → PostgreSQL, as the app role")):
+        if key in median:
+            shares = " / ".join(f"{rate[k] / rate[key]:.0%}" for k in ours)
+            print(f"| {label} | {median[key]:.2f} | {rate[key]:,.0f} | {shares} |")
+    for key in ("verify", "verify-temp", "verify-app"):
+        if key in median:
+            print(f"| --verify afterwards ({key}; both sides read again) | "
+                  f"{median[key]:.2f} | {rate[key]:,.0f} | |")
 
 
 async def _rates(source: str, kind: str, directory: Path) -> tuple[float, float]:
@@ -306,6 +391,11 @@ def main() -> None:
     copy.add_argument("--per-session", type=int, default=1_000)
     copy.add_argument("--rounds", type=int, default=3)
     copy.add_argument("--verify", action="store_true")
+    copy.add_argument("--roles", default="superuser",
+                      help="whose copy to time, comma-separated: superuser (the URL's role), "
+                           "superuser-temp (the same through the temporary table a role "
+                           "bound by row-level security loads through), app (the "
+                           "application role; the URL's role must be a superuser)")
     copy.set_defaults(run=copy_command)
     rates = sub.add_parser("rates")
     rates.add_argument("--items", type=int, default=200_000)

@@ -122,6 +122,14 @@ class _BinaryIntsDumper(Dumper):
 _TAUGHT: weakref.WeakSet[AsyncConnection[Any]] = weakref.WeakSet()
 
 
+#: Whether row-level security leaves a connection's role alone, by (search path, table):
+#: see ``Cursor.load_rows``.
+_BYPASS: weakref.WeakKeyDictionary[AsyncConnection[Any], dict[tuple[str, str], bool]] = (
+    weakref.WeakKeyDictionary())
+#: The temporary table a load under row-level security goes through.
+_LOAD = "pg_temp.ownstate_load"
+
+
 def _teach(conn: AsyncConnection[Any]) -> None:
     conn.adapters.register_dumper(BinaryVectors, _BinaryVectorsDumper)
     conn.adapters.register_dumper(BinaryInts, _BinaryIntsDumper)
@@ -234,13 +242,56 @@ class Cursor:
         await self._send(lambda: self._cur.executemany(query, params_seq),
                          commit=self._read)
 
-    async def copy_rows(self, statement: Query, rows: Iterable[Sequence[Any]],
+    async def load_rows(self, table: str, columns: Sequence[str],
+                        rows: Iterable[Sequence[Any]],
                         types: Sequence[str] | None = None) -> None:
-        """``COPY ... FROM STDIN`` of ``rows`` inside this write's transaction (which it
-        opens first when no statement has yet); COPY cannot run in a pipeline, so it
-        takes round trips of its own. With ``types`` (the columns' type names) the
-        statement must say ``(FORMAT BINARY)``: rows go in binary, which both sides
-        encode and parse faster than text."""
+        """``rows`` (values of ``columns``) into ``table`` by ``COPY ... FROM STDIN``,
+        inside this write's transaction (which it opens first when no statement has yet).
+        With ``types`` (the columns' type names) rows go in binary, which both sides encode
+        and parse faster than text.
+
+        PostgreSQL refuses ``COPY FROM`` into a table whose row-level security applies to
+        the role, which ownstate's tables do to every role but a superuser or one with
+        ``BYPASSRLS`` (they ``FORCE ROW LEVEL SECURITY``). For such a role the rows are
+        copied into a temporary table made for this load (dropped with it, and at the
+        latest when the transaction ends), then moved with ``INSERT ... SELECT``, which
+        the policies check row by row: a row of another tenant fails the whole
+        transaction. Whether the policies bind is asked once per connection and table
+        (``row_security_active``). COPY cannot run in a pipeline, so it takes round trips
+        of its own."""
+        names = ", ".join(columns)
+        binary = " (FORMAT BINARY)" if types is not None else ""
+        if await self._bypasses(table):
+            await self._copy(f"COPY {table} ({names}) FROM STDIN{binary}", rows, types)
+            return
+        await self._send(lambda: self._cur.execute(
+            f"CREATE TEMP TABLE {_LOAD} ON COMMIT DROP AS SELECT {names} FROM {table} "
+            "WITH NO DATA"), commit=False)
+        await self._copy(f"COPY {_LOAD} ({names}) FROM STDIN{binary}", rows, types)
+        conn = self._conn
+
+        async def move() -> None:
+            async with conn.pipeline():
+                await self._cur.execute(
+                    f"INSERT INTO {table} ({names}) SELECT {names} FROM {_LOAD}")
+                await conn.execute(f"DROP TABLE {_LOAD}")
+
+        await self._send(move, commit=False)
+
+    async def _bypasses(self, table: str) -> bool:
+        """Whether row-level security on ``table`` (in this transaction's search path)
+        leaves this connection's role alone; asked once per connection."""
+        key = (self._settings[1][0], table)
+        known = _BYPASS.setdefault(self._conn, {})
+        if key not in known:
+            await self._send(lambda: self._cur.execute(
+                "SELECT NOT row_security_active(%s)", (table,)), commit=False)
+            found = await self._cur.fetchone()
+            known[key] = bool(found is not None and found[0])
+        return known[key]
+
+    async def _copy(self, statement: str, rows: Iterable[Sequence[Any]],
+                    types: Sequence[str] | None) -> None:
         if not self._open:
             await self._send(lambda: self._cur.execute("SELECT 1"), commit=False)
         self._attempt.round_trips += 1

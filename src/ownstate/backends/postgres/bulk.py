@@ -3,8 +3,9 @@
 One batch is one transaction of a fixed number of statements, however many sessions it
 holds: the sessions in one ``INSERT ... SELECT FROM unnest(...)`` that returns those it
 made (a session already stored is skipped, and so is everything of its bundle); their
-items with ``COPY``; the runs and checkpoints as ``unnest`` inserts; the pending writes
-with ``executemany`` (pipelined). Items get the search terms, ``search_stats`` and
+items with ``COPY`` (through a temporary table where row-level security binds the role,
+see ``Cursor.load_rows``); the runs and checkpoints as ``unnest`` inserts; the pending
+writes with ``executemany`` (pipelined). Items get the search terms, ``search_stats`` and
 ``search_terms`` an append gives them, and each session the item count and activity time
 its appends leave. After it commits, the tables it grew are analyzed when they have
 doubled since their statistics were taken (``_statistics``): the reads that follow a bulk
@@ -37,8 +38,8 @@ _SESSIONS = (
     "u.items FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[]) WITH ORDINALITY "
     "AS u (session_id, actor_id, metadata, items, ord) ORDER BY u.ord "
     "ON CONFLICT DO NOTHING RETURNING session_id, sid")
-_COPY_ITEMS = ("COPY items (sid, seq, tenant, item_id, create_time, format, data, role, type, "
-               "tool_name, model, in_tokens, out_tokens, terms, terms_len) FROM STDIN")
+_ITEM_COLUMNS = ("sid", "seq", "tenant", "item_id", "create_time", "format", "data", "role",
+                 "type", "tool_name", "model", "in_tokens", "out_tokens", "terms", "terms_len")
 _RUNS = (
     "INSERT INTO runs (sid, tenant, run_id, store, session_id, actor_id, framework, "
     "thread_key, status, status_since, awaiting, step_count, usd_cost, started_at, ended_at, "
@@ -134,7 +135,7 @@ async def _items(cur: Cursor, tenant: str,
                          it.type, it.tool_name, it.model, it.in_tokens, it.out_tokens, terms,
                          size))
     if rows:
-        await cur.copy_rows(_COPY_ITEMS, rows)
+        await cur.load_rows("items", _ITEM_COLUMNS, rows)
     return docs, length, counts
 
 

@@ -5,7 +5,8 @@ Pages are keyset queries of :mod:`ownstate.backends._transfer_sql`, ordered by c
 go in as an array ``WITH ORDINALITY`` and their items come back in that order, so a page
 costs one query however small the sessions are.
 
-A restore batch is one transaction. Items go in with ``COPY ... FROM STDIN``: a
+A restore batch is one transaction. Items go in with ``COPY ... FROM STDIN`` (through a
+temporary table where row-level security binds the role, see ``Cursor.load_rows``): a
 session's items are restored in ``seq`` order, batch after batch, each batch whole or
 not at all, so the rows at or below a session's item count are exactly those already
 stored and are left out; what remains cannot clash and is copied without a check per
@@ -62,9 +63,8 @@ _ITEMS = ("SELECT b.pos, i.seq, i.item_id, i.create_time, i.format, i.data::text
 #: binary COPY: ``data`` goes as the JSON text as stored (the server's ``json`` reads it,
 #: and checks it), ``terms`` as the bytes of the ``tsvector`` an append writes (psycopg has
 #: no dumper for that type, see ``_tsvector``)
-_COPY_ITEMS = ("COPY items (sid, seq, tenant, item_id, create_time, format, data, role, type, "
-               "tool_name, model, in_tokens, out_tokens, terms, terms_len) FROM STDIN "
-               "(FORMAT BINARY)")
+_ITEM_COLUMNS = ("sid", "seq", "tenant", "item_id", "create_time", "format", "data", "role",
+                 "type", "tool_name", "model", "in_tokens", "out_tokens", "terms", "terms_len")
 _COPY_TYPES = ("int8", "int8", "text", "text", "timestamptz", "text", "text", "text", "text",
                "text", "text", "int8", "int8", "bytea", "int4")
 
@@ -264,7 +264,7 @@ async def _restore_items(cur: Sql, tenant: str, rows: Sequence[Row]) -> int:
                    r["role"], r["type"], r["tool_name"], r["model"], r["in_tokens"],
                    r["out_tokens"], vector, size)
 
-    await cur.copy_rows(_COPY_ITEMS, made(), _COPY_TYPES)
+    await cur.load_rows("items", _ITEM_COLUMNS, made(), _COPY_TYPES)
     await cur.execute(
         "UPDATE sessions s SET item_count = greatest(s.item_count, h.seq) "
         "FROM unnest(%s::bigint[], %s::bigint[]) AS h(sid, seq) WHERE s.sid = h.sid",
