@@ -96,6 +96,23 @@ def _fencing(fenced: bool) -> _Fencing:
     return _Fencing("", "", "NULL, NULL, ", "")
 
 
+def _upsert(gate: str) -> str:
+    """The CTE ``put`` of a checkpoint statement: the checkpoint inserted for the scope's
+    run (``holder``) when ``gate`` (a ``WHERE`` clause, or nothing) lets it, or replacing
+    the stored one of the same id in place; it returns the row's id, time and whether it
+    is new."""
+    return (
+        "put AS (INSERT INTO checkpoints (rid, tenant, namespace, checkpoint_id, "
+        "parent_checkpoint_id, type_tag, metadata, create_time, size, payload) "
+        "SELECT rid, %(tenant)s, %(namespace)s, %(checkpoint_id)s, %(parent)s, %(type_tag)s, "
+        f"%(metadata)s::json, %(now)s, %(size)s, %(payload)b FROM holder {gate}"
+        "ON CONFLICT (rid, namespace, checkpoint_id) DO UPDATE SET "
+        "parent_checkpoint_id = excluded.parent_checkpoint_id, "
+        "type_tag = excluded.type_tag, metadata = excluded.metadata, "
+        "size = excluded.size, payload = excluded.payload "
+        "RETURNING cid, create_time, xmax = 0 AS inserted) ")
+
+
 def _put_query(fenced: bool) -> str:
     """One statement that stores a checkpoint (when the fence, if any, holds) and returns
     the scope's run, the fence run's state, the stored row and, when it replaced one, the
@@ -103,16 +120,8 @@ def _put_query(fenced: bool) -> str:
     fencing = _fencing(fenced)
     return (
         f"WITH holder AS ({_RUN_IN_SCOPE} FOR KEY SHARE), {fencing.cte}"
-        "put AS (INSERT INTO checkpoints (rid, tenant, namespace, checkpoint_id, "
-        "parent_checkpoint_id, type_tag, metadata, create_time, size, payload) "
-        "SELECT rid, %(tenant)s, %(namespace)s, %(checkpoint_id)s, %(parent)s, %(type_tag)s, "
-        f"%(metadata)s::json, %(now)s, %(size)s, %(payload)b FROM holder {fencing.gate}"
-        "ON CONFLICT (rid, namespace, checkpoint_id) DO UPDATE SET "
-        "parent_checkpoint_id = excluded.parent_checkpoint_id, "
-        "type_tag = excluded.type_tag, metadata = excluded.metadata, "
-        "size = excluded.size, payload = excluded.payload "
-        "RETURNING cid, create_time, xmax = 0 AS inserted) "
-        f"SELECT (SELECT rid FROM holder), {fencing.columns}"
+        + _upsert(fencing.gate)
+        + f"SELECT (SELECT rid FROM holder), {fencing.columns}"
         f"p.cid, p.create_time, p.inserted, w.* FROM (SELECT 1) one {fencing.join}"
         "LEFT JOIN put p ON true LEFT JOIN LATERAL ("
         + _WRITES_OF.format(cid="p.cid AND NOT p.inserted") + ") w ON true")
@@ -154,17 +163,8 @@ def _put_items_query(fenced: bool) -> str:
     return (
         f"WITH holder AS ({_RUN_IN_SCOPE} FOR KEY SHARE), {fencing.cte}"
         + append_ctes(gate) + ", "
-        "put AS (INSERT INTO checkpoints (rid, tenant, namespace, checkpoint_id, "
-        "parent_checkpoint_id, type_tag, metadata, create_time, size, payload) "
-        "SELECT rid, %(tenant)s, %(namespace)s, %(checkpoint_id)s, %(parent)s, %(type_tag)s, "
-        "%(metadata)s::json, %(now)s, %(size)s, %(payload)b FROM holder "
-        "WHERE EXISTS (SELECT 1 FROM s) "
-        "ON CONFLICT (rid, namespace, checkpoint_id) DO UPDATE SET "
-        "parent_checkpoint_id = excluded.parent_checkpoint_id, "
-        "type_tag = excluded.type_tag, metadata = excluded.metadata, "
-        "size = excluded.size, payload = excluded.payload "
-        "RETURNING cid, create_time, xmax = 0 AS inserted) "
-        f"SELECT (SELECT rid FROM holder), {fencing.columns}"
+        + _upsert("WHERE EXISTS (SELECT 1 FROM s) ")
+        + f"SELECT (SELECT rid FROM holder), {fencing.columns}"
         "p.cid, p.create_time, p.inserted, w.*, (SELECT base FROM s), "
         "(SELECT index_items FROM session_stores WHERE tenant = %(tenant)s "
         f"AND name = %(store)s) FROM (SELECT 1) one {fencing.join}"
