@@ -27,7 +27,7 @@ from ..ports.bulk import NewSessionBundle
 from ._core import Cursor, PostgresCore
 from ._statistics import LOG, analyze_grown
 from .search import Vector, add_counts, item_vector
-from .sessions import _labels_json
+from .sessions import LOADED_ITEM_COLUMNS, _labels_json
 
 __all__ = ["BulkInPostgres"]
 
@@ -38,8 +38,6 @@ _SESSIONS = (
     "u.items FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[]) WITH ORDINALITY "
     "AS u (session_id, actor_id, metadata, items, ord) ORDER BY u.ord "
     "ON CONFLICT DO NOTHING RETURNING session_id, sid")
-_ITEM_COLUMNS = ("sid", "seq", "tenant", "item_id", "create_time", "format", "data", "role",
-                 "type", "tool_name", "model", "in_tokens", "out_tokens", "terms", "terms_len")
 _RUNS = (
     "INSERT INTO runs (sid, tenant, run_id, store, session_id, actor_id, framework, "
     "thread_key, status, status_since, awaiting, step_count, usd_cost, started_at, ended_at, "
@@ -135,7 +133,7 @@ async def _items(cur: Cursor, tenant: str,
                          it.type, it.tool_name, it.model, it.in_tokens, it.out_tokens, terms,
                          size))
     if rows:
-        await cur.load_rows("items", _ITEM_COLUMNS, rows)
+        await cur.load_rows("items", LOADED_ITEM_COLUMNS, rows)
     return docs, length, counts
 
 

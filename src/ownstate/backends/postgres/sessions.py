@@ -27,7 +27,8 @@ from ._vector_rows import store_item_vectors
 from .access import drop_store, start_grants
 from .search import LOG_FROM, add_counts, logged_counts, scope_prefix
 
-__all__ = ["IndexingChanged", "SessionsInPostgres", "append_ctes", "appended"]
+__all__ = ["LOADED_ITEM_COLUMNS", "IndexingChanged", "SessionsInPostgres", "append_ctes",
+           "appended"]
 
 _SESSION_COLUMNS = (
     "session_id, actor_id, parent_session_id, root_session_id, metadata, create_time, "
@@ -37,6 +38,12 @@ _ITEM_COLUMNS = (
     "item_id, seq, create_time, data::text, format, role, type, tool_name, model, "
     "in_tokens, out_tokens"
 )
+
+#: The columns of an item as bulk loads write them (``Cursor.load_rows``): every column but
+#: the row's own id; ``terms`` as the bytes of its binary ``tsvector`` (``_tsvector``).
+LOADED_ITEM_COLUMNS = ("sid", "seq", "tenant", "item_id", "create_time", "format", "data",
+                       "role", "type", "tool_name", "model", "in_tokens", "out_tokens",
+                       "terms", "terms_len")
 
 #: Appends a batch in one statement: the update of the session's row takes its lock (so
 #: appends to one session queue up and seq stays gapless) and yields the seq to number

@@ -17,9 +17,9 @@ what they add (no trigger does that on INSERT; triggers subtract on DELETE only)
 
 It may touch PostgreSQL through ``_core`` and, for an export's snapshot, through a psycopg
 connection of its own (``ownstate._extras`` guards the import); also the search and
-``_tsvector`` parts beside it, the shared transfer SQL (``backends._transfer_sql``), the
-transfer and search ports, the clock (``ownstate._ids``), JSON decoding
-(``ownstate._jsontext``) and errors.
+``_tsvector`` parts beside it, the item columns bulk loads write (``sessions``), the
+shared transfer SQL (``backends._transfer_sql``), the transfer and search ports, the clock
+(``ownstate._ids``), JSON decoding (``ownstate._jsontext``) and errors.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from ._core import EXPORT_SNAPSHOT, PostgresCore
 from ._core import Cursor as Sql
 from ._tsvector import item_vector_binary
 from .search import add_counts, fact_vector
+from .sessions import LOADED_ITEM_COLUMNS
 
 with requires("postgres", "the PostgreSQL backend"):
     import psycopg
@@ -63,8 +64,6 @@ _ITEMS = ("SELECT b.pos, i.seq, i.item_id, i.create_time, i.format, i.data::text
 #: binary COPY: ``data`` goes as the JSON text as stored (the server's ``json`` reads it,
 #: and checks it), ``terms`` as the bytes of the ``tsvector`` an append writes (psycopg has
 #: no dumper for that type, see ``_tsvector``)
-_ITEM_COLUMNS = ("sid", "seq", "tenant", "item_id", "create_time", "format", "data", "role",
-                 "type", "tool_name", "model", "in_tokens", "out_tokens", "terms", "terms_len")
 _COPY_TYPES = ("int8", "int8", "text", "text", "timestamptz", "text", "text", "text", "text",
                "text", "text", "int8", "int8", "bytea", "int4")
 
@@ -264,7 +263,7 @@ async def _restore_items(cur: Sql, tenant: str, rows: Sequence[Row]) -> int:
                    r["role"], r["type"], r["tool_name"], r["model"], r["in_tokens"],
                    r["out_tokens"], vector, size)
 
-    await cur.load_rows("items", _ITEM_COLUMNS, made(), _COPY_TYPES)
+    await cur.load_rows("items", LOADED_ITEM_COLUMNS, made(), _COPY_TYPES)
     await cur.execute(
         "UPDATE sessions s SET item_count = greatest(s.item_count, h.seq) "
         "FROM unnest(%s::bigint[], %s::bigint[]) AS h(sid, seq) WHERE s.sid = h.sid",
