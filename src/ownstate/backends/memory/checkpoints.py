@@ -20,7 +20,6 @@ from ...model import (
     JSON,
     CheckpointRecord,
     CheckpointScope,
-    Item,
     PendingWrite,
     Run,
     RunUsage,
@@ -42,7 +41,7 @@ class _Appender(Protocol):
 
     async def append_items(self, tenant: str, store: str, session_id: str,
                            items: Sequence[NewItem], idempotency: tuple[str, str] | None,
-                           now: datetime) -> list[Item]: ...
+                           now: datetime) -> list[model.Item]: ...
 
 
 @dataclass(slots=True)
@@ -157,7 +156,7 @@ class CheckpointsInMemory(MemoryBase):
     async def put_checkpoint_with_items(self, tenant: str, scope: CheckpointScope,
                                         checkpoint: NewCheckpoint, fence: Fence | None,
                                         items: Sequence[NewItem], first_seq: int,
-                                        now: datetime) -> tuple[CheckpointRecord, list[Item]]:
+                                        now: datetime) -> tuple[CheckpointRecord, list[model.Item]]:
         sessions = cast(_Appender, self)
         with self._data.lock:  # re-entered by the two writes below: one atomic step
             await self._fenced(tenant, scope, fence)
