@@ -17,7 +17,7 @@
     │   ├── HasChildren            a session with forks was deleted without force=True
     │   ├── StoreNotEmpty          a store with sessions was deleted without force=True
     │   ├── IdempotencyKeyReused   a retried key arrived with a different request
-│   ├── SeqConflict            items meant to take seq n found the session elsewhere
+    │   ├── SeqConflict            items meant to take seq n found the session elsewhere
     │   ├── ActiveRunExists        the session already has a running or awaiting run
     │   ├── LeaseHeld              another owner holds an unexpired lease on the run
     │   ├── StaleLease             a write carried a fencing token older than the run's

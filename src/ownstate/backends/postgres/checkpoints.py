@@ -209,6 +209,26 @@ def _scope_args(tenant: str, scope: CheckpointScope, fence: Fence | None) -> dic
             "token": fence.fencing_token if fence else None}
 
 
+def _put_args(tenant: str, scope: CheckpointScope, c: NewCheckpoint, fence: Fence | None,
+              now: datetime) -> dict[str, Any]:
+    """The parameters of a put's statement (``_PUT`` or ``_PUT_ITEMS``), bar the items."""
+    return {**_scope_args(tenant, scope, fence), "namespace": c.namespace,
+            "checkpoint_id": c.checkpoint_id, "parent": c.parent_checkpoint_id,
+            "type_tag": c.type_tag, "metadata": c.metadata_json, "now": now,
+            "size": len(c.payload), "payload": c.payload}
+
+
+def _stored(scope: CheckpointScope, c: NewCheckpoint, created: datetime, inserted: bool,
+            writes: Sequence[Any]) -> CheckpointRecord:
+    """The checkpoint as a put stored it: a replaced one keeps its time and the pending
+    writes its statement returned (``writes``, the columns of ``_WRITES_OF``)."""
+    return CheckpointRecord(
+        run_id=scope.run_id, namespace=c.namespace, checkpoint_id=c.checkpoint_id,
+        parent_checkpoint_id=c.parent_checkpoint_id, type_tag=c.type_tag,
+        payload=c.payload, metadata=json.loads(c.metadata_json), create_time=created,
+        pending_writes=() if inserted else tuple(_writes(writes)))
+
+
 def _refuse(scope: CheckpointScope, fence: Fence | None, row: Sequence[Any]) -> None:
     """Raise why a write stored nothing, from the row its statement returned (the scope's
     run, then the fence run's status and token): the run must lie in the scope, then the
@@ -288,11 +308,7 @@ class CheckpointsInPostgres(PostgresCore):
     async def put_checkpoint(self, tenant: str, scope: CheckpointScope,
                              checkpoint: NewCheckpoint, fence: Fence | None,
                              now: datetime) -> CheckpointRecord:
-        c = checkpoint
-        params = {**_scope_args(tenant, scope, fence), "namespace": c.namespace,
-                  "checkpoint_id": c.checkpoint_id, "parent": c.parent_checkpoint_id,
-                  "type_tag": c.type_tag, "metadata": c.metadata_json, "now": now,
-                  "size": len(c.payload), "payload": c.payload}
+        params = _put_args(tenant, scope, checkpoint, fence, now)
 
         async def run(cur: Cursor) -> CheckpointRecord:
             # A replaced checkpoint keeps its cid (its place), create_time and writes.
@@ -303,13 +319,7 @@ class CheckpointsInPostgres(PostgresCore):
             cid, created, inserted = row[3:6]
             if cid is None:  # pragma: no cover - the fence read and its gate agree
                 raise RunNotFound(run_id=scope.run_id)
-            pending = () if inserted else tuple(_writes(row[6:]))
-            return CheckpointRecord(
-                run_id=scope.run_id, namespace=c.namespace, checkpoint_id=c.checkpoint_id,
-                parent_checkpoint_id=c.parent_checkpoint_id, type_tag=c.type_tag,
-                payload=c.payload, metadata=json.loads(c.metadata_json), create_time=created,
-                pending_writes=pending,
-            )
+            return _stored(scope, checkpoint, created, inserted, row[6:])
 
         return await self._write_checkpoint(tenant, run)
 
@@ -317,13 +327,9 @@ class CheckpointsInPostgres(PostgresCore):
                                         checkpoint: NewCheckpoint, fence: Fence | None,
                                         items: Sequence[NewItem], first_seq: int,
                                         now: datetime) -> tuple[CheckpointRecord, list[Item]]:
-        c = checkpoint
         sessions = cast(_Appender, self)
         params = {**sessions._append_params(tenant, scope.store, scope.session_id, items, now),
-                  **_scope_args(tenant, scope, fence), "first_seq": first_seq,
-                  "namespace": c.namespace, "checkpoint_id": c.checkpoint_id,
-                  "parent": c.parent_checkpoint_id, "type_tag": c.type_tag,
-                  "metadata": c.metadata_json, "size": len(c.payload), "payload": c.payload}
+                  **_put_args(tenant, scope, checkpoint, fence, now), "first_seq": first_seq}
         embedded = any(it.embedding is not None for it in items)
 
         async def run(cur: Cursor) -> tuple[CheckpointRecord, list[Item]]:
@@ -341,13 +347,7 @@ class CheckpointsInPostgres(PostgresCore):
                                   first_seq=first_seq)
             if embedded:
                 await store_item_vectors(cur, tenant, scope.store, items)
-            created, inserted = row[4:6]
-            pending = () if inserted else tuple(_writes(row[6:12]))
-            record = CheckpointRecord(
-                run_id=scope.run_id, namespace=c.namespace, checkpoint_id=c.checkpoint_id,
-                parent_checkpoint_id=c.parent_checkpoint_id, type_tag=c.type_tag,
-                payload=c.payload, metadata=json.loads(c.metadata_json), create_time=created,
-                pending_writes=pending)
+            record = _stored(scope, checkpoint, row[4], row[5], row[6:12])
             return record, appended(items, scope.session_id, int(base), now)
 
         while True:
