@@ -95,6 +95,10 @@ def seed(url: str, pool: Sequence[Payload]) -> None:
                                   requested_by="agent")
         other = client.runs.open_run(done, FRAMEWORK, thread_key="t-seed-done")
         client.runs.close_run(other.run_id, "done", usd_cost=0.0123, step_count=5)
+        # a search indexes what a backend queued for its next search, so the seed's
+        # search rows exist for the fill to copy
+        client.session_stores.search_items("seed", store=STORE)
+        memory.search("seed")
 
 
 def _awaiting_json(template: str, since: str) -> str:
