@@ -25,7 +25,8 @@ each call on a random session or subject:
 - ``append``: one user message appended to an existing session (p50 and p99; the item is
   popped again after, untimed, so the database keeps its counts);
 - ``replay``: a whole 100-item session in replay order (``list_items(order_by="create_time
-  asc")``; PostgreSQL's replay cache is off, ``replay_cache=0``, so both read the database);
+  asc")``; the replay cache is off, ``replay_cache=0``, so both read the database: the
+  small database's 20,000 items would all fit in the cache, the big one's not);
 - ``recall``: ``recall(subject)``, nine current facts;
 - ``outstanding``: ``runs.outstanding()``, the first page (100) of the awaiting runs.
 
@@ -572,7 +573,7 @@ def run(backend: str, spec: Spec, args: argparse.Namespace, pool: list[Payload],
     if backend == "sqlite":
         for s in (spec, small):
             fill_sqlite(sqlite_path(cache, s), s, pool)
-        urls = [f"sqlite:///{sqlite_path(cache, s)}" for s in (spec, small)]
+        urls = [f"sqlite:///{sqlite_path(cache, s)}?replay_cache=0" for s in (spec, small)]
     else:
         for s in (spec, small):
             fill_postgres(s, pool)
