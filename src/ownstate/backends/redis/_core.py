@@ -64,9 +64,9 @@ with requires("redis", "the Redis backend"):
     from redis._parsers import AsyncCommandsParser
     from redis.asyncio import Redis
     from redis.asyncio.cluster import ClusterNode, RedisCluster
+    from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff
     from redis.commands.core import AsyncScript
-    from redis.retry import Retry
 
 __all__ = [
     "CHECKPOINT_KINDS",
