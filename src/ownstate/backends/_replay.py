@@ -11,11 +11,15 @@ ids: those are never made twice). Every read served from the cache is checked th
 the same statement that fetches the newer items: the database stays the only source of
 truth, even with other processes writing.
 
-Entries keep the items' data pickled, a run of items per pickle, and every read unpickles
-it, so callers get fresh objects they may change freely (one pickle of many items loads
-several times faster than as many JSON texts). Runs are merged as an entry grows, so an
-entry of n items has O(log n) of them. The cache holds at most ``max_items`` items across
-sessions, dropping the least recently replayed sessions first. It trusts that items are
+Entries keep the items' data marshalled, a run of items per blob, and every read loads
+it again, so callers get fresh objects they may change freely (one ``marshal`` of many
+items loads several times faster than as many JSON texts, and faster than a pickle; data
+that ``marshal`` cannot hold, such as a subclass of dict, is pickled instead). Runs are
+merged as an entry grows, so an entry of n items has O(log n) of them. The rest of an item
+(its id, seq, time and derived columns) is immutable and kept as one list per field, which
+the reader shares out as it is: a replay builds its records a field at a time
+(``model.build_items``). The cache holds at most ``max_items`` items across sessions,
+dropping the least recently replayed sessions first. It trusts that items are
 never updated in place (ownstate never does; whoever edits ``items.data`` by hand should
 turn the cache off with ``replay_cache=0``).
 
@@ -25,9 +29,10 @@ the items and hands them over.
 
 from __future__ import annotations
 
+import marshal
 import pickle
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 __all__ = ["Replay", "ReplayCache"]
@@ -37,50 +42,68 @@ __all__ = ["Replay", "ReplayCache"]
 Meta = tuple[Any, ...]
 
 
-def _pickled(data: list[Any]) -> bytes:
-    return pickle.dumps(data, pickle.HIGHEST_PROTOCOL)
+#: A run of items' data: how many, how to load it, and the blob to load.
+Run = tuple[int, Callable[[bytes], list[Any]], bytes]
+
+
+def _run(data: list[Any]) -> Run:
+    """``data`` kept as a marshal, or a pickle when marshal cannot hold it (an object that
+    is not a plain dict, list, str, number, bool or None, or one nested too deep)."""
+    try:
+        return len(data), marshal.loads, marshal.dumps(data)
+    except ValueError:
+        return len(data), pickle.loads, pickle.dumps(data, pickle.HIGHEST_PROTOCOL)
 
 
 class Replay:
     """What the cache holds for one session: its internal id, and its first items (seq 1
-    to ``last_seq``) as metadata plus runs of pickled data."""
+    to ``last_seq``) as ``columns`` of metadata (one list per field of :data:`Meta`) plus
+    runs of their data."""
 
-    __slots__ = ("meta", "runs", "sid")
+    __slots__ = ("columns", "runs", "sid")
 
-    def __init__(self, sid: int, meta: list[Meta], data: list[Any]) -> None:
+    def __init__(self, sid: int, meta: Sequence[Meta], data: list[Any]) -> None:
         self.sid = sid
-        self.meta = meta
-        self.runs: list[tuple[int, bytes]] = [(len(data), _pickled(data))] if data else []
+        self.columns: list[list[Any]] = [list(column) for column in zip(*meta, strict=True)]
+        self.runs: list[Run] = [_run(data)] if data else []
 
     @property
     def last_seq(self) -> int:
-        return len(self.meta)
+        return len(self.columns[0]) if self.columns else 0
 
     def item_id(self, seq: int) -> str:
-        return str(self.meta[seq - 1][0])
+        return str(self.columns[0][seq - 1])
 
-    def slice(self, start: int, stop: int) -> tuple[list[Meta], list[Any]]:
-        """Metadata and fresh data of the items at positions ``start:stop``."""
-        stop = min(stop, len(self.meta))
+    def slice(self, start: int, stop: int) -> tuple[list[list[Any]], list[Any]]:
+        """The metadata columns and fresh data of the items at positions ``start:stop``."""
+        stop = min(stop, self.last_seq)
         data: list[Any] = []
         offset = 0
-        for count, blob in self.runs:
+        for count, load, blob in self.runs:
             if offset + count > start and offset < stop:
-                loaded = pickle.loads(blob)
-                data.extend(loaded[max(start - offset, 0):stop - offset])
+                loaded = load(blob)
+                if offset >= start and offset + count <= stop:
+                    data += loaded
+                else:
+                    data += loaded[max(start - offset, 0):stop - offset]
             offset += count
             if offset >= stop:
                 break
-        return self.meta[start:stop], data
+        return [column[start:stop] for column in self.columns], data
 
     def extend(self, meta: Sequence[Meta], data: list[Any]) -> None:
         """Add the items that follow ``last_seq``; merge a run into the one before it
         once that one is no longer than it (so runs shrink geometrically)."""
-        self.meta.extend(meta)
-        self.runs.append((len(data), _pickled(data)))
+        if not meta:
+            return
+        if not self.columns:
+            self.columns = [[] for _ in meta[0]]
+        for column, values in zip(self.columns, zip(*meta, strict=True), strict=True):
+            column.extend(values)
+        self.runs.append(_run(data))
         while len(self.runs) > 1 and self.runs[-2][0] <= self.runs[-1][0]:
-            (first, a), (second, b) = self.runs[-2:]
-            self.runs[-2:] = [(first + second, _pickled(pickle.loads(a) + pickle.loads(b)))]
+            (_, load_a, a), (_, load_b, b) = self.runs[-2:]
+            self.runs[-2:] = [_run(load_a(a) + load_b(b))]
 
 
 class ReplayCache:
