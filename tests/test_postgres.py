@@ -855,6 +855,23 @@ def test_replay_entries_keep_data_marshal_cannot_hold_and_hand_out_copies() -> N
                                  [{"n": 1}, {"n": [2]}, {"n": [3]}])
 
 
+def test_replay_entries_load_equal_keys_and_short_strings_as_one_object() -> None:
+    from ownstate.backends._replay import Replay
+
+    long = "x" * 100
+    data = [{"role": "user", "content": [{"type": "text", "text": long + str(n)}]}
+            for n in range(3)]
+    entry = Replay(1, [(f"i{n}", n) for n in (1, 2, 3)], [dict(d) for d in data])
+    entry.extend([("i4", 4)], [{"role": "user", "n": 4}])
+    _, loaded = entry.slice(0, 4)
+    assert loaded == [*data, {"role": "user", "n": 4}]
+    first, second = loaded[0], loaded[1]
+    assert next(iter(first)) is next(iter(second))  # the key "role"
+    assert first["role"] is second["role"]
+    assert first["content"] is not second["content"]
+    assert first["content"][0]["text"] == long + "0"
+
+
 def test_items_built_a_column_at_a_time_equal_items_built_one_by_one() -> None:
     now = datetime.now(UTC)
     rows = [(f"i{n}", n, now, {"n": n}, "openai.responses", "user" if n % 2 else None,

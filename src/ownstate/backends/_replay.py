@@ -14,14 +14,17 @@ truth, even with other processes writing.
 Entries keep the items' data marshalled, a run of items per blob, and every read loads
 it again, so callers get fresh objects they may change freely (one ``marshal`` of many
 items loads several times faster than as many JSON texts, and faster than a pickle; data
-that ``marshal`` cannot hold, such as a subclass of dict, is pickled instead). Runs are
-merged as an entry grows, so an entry of n items has O(log n) of them. The rest of an item
-(its id, seq, time and derived columns) is immutable and kept as one list per field, which
-the reader shares out as it is: a replay builds its records a field at a time
-(``model.build_items``). The cache holds at most ``max_items`` items across sessions,
-dropping the least recently replayed sessions first. It trusts that items are
-never updated in place (ownstate never does; whoever edits ``items.data`` by hand should
-turn the cache off with ``replay_cache=0``).
+that ``marshal`` cannot hold, such as a subclass of dict, is pickled instead). Before
+new data is marshalled, equal keys and short strings in it are made one object, which
+marshal writes once and a load makes once (a string cannot be changed, so its readers
+may share it): a conversation's items load in about a quarter less time, for a walk over
+each item once, when it enters the cache. Runs are merged as an entry grows, so an entry
+of n items has O(log n) of them. The rest of an item (its id, seq, time and derived
+columns) is immutable and kept as one list per field, which the reader shares out as it
+is: a replay builds its records a field at a time (``model.build_items``). The cache
+holds at most ``max_items`` items across sessions, dropping the least recently replayed
+sessions first. It trusts that items are never updated in place (ownstate never does;
+whoever edits ``items.data`` by hand should turn the cache off with ``replay_cache=0``).
 
 It may touch nothing else of ownstate's and no database: the backend that keeps one reads
 the items and hands them over.
@@ -45,6 +48,35 @@ Meta = tuple[Any, ...]
 #: A run of items' data: how many, how to load it, and the blob to load.
 Run = tuple[int, Callable[[bytes], list[Any]], bytes]
 
+#: The longest string value made one object with its equals (keys always are): roles,
+#: types, statuses and names repeat; longer text rarely does.
+_SHORT = 40
+_CONTAINERS = (dict, list)
+
+
+def _shared(data: list[Any]) -> list[Any]:
+    """A copy of the JSON values ``data`` in which equal keys and equal short strings are
+    one object. Anything else (a subclass, a tuple) is kept as it is; a value nested too
+    deep to walk is kept whole."""
+    memo: dict[str, str] = {}
+    share = memo.setdefault
+    containers, short = _CONTAINERS, _SHORT
+
+    def walk(value: Any) -> Any:
+        if value.__class__ is dict:
+            return {share(k, k) if k.__class__ is str else k: (
+                walk(v) if v.__class__ in containers
+                else share(v, v) if v.__class__ is str and len(v) <= short else v)
+                for k, v in value.items()}
+        return [walk(v) if v.__class__ in containers
+                else share(v, v) if v.__class__ is str and len(v) <= short else v
+                for v in value]
+
+    try:
+        return [walk(v) if v.__class__ in containers else v for v in data]
+    except RecursionError:
+        return data
+
 
 def _run(data: list[Any]) -> Run:
     """``data`` kept as a marshal, or a pickle when marshal cannot hold it (an object that
@@ -65,7 +97,7 @@ class Replay:
     def __init__(self, sid: int, meta: Sequence[Meta], data: list[Any]) -> None:
         self.sid = sid
         self.columns: list[list[Any]] = [list(column) for column in zip(*meta, strict=True)]
-        self.runs: list[Run] = [_run(data)] if data else []
+        self.runs: list[Run] = [_run(_shared(data))] if data else []
 
     @property
     def last_seq(self) -> int:
@@ -93,14 +125,15 @@ class Replay:
 
     def extend(self, meta: Sequence[Meta], data: list[Any]) -> None:
         """Add the items that follow ``last_seq``; merge a run into the one before it
-        once that one is no longer than it (so runs shrink geometrically)."""
+        once that one is no longer than it (so runs shrink geometrically; a merged run
+        shares the strings each of its parts shared)."""
         if not meta:
             return
         if not self.columns:
             self.columns = [[] for _ in meta[0]]
         for column, values in zip(self.columns, zip(*meta, strict=True), strict=True):
             column.extend(values)
-        self.runs.append(_run(data))
+        self.runs.append(_run(_shared(data)))
         while len(self.runs) > 1 and self.runs[-2][0] <= self.runs[-1][0]:
             (_, load_a, a), (_, load_b, b) = self.runs[-2:]
             self.runs[-2:] = [_run(load_a(a) + load_b(b))]
