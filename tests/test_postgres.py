@@ -30,7 +30,7 @@ from ownstate.errors import (
     LeaseHeld,
     SchemaVersion,
 )
-from ownstate.model import Lease, PendingWrite, Run
+from ownstate.model import Item, Lease, PendingWrite, Run, build_item, build_items
 
 POSTGRES_URL = os.environ.get("OWNSTATE_TEST_POSTGRES_URL",
                               "postgresql://postgres@127.0.0.1:5432/test")
@@ -825,11 +825,61 @@ def test_replay_entries_slice_and_merge_their_runs() -> None:
         entry.extend([(f"i{n}", n) for n in added], [{"n": n} for n in added])
         assert len(entry.runs) <= 2 * entry.last_seq.bit_length()
     for start, stop in [(0, 1000), (0, 1), (5, 6), (17, 250), (299, 301), (entry.last_seq, 999)]:
-        metas, data = entry.slice(start, stop)
+        columns, data = entry.slice(start, stop)
         expected = list(range(start + 1, min(stop, entry.last_seq) + 1))
-        assert [m[1] for m in metas] == [d["n"] for d in data] == expected
+        assert columns[1] == [d["n"] for d in data] == expected
+        assert columns[0] == [f"i{n}" for n in expected]
     cache = ReplayCache(max_items=500)
     cache.put(("t", "s", "a"), entry)
     cache.put(("t", "s", "b"), Replay(2, [("x", 1)] * 250, [{}] * 250))  # evicts "a"
     assert cache.get(("t", "s", "a")) is None
     assert cache.get(("t", "s", "b")) is not None
+
+
+class _Labels(dict[str, Any]):
+    """Data that marshal cannot hold (a subclass of dict)."""
+
+
+def test_replay_entries_keep_data_marshal_cannot_hold_and_hand_out_copies() -> None:
+    from ownstate.backends._replay import Replay
+
+    entry = Replay(1, [("i1", 1)], [_Labels(n=1)])
+    entry.extend([("i2", 2), ("i3", 3)], [{"n": [2]}, {"n": [3]}])  # merged with the first
+    columns, data = entry.slice(0, 3)
+    assert columns == [["i1", "i2", "i3"], [1, 2, 3]]
+    assert type(data[0]) is _Labels
+    assert data == [{"n": 1}, {"n": [2]}, {"n": [3]}]
+    data[1]["n"].append("changed")
+    columns[0].append("changed")
+    assert entry.slice(0, 3) == ([["i1", "i2", "i3"], [1, 2, 3]],
+                                 [{"n": 1}, {"n": [2]}, {"n": [3]}])
+
+
+def test_replay_entries_load_equal_keys_and_short_strings_as_one_object() -> None:
+    from ownstate.backends._replay import Replay
+
+    long = "x" * 100
+    data = [{"role": "user", "content": [{"type": "text", "text": long + str(n)}]}
+            for n in range(3)]
+    entry = Replay(1, [(f"i{n}", n) for n in (1, 2, 3)], [dict(d) for d in data])
+    entry.extend([("i4", 4)], [{"role": "user", "n": 4}])
+    _, loaded = entry.slice(0, 4)
+    assert loaded == [*data, {"role": "user", "n": 4}]
+    first, second = loaded[0], loaded[1]
+    assert next(iter(first)) is next(iter(second))  # the key "role"
+    assert first["role"] is second["role"]
+    assert first["content"] is not second["content"]
+    assert first["content"][0]["text"] == long + "0"
+
+
+def test_items_built_a_column_at_a_time_equal_items_built_one_by_one() -> None:
+    now = datetime.now(UTC)
+    rows = [(f"i{n}", n, now, {"n": n}, "openai.responses", "user" if n % 2 else None,
+             "message", "tool" if n == 2 else None, None, n, None) for n in range(1, 6)]
+    columns = [list(c) for c in zip(*rows, strict=True)]
+    built = build_items("s", columns[3], *columns[:3], *columns[4:])
+    assert built == [build_item(r[0], "s", *r[1:]) for r in rows]
+    assert all(type(i) is Item for i in built)
+    assert build_items("s", [], *[[]] * 10) == []
+    with pytest.raises(ValueError, match="differ in length"):
+        build_items("s", columns[3], *columns[:3], *columns[4:-1], columns[-1][:-1])

@@ -3,6 +3,7 @@ serves is what the database holds, whoever changed it."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -101,3 +102,38 @@ def test_a_session_made_again_in_a_reused_slot_is_read_afresh(url: str) -> None:
         again = writer.session_stores.get("replays").add(actor_id="a", session_id="s")
         again.append_items([{"n": n} for n in ("a", "b", "c", "d")])
         assert _replay(mine) == _replay(again)
+
+
+def test_replays_hand_every_caller_its_own_copy_of_what_is_stored(url: str) -> None:
+    """Data served from the cache is exactly what was appended, and no caller's change to
+    it (however deep) shows in another replay, held at the same time or made later."""
+    deep: Any = "bottom"
+    for level in range(126):
+        deep = [deep] if level % 2 else {"k": deep}
+    values: list[Any] = [
+        {"role": "user", "content": [{"type": "input_text", "text": "caf\u00e9 \U0001f600"}]},
+        {"ints": [0, -1, 2**63 - 1, -(2**63)], "floats": [0.1, -0.0, 1e300, 2.5e-300, 1.0],
+         "flags": [True, False, None], "empty": [{}, [], ""], "escaped": "a\u0000b\"\\"},
+        {}, {"v": []}, {"v": "just text"}, {"v": 42}, {"v": 1.5}, {"v": None}, {"v": deep},
+    ]
+    with ownstate.connect(url) as client:
+        session = client.session_stores.create("copies").add(actor_id="a")
+        session.append_items(values[:4])
+        session.append_items(values[4:])
+
+        def replay() -> list[Any]:
+            return [i.data for i in session.list_items(order_by="create_time asc")]
+
+        expected = json.dumps(values)
+        held = [replay() for _ in range(3)]  # the first fills the cache
+        assert all(json.dumps(r) == expected for r in held)
+        held[1][0]["content"][0]["text"] = "changed"
+        held[1][1]["ints"].append(7)
+        held[1][8]["v"][0]["k"] = "cut"
+        held[2][1]["empty"][0]["new"] = 1
+        assert json.dumps(held[0]) == expected == json.dumps(replay())
+        session.append_items([{"after": [1]}])  # read afresh, then served from the cache
+        for _ in range(2):
+            again = replay()
+            assert json.dumps(again) == json.dumps([*values, {"after": [1]}])
+            again[-1]["after"].append(2)

@@ -10,9 +10,11 @@ library.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import repeat
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from ._ids import format_time
@@ -141,6 +143,43 @@ def build_item(item_id: str, session_id: str, seq: int, create_time: datetime, d
     s_in(item, in_tokens)
     s_out(item, out_tokens)
     return item
+
+
+_new = object.__new__
+_exhaust: Callable[[Iterable[Any]], None] = deque(maxlen=0).extend
+
+
+def build_items(session_id: str, data: Sequence[JSON], item_ids: Sequence[str],
+                seqs: Sequence[int], create_times: Sequence[datetime], formats: Sequence[str],
+                roles: Sequence[str | None], types: Sequence[str | None],
+                tool_names: Sequence[str | None], models: Sequence[str | None],
+                in_tokens: Sequence[int | None], out_tokens: Sequence[int | None],
+                ) -> list[Item]:
+    """:func:`build_item` at every position of equally long columns, all of one session:
+    the objects are made, then filled a field at a time, each field by one loop that runs
+    in C (``map`` over the field's descriptor), which takes about two thirds of the time
+    of building them one by one. Raises ValueError if the columns differ in length."""
+    n = len(data)
+    columns = (item_ids, seqs, create_times, formats, roles, types, tool_names, models,
+               in_tokens, out_tokens)
+    if any(len(column) != n for column in columns):
+        raise ValueError("the columns of the items differ in length")
+    items: list[Item] = list(map(_new, repeat(Item, n)))
+    (s_id, s_session, s_seq, s_time, s_data, s_format, s_role, s_type, s_tool, s_model,
+     s_in, s_out) = _set_item_fields
+    _exhaust(map(s_id, items, item_ids))
+    _exhaust(map(s_session, items, repeat(session_id)))
+    _exhaust(map(s_seq, items, seqs))
+    _exhaust(map(s_time, items, create_times))
+    _exhaust(map(s_data, items, data))
+    _exhaust(map(s_format, items, formats))
+    _exhaust(map(s_role, items, roles))
+    _exhaust(map(s_type, items, types))
+    _exhaust(map(s_tool, items, tool_names))
+    _exhaust(map(s_model, items, models))
+    _exhaust(map(s_in, items, in_tokens))
+    _exhaust(map(s_out, items, out_tokens))
+    return items
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 from ... import _wire
 from ...errors import BackendUnavailable, ItemNotFound
-from ...model import Item, ItemHit, SessionRecord, SessionStoreRecord, build_item
+from ...model import Item, ItemHit, SessionRecord, SessionStoreRecord, build_item, build_items
 from .._replay import Meta, Replay
 from ..ports.search import TextQuery
 from ..ports.sessions import NewItem, SessionOrder
@@ -226,20 +226,18 @@ class SessionsOverHttp(HttpBase):
         key = (tenant, store, session_id)
         entry = self._replay.get(key)
         if entry is not None and 0 <= after < entry.last_seq:
-            metas, data = entry.slice(after, after + limit)
-            anchor = after + len(metas)
+            columns, data = entry.slice(after, after + limit)
+            anchor = after + len(data)
             # At least one item comes from the cache (after < last_seq), so the anchored
             # request asks for at most ``limit`` items, as any other listing does.
             rows = await self._fetch_items(store, session_id, False,
-                                           limit - len(metas) + 1, anchor - 1)
+                                           limit - len(data) + 1, anchor - 1)
             if rows and rows[0].seq == anchor and rows[0].item_id == entry.item_id(anchor):
                 added = rows[1:]
-                # The cache keeps pickles, so handing out these objects is safe.
+                # The cache keeps copies, so handing out these objects is safe.
                 self._replay.extend(key, entry, [_meta(i) for i in added],
                                     [i.data for i in added])
-                return [build_item(m[0], session_id, m[1], m[2], d, m[3], m[4], m[5], m[6],
-                                   m[7], m[8], m[9])
-                        for m, d in zip(metas, data, strict=True)] + added
+                return build_items(session_id, data, *columns) + added
             self._replay.drop(key)
         found = await self._fetch_items(store, session_id, False, limit, after)
         if after == 0 and found:

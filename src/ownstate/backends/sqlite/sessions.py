@@ -15,7 +15,7 @@ from typing import Any
 
 from ... import errors
 from ..._ids import format_time
-from ...model import Item, SessionRecord, SessionStoreRecord, build_item
+from ...model import Item, SessionRecord, SessionStoreRecord, build_item, build_items
 from .._replay import Meta, Replay
 from .._sql import FORK_VECTORS, item_page, session_listing
 from ..ports.sessions import NewItem, SessionOrder, changed_labels, forked_record
@@ -326,17 +326,16 @@ class SessionsInSqlite(SqliteCore):
             held = (entry.slice(after, after + limit)
                     if entry is not None and 0 <= after <= entry.last_seq else None)
         if entry is not None and held is not None:
-            metas, data = held
-            anchor = after + len(metas)  # the last seq served, checked to be unchanged
+            columns, data = held
+            anchor = after + len(data)  # the last seq served, checked to be unchanged
             rows = conn.execute(
                 f"SELECT {ITEM_COLUMNS} FROM items WHERE sid = ? AND sid = (SELECT sid FROM "
                 "sessions WHERE tenant = ? AND store = ? AND session_id = ?) AND seq >= ? "
                 "ORDER BY seq LIMIT ?",
-                (entry.sid, tenant, store, session_id, anchor, limit - len(metas) + 1),
+                (entry.sid, tenant, store, session_id, anchor, limit - len(data) + 1),
             ).fetchall()
             if rows and rows[0][1] == anchor and rows[0][0] == entry.item_id(anchor):
-                found = [build_item(m[0], session_id, m[1], m[2], d, m[3], m[4], m[5], m[6],
-                                    m[7], m[8], m[9]) for m, d in zip(metas, data, strict=True)]
+                found = build_items(session_id, data, *columns)
                 if len(rows) > 1:
                     added = to_items(rows[1:], session_id)
                     with lock:
