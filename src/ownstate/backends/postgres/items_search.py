@@ -23,13 +23,15 @@ items (ids are one sequence) or of a store that does not index its items: indexi
 those. Bulk writes (``bulk.py``), restores (``transfer.py``) and checkpoints with items
 (``checkpoints.py``) still store terms as they write.
 
-Why the terms are stored in the item's row, updated after the insert, rather than in a
-side table filled by the indexing pass: the update writes a second version of each row
-(``terms`` is in a GIN index, so the update is never HOT) and new entries in every index
-of ``items``, but measured on the LoCoMo turns the whole (append, then the pass) cost
-about what an append that indexed its own rows cost (docs/benchmarks.md,
-2026-12-04), and a side table would need its own joins in every search, fork, restore
-and delete trigger.
+The terms stay in the item's row, updated after the insert, rather than in a side table
+filled by the pass: the update writes a second version of each row (``terms`` is in a GIN
+index, so it is never HOT) and new entries in each of ``items``' indexes, which measured
+7-11 µs more server CPU per item than indexing in the append (indexing's whole cost about
+64 µs per item instead of 55, +16-20%; +3-6% of an indexed item's whole work), while the
+append itself costs what an unindexed one does. A side table measured about 12 µs less
+server CPU per item to store, but would change every path that writes, copies, deletes
+or reads terms (bulk writes and restores ``COPY`` them with the rows); see
+docs/benchmarks.md, 2026-12-04.
 
 It may touch PostgreSQL through ``_core``, the search and ``_tsvector`` parts beside it,
 the search port, JSON decoding (``ownstate._jsontext``) and the model.
@@ -49,7 +51,7 @@ from ._core import BinaryInts, BinaryVectors, Cursor, PostgresCore
 from ._tsvector import items_terms_binary
 from .search import ADD_COUNTS, logged_counts, ranked, scope_prefix, term_counts_sql
 
-__all__ = ["PENDING_LIMIT", "QUEUE", "SearchInPostgres", "index_queued"]
+__all__ = ["PENDING_LIMIT", "QUEUE", "QUEUED_SPAN", "SearchInPostgres", "index_queued"]
 
 #: About how many item ids may wait for indexing in a tenant before an append indexes
 #: them itself (their span, from the lowest queued to the highest, is what is compared).

@@ -1,9 +1,9 @@
 """Session stores, sessions and items in PostgreSQL.
 
-It may touch PostgreSQL through ``_core``, the access, search, item search, ``_tsvector`` and
-vector-row parts beside it, the replay cache (``backends._replay``), the shared SQL
-(``backends._sql``), the session and search ports, JSON decoding (``ownstate._jsontext``),
-the model and errors.
+It may touch PostgreSQL through ``_core``, the access, search, item search, ``_tsvector``,
+vector-row and statistics (its logger) parts beside it, the replay cache
+(``backends._replay``), the shared SQL (``backends._sql``), the session and search ports,
+JSON decoding (``ownstate._jsontext``), the model and errors.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from ..ports.search import terms
 from ..ports.sessions import NewItem, SessionOrder, changed_labels, forked_record
 from . import items_search
 from ._core import BinaryInts, BinaryVectors, Cursor, PostgresCore
+from ._statistics import LOG
 from ._tsvector import items_terms_binary
 from ._vector_rows import store_item_vectors
 from .access import drop_store, start_grants
@@ -455,7 +456,10 @@ class SessionsInPostgres(PostgresCore):
                 continue
             if params["indexed"] and span + len(items) >= items_search.PENDING_LIMIT:
                 # what a search may find to index stays bounded
-                await self._write(tenant, lambda cur: index_queued(cur, tenant))
+                try:
+                    await self._write(tenant, lambda cur: index_queued(cur, tenant))
+                except errors.OwnstateError as exc:  # the items are stored; a search indexes
+                    LOG.warning("indexing the items queued for search failed: %s", exc)
             return made
 
     def _append_params(self, tenant: str, store: str, session_id: str,
