@@ -25,13 +25,13 @@ those. Bulk writes (``bulk.py``), restores (``transfer.py``) and checkpoints wit
 
 The terms stay in the item's row, updated after the insert, rather than in a side table
 filled by the pass: the update writes a second version of each row (``terms`` is in a GIN
-index, so it is never HOT) and new entries in each of ``items``' indexes, which measured
-7-11 µs more server CPU per item than indexing in the append (indexing's whole cost about
-64 µs per item instead of 55, +16-20%; +3-6% of an indexed item's whole work), while the
-append itself costs what an unindexed one does. A side table measured about 12 µs less
-server CPU per item to store, but would change every path that writes, copies, deletes
-or reads terms (bulk writes and restores ``COPY`` them with the rows); see
-docs/benchmarks.md, 2026-12-04.
+index, so it is never HOT) and new entries in each of ``items``' indexes, about 30 µs of
+server time per item on the LoCoMo turns, yet append and pass together cost no more CPU
+than an append that indexed its own rows (one log row and one fold for the whole backlog
+pay for it), and the append itself costs what an unindexed one does. A side table
+measured about 12 µs less server time per item to store, but would change every path
+that writes, copies, deletes or reads terms (bulk writes and restores ``COPY`` them with
+the rows); see docs/benchmarks.md, 2026-12-04.
 
 It may touch PostgreSQL through ``_core``, the search and ``_tsvector`` parts beside it,
 the search port, JSON decoding (``ownstate._jsontext``) and the model.
@@ -75,21 +75,26 @@ QUEUED_SPAN = (
 )
 
 # the tenant's queued ranges deleted (a second indexer waits on their locks, then finds
-# them gone), and the items they hold still unindexed, of stores that index their items
+# them gone), and the items they hold still unindexed, of stores that index their items:
+# each id of a range looked up by primary key, whatever the statistics say (a plan that
+# scans the tenant's items for each range would read them all)
 _TAKE = (
     "WITH q AS (DELETE FROM item_index_queue WHERE tenant = %(tenant)s "
     "RETURNING first, last) "
-    "SELECT i.id, i.data::text FROM q JOIN items i ON i.id BETWEEN q.first AND q.last "
+    "SELECT i.id, i.data::text FROM q CROSS JOIN LATERAL generate_series(q.first, q.last) "
+    "AS g (id) CROSS JOIN LATERAL (SELECT * FROM items i WHERE i.id = g.id OFFSET 0) AS i "
     "JOIN sessions s ON s.sid = i.sid "
     "JOIN session_stores t ON t.tenant = s.tenant AND t.name = s.store "
     "WHERE i.tenant = %(tenant)s AND i.terms_len IS NULL AND t.index_items"
 )
 
-# the terms stored, in the rows still unindexed (a row deleted meanwhile is not updated)
+# the terms stored, in the rows still unindexed (a row deleted meanwhile is not updated);
+# the rows found by primary key
 _STORE = (
     "UPDATE items i SET terms = v.terms, terms_len = v.len FROM unnest(%(ids)s::bigint[], "
     "%(terms)b::tsvector[], %(lens)b::int[]) AS v (id, terms, len) "
-    "WHERE i.id = v.id AND i.terms_len IS NULL RETURNING i.id"
+    "WHERE i.id = ANY(%(ids)s::bigint[]) AND i.id = v.id AND i.terms_len IS NULL "
+    "RETURNING i.id"
 )
 
 
