@@ -40,8 +40,9 @@ of 20 items) of the 2,760 LoCoMo turns on a fresh database, with search indexing
 without (items: a store made with ``index_items=False``; facts: see
 :func:`facts_unindexed`), alternating the two in one run, and prints the medians of
 facts/s and items/s and what indexing costs. Where a backend indexes at the next search
-(SQLite), the last columns add the first search after the writes, which indexes what
-they queued, to the writes' time.
+(SQLite; PostgreSQL's ``append_items``), the last columns add the first search after the
+writes, which indexes what they queued, to the writes' time (this process's CPU time
+only: ``bench/item_indexing.py`` also counts the server's).
 
 Run by hand (not in CI)::
 

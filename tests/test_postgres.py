@@ -292,6 +292,8 @@ def _fill(url: str, tenant: str) -> None:
         # a search folds the logged item term counts into search_terms; the facts' stay
         # logged, so both tables hold rows
         client.session_stores.search_items("hello")
+        # an item the next search is to index: item_index_queue holds its row
+        session.append_items([{"role": "user", "content": "goodbye"}])
 
 
 def test_a_runtime_role_sees_only_its_tenant(admin: Any, schema: str,

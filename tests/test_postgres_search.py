@@ -19,6 +19,7 @@ from ownstate import archive
 from ownstate.api.bulk import BulkSession, add_sessions
 from ownstate.backends.ports import search as search_rules
 from ownstate.backends.ports.search import fact_text, item_text, query_terms, rank, terms
+from ownstate.backends.postgres import items_search as pg_items_search
 from ownstate.backends.postgres import search as pg_search
 from ownstate.backends.postgres import sessions as pg_sessions
 
@@ -164,7 +165,7 @@ def test_migration_counts_the_terms_stored_before(make_url: Maker) -> None:
     schema = _schema(url)
     with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
         conn.execute(f"SET search_path TO {schema}")
-        conn.execute("DROP TABLE search_terms, search_term_log")
+        conn.execute("DROP TABLE search_terms, search_term_log, item_index_queue")
         conn.execute("DROP FUNCTION facts_leave_search_terms() CASCADE")
         conn.execute("DROP FUNCTION items_leave_search_terms() CASCADE")
         conn.execute("DELETE FROM ownstate_schema WHERE version >= 9")
@@ -194,6 +195,7 @@ def test_a_store_without_item_indexing_makes_no_terms(
         return real(prefix, found, seen)
 
     monkeypatch.setattr(pg_sessions, "items_terms_binary", spy)
+    monkeypatch.setattr(pg_items_search, "items_terms_binary", spy)
     with ownstate.connect(url) as client:
         plain = client.session_stores.create("plain", index_items=False)
         session = plain.add(actor_id="user:1")
@@ -204,8 +206,8 @@ def test_a_store_without_item_indexing_makes_no_terms(
         assert client.session_stores.search_items("indexed") == []
         indexed = client.session_stores.create("indexed")
         indexed.add(actor_id="user:1").append_items([{"role": "user", "content": "indexed"}])
-        assert made == ["indexed"]
         assert len(client.session_stores.search_items("indexed")) == 1
+        assert made == ["indexed"]  # by the search, which indexed what the append queued
     _consistent(url)
 
 
@@ -337,9 +339,17 @@ def _log_rows(url: str) -> list[tuple[str, str]]:
             f"SELECT tenant, kind FROM {_schema(url)}.search_term_log ORDER BY tenant, kind")]
 
 
+def _queue_rows(url: str) -> list[tuple[str, int, int]]:
+    with psycopg.connect(POSTGRES_URL) as conn:
+        return [(r[0], r[1], r[2]) for r in conn.execute(
+            f"SELECT tenant, first, last FROM {_schema(url)}.item_index_queue "
+            "ORDER BY tenant, first")]
+
+
 def test_writes_log_their_term_counts_and_searches_fold_them(make_url: Maker) -> None:
-    """A write adds one row to the log, not a row of ``search_terms`` per lexeme; a
-    search folds the log of its tenant and kind first, and ranks with every count."""
+    """A write adds one row to the log, not a row of ``search_terms`` per lexeme (an
+    append's items are counted when a search indexes them); a search folds the log of
+    its tenant and kind first, and ranks with every count."""
     url = make_url("postgres")
     with ownstate.connect(url) as client, ownstate.connect(url, tenant="acme") as other:
         session = client.session_stores.create("chats").add(actor_id="user:1")
@@ -352,20 +362,25 @@ def test_writes_log_their_term_counts_and_searches_fold_them(make_url: Maker) ->
         with psycopg.connect(POSTGRES_URL) as conn:
             assert conn.execute(f"SELECT count(*) FROM {_schema(url)}.search_terms "
                                 "WHERE tenant = 'default' AND kind = 'item'").fetchone() == (0,)
-        assert _log_rows(url) == [("acme", "item"), ("default", "fact"),
-                                  ("default", "item"), ("default", "item"),
-                                  ("default", "item")]
+        assert _log_rows(url) == [("default", "fact")]  # the items wait for a search
+        assert [r[0] for r in _queue_rows(url)] == ["acme"] + ["default"] * 3
+        session.pop_item()  # an item still queued: nothing counted, nothing subtracted
         _consistent(url)
-        session.pop_item()  # subtracts counts not folded yet
+        client.session_stores.search_items("refund")  # indexes, counts and folds them
+        assert _log_rows(url) == [("default", "fact")]
+        assert [r[0] for r in _queue_rows(url)] == ["acme"]
+        session.fork().delete()  # the fork logs its copies' counts; the delete subtracts
+        assert _log_rows(url) == [("default", "fact"), ("default", "item")]
+        _consistent(url)
         hits = client.session_stores.search_items("refund 2", limit=20)
-        assert _log_rows(url) == [("acme", "item"), ("default", "fact")]
+        assert _log_rows(url) == [("default", "fact")]
         _consistent(url)
         collection = sorted((i.seq, terms(item_text(i.data))) for i in session.list_items_after())
         want = rank(query_terms("refund 2"), collection, lambda _: True)
         assert [(h.item.seq, h.score) for h in hits] == want
         assert len(hits) == 5  # "refund" is in every item: only "2" counts
         assert [h.fact.key for h in client.memory_stores.get("notes").search("refund")] == ["k"]
-        assert _log_rows(url) == [("acme", "item")]
+        assert _log_rows(url) == []
         _consistent(url)
 
 
@@ -374,22 +389,20 @@ def test_a_write_folds_a_long_log_itself(make_url: Maker,
     url = make_url("postgres")
     monkeypatch.setattr(pg_search, "FOLD_ENTRIES", 5)
     with ownstate.connect(url) as client:
-        session = client.session_stores.create("chats").add(actor_id="user:1")
-        session.append_items([{"role": "user", "content": "alpha beta gamma"}])
-        session.append_items([{"role": "user", "content": "delta"}])
-        assert len(_log_rows(url)) == 2  # three entries logged: fewer than five
-        session.append_items([{"role": "user", "content": "epsilon zeta eta theta"}])
-        assert len(_log_rows(url)) == 3  # four found: still fewer
-        session.append_items([{"role": "user", "content": "iota"}])
-        assert len(_log_rows(url)) == 1  # eight found and folded; its own row is left
         memory = client.memory_stores.create("notes")
+        memory.remember("user:1", "a1", "alpha")  # two entries: a1, alpha
+        memory.remember("user:1", "a2", "beta")
+        assert len(_log_rows(url)) == 2  # two entries logged: fewer than five
+        memory.remember("user:1", "a3", "gamma delta")
+        assert len(_log_rows(url)) == 3  # four found: still fewer
+        memory.remember("user:1", "a4", "iota")
+        assert len(_log_rows(url)) == 1  # seven found and folded; its own row is left
         memory.remember_many([{"subject": "user:1", "key": f"k{n}", "value": "one two"}
                               for n in range(3)])  # five entries: k0, k1, k2, one, two
-        memory.remember("user:1", "k8", "three")
-        assert _log_rows(url) == [("default", "fact"), ("default", "item")]  # folded
+        memory.remember("user:1", "k8", "three")  # seven found: folded
+        assert _log_rows(url) == [("default", "fact")]
         memory.remember("user:1", "k9", "four")
-        assert _log_rows(url) == [("default", "fact"), ("default", "fact"),
-                                  ("default", "item")]
+        assert _log_rows(url) == [("default", "fact"), ("default", "fact")]
         _consistent(url)
 
 
@@ -432,3 +445,149 @@ def test_concurrent_writers_and_searches_keep_exact_counts(make_url: Maker,
         assert len(hits) == 3 * (30 - 3)
         assert len(client.memory_stores.get("notes").search("refund", limit=20)) == 5
     assert _log_rows(url) == []
+
+
+def _item_terms(url: str) -> list[tuple[int, bool]]:
+    """Each item's seq and whether it has its terms yet, in id order."""
+    with psycopg.connect(POSTGRES_URL) as conn:
+        return [(r[0], r[1]) for r in conn.execute(
+            f"SELECT seq, terms_len IS NOT NULL FROM {_schema(url)}.items ORDER BY id")]
+
+
+def test_an_append_queues_its_items_for_the_next_search(make_url: Maker) -> None:
+    """An append stores its items without terms and queues their ids; a fork queues its
+    copies of items still queued; the next search indexes them all, once, and ranks as
+    if each append had indexed its own."""
+    url = make_url("postgres")
+    with ownstate.connect(url) as client:
+        session = client.session_stores.create("chats").add(actor_id="user:1")
+        session.append_items([{"role": "user", "content": f"refund {n}"} for n in range(3)])
+        session.append_items([{"role": "user", "content": "refund 1 again"}],
+                             idempotency_key="k")
+        assert [(r[1], r[2]) for r in _queue_rows(url)] == [(1, 3), (4, 4)]
+        assert _item_terms(url) == [(1, False), (2, False), (3, False), (4, False)]
+        child = session.fork(up_to_item_id=session.list_items_after(limit=2)[1].item_id)
+        assert len(_queue_rows(url)) == 3  # the copies' ids
+        plain = client.session_stores.create("plain", index_items=False)
+        plain.add(actor_id="user:1").append_items([{"role": "user", "content": "refund"}])
+        assert len(_queue_rows(url)) == 3  # a store that does not index queues nothing
+        _consistent(url)
+        hits = client.session_stores.search_items("refund 1", limit=20)
+        assert _queue_rows(url) == []
+        assert [t for _, t in _item_terms(url)] == [True] * (len(_item_terms(url)) - 1) + [
+            False]  # the store that does not index its items comes last
+        _consistent(url)
+        collection = sorted([(("a", i.seq), terms(item_text(i.data)))
+                             for i in session.list_items_after()]
+                            + [(("b", i.seq), terms(item_text(i.data)))
+                               for i in child.list_items_after()])
+        want = rank(query_terms("refund 1"), collection, lambda _: True)
+        assert sorted(round(h.score, 9) for h in hits) == sorted(round(s, 9) for _, s in want)
+        assert len(hits) == len(want) >= 3
+        with psycopg.connect(POSTGRES_URL) as conn:
+            assert conn.execute(
+                f"SELECT sum(docs), sum(length) FROM {_schema(url)}.search_stats "
+                "WHERE kind = 'item'").fetchone() == (len(collection),
+                                                       sum(len(t) for _, t in collection))
+        assert client.session_stores.search_items("refund 1", limit=20) == hits
+
+
+def test_a_queued_item_deleted_before_the_search_is_never_counted(make_url: Maker) -> None:
+    url = make_url("postgres")
+    with ownstate.connect(url) as client:
+        session = client.session_stores.create("chats").add(actor_id="user:1")
+        session.append_items([{"role": "user", "content": f"refund {n}"} for n in range(3)])
+        other = client.session_stores.get("chats").add(actor_id="user:2")
+        other.append_items([{"role": "user", "content": "refund 9"}])
+        session.pop_item()
+        other.clear()
+        _consistent(url)
+        assert [h.item.seq for h in client.session_stores.search_items("refund")] == [1, 2]
+        _consistent(url)
+        with psycopg.connect(POSTGRES_URL) as conn:
+            assert conn.execute(f"SELECT sum(docs) FROM {_schema(url)}.search_stats "
+                                "WHERE kind = 'item'").fetchone() == (2,)
+        session.delete()  # indexed now: subtracted
+        _consistent(url)
+        assert client.session_stores.search_items("refund") == []
+
+
+def test_an_append_that_finds_a_long_queue_indexes_it(make_url: Maker,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    url = make_url("postgres")
+    monkeypatch.setattr(pg_items_search, "PENDING_LIMIT", 6)
+    with ownstate.connect(url) as client:
+        session = client.session_stores.create("chats").add(actor_id="user:1")
+        session.append_items([{"role": "user", "content": f"refund {n}"} for n in range(2)])
+        session.append_items([{"role": "user", "content": f"refund {n}"} for n in range(3)])
+        assert len(_queue_rows(url)) == 2  # five ids: fewer than six
+        assert not any(t for _, t in _item_terms(url))
+        session.append_items([{"role": "user", "content": "refund again"}])
+        assert _queue_rows(url) == []  # six: indexed by the append, after it
+        assert all(t for _, t in _item_terms(url))
+        _consistent(url)
+        assert len(client.session_stores.search_items("refund")) == 6
+
+
+def test_concurrent_searches_index_the_queue_once(make_url: Maker) -> None:
+    """Searches that find the same items queued, at once, index and count them once: the
+    later ones wait for the first and find the queue gone."""
+    url = make_url("postgres")
+    with ownstate.connect(url) as client:
+        session = client.session_stores.create("chats").add(actor_id="user:1")
+        for n in range(10):
+            session.append_items([{"role": "user", "content": f"refund {n} {m}"}
+                                  for m in range(5)])
+    schema = _schema(url)
+
+    async def search(c: Any) -> int:
+        return len(await c.session_stores.search_items("refund", limit=100))
+
+    async def main() -> list[int]:
+        clients = [await ownstate.connect_async(url) for _ in range(4)]
+        try:
+            # the queue's rows held by another transaction, so every search waits on them
+            async with await psycopg.AsyncConnection.connect(POSTGRES_URL) as lock:
+                await lock.execute(f"SELECT 1 FROM {schema}.item_index_queue FOR UPDATE")
+                searches = [asyncio.ensure_future(search(c)) for c in clients]
+                await asyncio.sleep(0.5)
+                assert not any(s.done() for s in searches)
+                await lock.commit()
+                return list(await asyncio.gather(*searches))
+        finally:
+            for c in clients:
+                await c.close()
+
+    assert asyncio.run(main()) == [50] * 4
+    assert _queue_rows(url) == []
+    _consistent(url)
+    with psycopg.connect(POSTGRES_URL) as conn:
+        assert conn.execute(f"SELECT sum(docs) FROM {schema}.search_stats "
+                            "WHERE kind = 'item'").fetchone() == (50,)
+
+
+def test_migrating_a_database_of_indexed_items_keeps_them(make_url: Maker) -> None:
+    """A database from before the queue (migration 11): its items keep their terms and
+    counts, and appends after the migration are queued and found."""
+    url = make_url("postgres")
+    _fill(url)
+    with ownstate.connect(url) as client:
+        client.session_stores.search_items("refund")  # nothing left queued
+        before = [(h.item.item_id, h.score) for h in
+                  client.session_stores.search_items("refund 1 abc")]
+    schema = _schema(url)
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE {schema}.item_index_queue")
+        conn.execute(f"DELETE FROM {schema}.ownstate_schema WHERE version >= 11")
+    with ownstate.connect(url) as client:
+        client.migrate()
+        found, expected_version = client.check()
+        assert found == expected_version
+        assert [(h.item.item_id, h.score) for h in
+                client.session_stores.search_items("refund 1 abc")] == before
+        _consistent(url)
+        client.session_stores.get("chats").add(actor_id="user:9").append_items(
+            [{"role": "user", "content": "zebra"}])
+        assert len(_queue_rows(url)) == 1
+        assert len(client.session_stores.search_items("zebra")) == 1
+    _consistent(url)

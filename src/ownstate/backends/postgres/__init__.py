@@ -24,10 +24,11 @@ from .bulk import BulkInPostgres
 from .bulk_reads import BulkReadsInPostgres
 from .checkpoints import CheckpointsInPostgres
 from .facts import FactsInPostgres
+from .items_search import SearchInPostgres
 from .roles import RolesInPostgres
 from .runs import RunsInPostgres
 from .schema import MIGRATIONS, SCHEMA_VERSION
-from .search import SearchInPostgres, backfill
+from .search import backfill
 from .sessions import SessionsInPostgres
 from .transfer import TransferInPostgres
 from .vectors import VectorsInPostgres

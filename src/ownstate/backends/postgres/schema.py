@@ -613,6 +613,25 @@ MIGRATIONS: tuple[Migration, ...] = (
         "current_setting('ownstate.tenant', true)) WITH CHECK (tenant = "
         "current_setting('ownstate.tenant', true))",
     )),
+    Migration(11, "items indexed for search later, by the next search", (
+        # An append to a store that indexes its items writes them without terms and adds
+        # the range of their ids here; the next search in the tenant (or an append that
+        # finds many queued) stores their terms, counts them and deletes the ranges
+        # (items_search.py). Empty at first: every item stored so far has its terms.
+        """
+        CREATE TABLE item_index_queue (
+            tenant text NOT NULL,
+            first  bigint NOT NULL,
+            last   bigint NOT NULL,
+            PRIMARY KEY (tenant, first)
+        )
+        """,
+        "ALTER TABLE item_index_queue ENABLE ROW LEVEL SECURITY",
+        "ALTER TABLE item_index_queue FORCE ROW LEVEL SECURITY",
+        "CREATE POLICY tenant_isolation ON item_index_queue USING (tenant = "
+        "current_setting('ownstate.tenant', true)) WITH CHECK (tenant = "
+        "current_setting('ownstate.tenant', true))",
+    )),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -35,9 +35,12 @@ scores them best first and exactly, in Python from their counts of the kept lexe
 "Candidates" in the ports module says (SQLite does the same). Closed facts stay indexed,
 so a search as of an earlier valid time finds what held then; a store made with
 ``index_items=False`` leaves its items' ``terms`` NULL, and its appends make no terms.
+Items appended through ``append_items`` get their terms later, from the next search
+(``items_search.py``, which holds ``search_items``); until then their ``terms`` and
+``terms_len`` are NULL and nothing counts them.
 
-It may touch PostgreSQL through ``_core``, the search port, JSON decoding
-(``ownstate._jsontext``), the model, and the migrations' progress (``_migrations``).
+It may touch PostgreSQL through ``_core``, the search port and the migrations' progress
+(``_migrations``).
 """
 
 from __future__ import annotations
@@ -49,15 +52,13 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
-from ..._jsontext import decode_json
-from ...model import ItemHit, build_item
 from .._migrations import Progress
 from ..ports import search as rules
 from ..ports.search import terms
-from ._core import Cursor, PostgresCore
+from ._core import Cursor
 
 __all__ = ["ADD_COUNTS", "FOLD", "FOLD_ENTRIES", "LOG_FROM", "LONGEST_LEXEME", "MAX_POSITION",
-           "MAX_POSITIONS", "SearchInPostgres", "Vector", "add_counts", "backfill",
+           "MAX_POSITIONS", "Vector", "add_counts", "backfill",
            "fact_vector", "grouped_positions", "item_vector", "lexeme", "logged_counts",
            "ranked", "scope_prefix", "term_counts_sql", "term_positions"]
 
@@ -438,60 +439,3 @@ async def _index_rows(cur: Cursor, table: str, key: str, columns: str,
             ([r[0] for r in rows], [m[0] for m in made], [m[1] for m in made]))
         last = rows[-1][0]
         progress.advance(len(rows))
-
-
-_ITEM_COLUMNS = ("f.item_id, f.seq, f.create_time, f.data::text, f.format, f.role, f.type, "
-                 "f.tool_name, f.model, f.in_tokens, f.out_tokens")
-
-
-class SearchInPostgres(PostgresCore):
-    """``search_items`` over items (facts: ``FactsInPostgres.search``)."""
-
-    async def search_items(
-        self, tenant: str, query: rules.TextQuery, *, stores: Sequence[str] | None,
-        actor_id: str | None, session_id: str | None, limit: int,
-    ) -> list[ItemHit]:
-        where = (
-            "f.tenant = %(tenant)s AND s.tenant = %(tenant)s "
-            + ("" if stores is None else "AND s.store = ANY(%(stores)s) ")
-            + "AND (%(actor)s::text IS NULL OR s.actor_id = %(actor)s) "
-            "AND (%(session)s::text IS NULL OR s.session_id = %(session)s)"
-        )
-        # from the ids, one row at a time by primary key (whatever the statistics say):
-        # what scoring needs (the tie key, the length, the counts), not the items, which
-        # are read for the hits alone
-        sql = (f"SELECT f.id, s.store, s.session_id, f.seq, {term_counts_sql('f')} "
-               "FROM unnest(%(ids)s::bigint[]) AS j (id) "
-               "CROSS JOIN LATERAL (SELECT * FROM items f WHERE f.id = j.id OFFSET 0) AS f "
-               "CROSS JOIN LATERAL (SELECT * FROM sessions s WHERE s.sid = f.sid OFFSET 0) AS s "
-               f"WHERE {where}")
-        items = (f"SELECT f.id, {_ITEM_COLUMNS}, s.actor_id FROM items f "
-                 "JOIN sessions s ON s.sid = f.sid WHERE f.id = ANY(%(ids)s) "
-                 "AND f.tenant = %(tenant)s")
-        narrow = ("SELECT f.id FROM items f JOIN sessions s ON s.sid = f.sid "
-                  f"WHERE {where} AND f.terms @@ %(any)s::tsquery")
-        params: dict[str, Any] = {
-            "tenant": tenant, "scope": "", "actor": actor_id, "session": session_id,
-            "stores": list(stores) if stores is not None else None}
-
-        async def run(cur: Cursor) -> list[ItemHit]:
-            async def fetch(ids: list[int]) -> list[tuple[int, Any, Any, int, Any]]:
-                await cur.execute(sql, {**params, "ids": ids}, binary=True)
-                return [(r[0], r, (r[1], r[2], r[3]), r[4], r[5])
-                        for r in await cur.fetchall()]
-
-            hits = await ranked(cur, "items", "id", "item", scope_prefix(tenant), params,
-                                query, limit, fetch, narrow if session_id is not None else None)
-            if not hits:
-                return []
-            await cur.execute(items, {"ids": [h[0] for h, _ in hits], "tenant": tenant},
-                              binary=True)
-            rows = {r[0]: r for r in await cur.fetchall()}
-            # data as text, decoded for the hits only; a hit deleted since it was scored
-            # is left out
-            return [ItemHit(h[1], r[12], build_item(
-                        r[1], h[2], r[2], r[3], decode_json(r[4]), r[5], r[6], r[7], r[8],
-                        r[9], r[10], r[11]), value)
-                    for h, value in hits if (r := rows.get(h[0])) is not None]
-
-        return await self._read(tenant, run)

@@ -1,9 +1,9 @@
 """Session stores, sessions and items in PostgreSQL.
 
-It may touch PostgreSQL through ``_core``, the access, search, ``_tsvector`` and vector-row
-parts beside it, the replay cache (``backends._replay``), the shared SQL
-(``backends._sql``), the session and search ports, JSON decoding (``ownstate._jsontext``),
-the model and errors.
+It may touch PostgreSQL through ``_core``, the access, search, item search, ``_tsvector``,
+vector-row and statistics (its logger) parts beside it, the replay cache
+(``backends._replay``), the shared SQL (``backends._sql``), the session and search ports,
+JSON decoding (``ownstate._jsontext``), the model and errors.
 """
 
 from __future__ import annotations
@@ -21,10 +21,13 @@ from .._replay import Meta, Replay
 from .._sql import FORK_VECTORS, item_page, session_listing
 from ..ports.search import terms
 from ..ports.sessions import NewItem, SessionOrder, changed_labels, forked_record
+from . import items_search
 from ._core import BinaryInts, BinaryVectors, Cursor, PostgresCore
+from ._statistics import LOG
 from ._tsvector import items_terms_binary
 from ._vector_rows import store_item_vectors
 from .access import drop_store, start_grants
+from .items_search import QUEUE, QUEUED_SPAN, index_queued
 from .search import LOG_FROM, add_counts, logged_counts, scope_prefix
 
 __all__ = ["LOADED_ITEM_COLUMNS", "IndexingChanged", "SessionsInPostgres", "append_ctes",
@@ -51,11 +54,14 @@ LOADED_ITEM_COLUMNS = ("sid", "seq", "tenant", "item_id", "create_time", "format
 #: The update matches only if the store indexes its items as ``indexed`` says (the terms
 #: sent are NULL when it does not), so a statement made for the other flag changes
 #: nothing; the items' terms arrive as binary tsvectors; the log of their counts comes
-#: last, after the statistics (``search.py``).
-def append_ctes(gate: str = "") -> str:
+#: last, after the statistics (``search.py``). Deferred (``append_items``), the items
+#: arrive without terms, and the range of their ids is queued for the next search to index
+#: (``items_search.py``) when the store indexes its items.
+def append_ctes(gate: str = "", *, deferred: bool = False) -> str:
     """The ``WITH`` entries of an append (``s``: the session's row, ``added``: the items,
-    then their search statistics and logged counts). ``gate`` adds conditions (``AND
-    ...``) to the session's update, and nothing is written unless they hold."""
+    then their search statistics and logged counts, or, ``deferred``, their queued
+    range). ``gate`` adds conditions (``AND ...``) to the session's update, and nothing
+    is written unless they hold."""
     return (
         "s AS (UPDATE sessions SET item_count = item_count + %(n)s, "
         "last_activity_time = %(now)s WHERE tenant = %(tenant)s AND store = %(store)s "
@@ -71,20 +77,24 @@ def append_ctes(gate: str = "") -> str:
         "%(tools)b::text[], %(models)b::text[], %(ins)b::bigint[], %(outs)b::bigint[], "
         "%(terms)b::tsvector[], %(lens)b::int[]) "
         "WITH ORDINALITY AS u (item_id, format, data, role, type, tool_name, model, "
-        "in_tokens, out_tokens, terms, len, ord) RETURNING terms_len), "
+        "in_tokens, out_tokens, terms, len, ord) RETURNING id, terms_len), "
+        + (QUEUE.format(added="added", indexed="%(indexed)s") if deferred else
         "stats AS (INSERT INTO search_stats AS t (tenant, kind, scope, shard, docs, length) "
         "SELECT %(tenant)s, 'item', '', pg_backend_pid() %% 8, count(*), sum(terms_len) "
         "FROM added WHERE terms_len IS NOT NULL HAVING count(*) > 0 "
         "ON CONFLICT (tenant, kind, scope, shard) DO UPDATE SET docs = t.docs + excluded.docs, "
         "length = t.length + excluded.length RETURNING 1), "
-        + LOG_FROM.format(after="stats"))
+        + LOG_FROM.format(after="stats")))
 
 
+#: An append by ``append_items``: the session's base seq, and the span of the ids its
+#: tenant had queued before it (``items_search.QUEUED_SPAN``).
 _APPEND_WITH_KEY = (
-    "WITH " + append_ctes() + ", k AS (INSERT INTO idempotency_keys (sid, key, tenant, "
-    "request_hash, item_ids, create_time) SELECT s.sid, %(key)s, %(tenant)s, %(hash)s, "
-    "%(item_ids)s::jsonb, %(now)s FROM s) SELECT base FROM s")
-_APPEND = "WITH " + append_ctes() + " SELECT base FROM s"
+    "WITH " + append_ctes(deferred=True) + ", k AS (INSERT INTO idempotency_keys (sid, key, "
+    "tenant, request_hash, item_ids, create_time) SELECT s.sid, %(key)s, %(tenant)s, "
+    "%(hash)s, %(item_ids)s::jsonb, %(now)s FROM s) SELECT base, " + QUEUED_SPAN
+    + " FROM s")
+_APPEND = "WITH " + append_ctes(deferred=True) + " SELECT base, " + QUEUED_SPAN + " FROM s"
 
 
 def _labels_json(labels: Mapping[str, str]) -> str:
@@ -359,16 +369,21 @@ class SessionsInPostgres(PostgresCore):
                 "WITH added AS (INSERT INTO items (sid, seq, tenant, item_id, create_time, "
                 "format, data, role, type, tool_name, model, in_tokens, out_tokens, terms, "
                 "terms_len) "
-                "SELECT %s, seq, tenant, 'itm_' || replace(gen_random_uuid()::text, '-', ''), "
-                "create_time, format, data, role, type, tool_name, model, in_tokens, "
-                "out_tokens, terms, terms_len FROM items WHERE sid = %s AND seq <= %s "
-                "ORDER BY seq RETURNING terms, terms_len), "
+                "SELECT %(child)s, seq, tenant, "
+                "'itm_' || replace(gen_random_uuid()::text, '-', ''), create_time, format, "
+                "data, role, type, tool_name, model, in_tokens, out_tokens, terms, "
+                "terms_len FROM items WHERE sid = %(parent)s AND seq <= %(last)s "
+                "ORDER BY seq RETURNING id, terms, terms_len), "
+                + QUEUE.format(added="added", indexed="(SELECT index_items FROM "
+                               "session_stores WHERE tenant = %(tenant)s "
+                               "AND name = %(store)s)") + ", "
                 "counted AS (SELECT u.lexeme, count(*) AS docs FROM added a "
                 "CROSS JOIN LATERAL unnest(a.terms) AS u GROUP BY u.lexeme) "
                 "SELECT count(*), count(terms_len), coalesce(sum(terms_len), 0), "
                 "(SELECT array_agg(lexeme ORDER BY lexeme COLLATE \"C\") FROM counted), "
                 "(SELECT array_agg(docs ORDER BY lexeme COLLATE \"C\") FROM counted) "
-                "FROM added", (child_sid, parent_sid, last_seq))
+                "FROM added", {"child": child_sid, "parent": parent_sid, "last": last_seq,
+                               "tenant": tenant, "store": store})
             copied = await cur.fetchone()
             assert copied is not None
             await cur.execute("UPDATE sessions SET item_count = %s WHERE sid = %s",
@@ -386,14 +401,16 @@ class SessionsInPostgres(PostgresCore):
         self, tenant: str, store: str, session_id: str, items: Sequence[NewItem],
         idempotency: tuple[str, str] | None, now: datetime,
     ) -> list[Item]:
-        params = self._append_params(tenant, store, session_id, items, now)
+        params = self._append_params(tenant, store, session_id, items, now, deferred=True)
         if idempotency is not None:
             params.update(key=idempotency[0], hash=idempotency[1],
                           item_ids=json.dumps(params["ids"]))
 
         embedded = any(it.embedding is not None for it in items)
+        span = 0  # of the ids queued before this append
 
         async def run(cur: Cursor) -> list[Item]:
+            nonlocal span
             if idempotency is not None:
                 # The row lock makes a retry wait for the first use of its key. The key is
                 # read by a second statement, whose snapshot is taken once the lock is
@@ -425,21 +442,32 @@ class SessionsInPostgres(PostgresCore):
                 if found is None or bool(found[0]) == params["indexed"]:
                     raise _not_found(store, session_id)
                 raise IndexingChanged(bool(found[0]))  # nothing was written
+            span = int(row[1] or 0)
             if embedded:
                 await store_item_vectors(cur, tenant, store, items)
             return appended(items, session_id, int(row[0]), now)
 
         while True:
             try:
-                return await self._write(tenant, run)
+                made = await self._write(tenant, run)
             except IndexingChanged as changed:
                 self._remember_indexing(tenant, store, changed.args[0])
-                self._index_params(params, tenant, items, changed.args[0])
+                self._index_params(params, tenant, items, changed.args[0], deferred=True)
+                continue
+            if params["indexed"] and span + len(items) >= items_search.PENDING_LIMIT:
+                # what a search may find to index stays bounded
+                try:
+                    await self._write(tenant, lambda cur: index_queued(cur, tenant))
+                except errors.OwnstateError as exc:  # the items are stored; a search indexes
+                    LOG.warning("indexing the items queued for search failed: %s", exc)
+            return made
 
     def _append_params(self, tenant: str, store: str, session_id: str,
-                       items: Sequence[NewItem], now: datetime) -> dict[str, Any]:
+                       items: Sequence[NewItem], now: datetime, *, deferred: bool = False
+                       ) -> dict[str, Any]:
         """The parameters of :func:`append_ctes` for ``items``, with their search terms
-        when the store is known (or taken) to index its items."""
+        when the store is known (or taken) to index its items and they are not
+        ``deferred``."""
         params: dict[str, Any] = {
             "tenant": tenant, "store": store, "session_id": session_id, "n": len(items),
             "now": now, "ids": [it.item_id for it in items],
@@ -448,7 +476,8 @@ class SessionsInPostgres(PostgresCore):
             "tools": [it.tool_name for it in items], "models": [it.model for it in items],
             "ins": [it.in_tokens for it in items], "outs": [it.out_tokens for it in items],
         }
-        self._index_params(params, tenant, items, self._indexes_items.get((tenant, store), True))
+        self._index_params(params, tenant, items, self._indexes_items.get((tenant, store), True),
+                           deferred=deferred)
         return params
 
     def _remember_indexing(self, tenant: str, store: str, indexed: bool) -> None:
@@ -458,11 +487,15 @@ class SessionsInPostgres(PostgresCore):
 
     @staticmethod
     def _index_params(params: dict[str, Any], tenant: str, items: Sequence[NewItem],
-                      indexed: bool) -> None:
+                      indexed: bool, *, deferred: bool = False) -> None:
         """The search terms of an append, for a store that indexes its items or not (no
-        terms are made then)."""
+        terms are made then, nor when they are ``deferred`` to the next search)."""
         params["indexed"] = indexed
         params["kind"] = "item"
+        if deferred:
+            params["terms"] = None
+            params["lens"] = [None] * len(items)
+            return
         prefix = scope_prefix(tenant)
         counts: Counter[str] = Counter()
         if not indexed:
