@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sqlite3
 import threading
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import ownstate
+from ownstate.backends.sqlite._core import SqliteCore, write
 from ownstate.backends.sqlite.schema import SCHEMA_VERSION
 
 
@@ -143,6 +145,82 @@ def test_threads_that_come_and_go_share_the_connections(tmp_path: Path) -> None:
         assert [i.data["content"] for i in session.list_items(order_by="create_time asc")
                 ] == [f"m{n}" for n in range(20)]
     assert _open_files(db.resolve()) == 0
+
+
+def _hold_a_write(core: SqliteCore, events: list[tuple[str, str]], inside: threading.Event,
+                  release: threading.Event) -> None:
+    def hold(conn: sqlite3.Connection) -> None:
+        conn.set_trace_callback(lambda sql: events.append(("a", sql)))
+        try:
+            with write(conn):
+                conn.execute("INSERT INTO t VALUES (1)")
+                inside.set()
+                release.wait(10)
+        finally:
+            conn.set_trace_callback(None)
+
+    core._call(hold)
+
+
+def test_writers_of_one_process_queue_for_the_file_before_they_begin(tmp_path: Path) -> None:
+    # A writer waiting for another writer of its process (here of another backend on the
+    # same file) waits on the process's lock and begins once the other has committed,
+    # instead of starting its BEGIN IMMEDIATE and polling SQLite's busy handler, which
+    # sleeps a millisecond or more between tries.
+    db = tmp_path / "o.db"
+    first, second = SqliteCore(db), SqliteCore(db)
+    first._call(lambda conn: conn.execute("CREATE TABLE t (x)"))
+    events: list[tuple[str, str]] = []
+    inside, release = threading.Event(), threading.Event()
+    holder = threading.Thread(target=_hold_a_write, args=(first, events, inside, release))
+    holder.start()
+    assert inside.wait(10)
+
+    def insert(conn: sqlite3.Connection) -> None:
+        conn.set_trace_callback(lambda sql: events.append(("b", sql)))
+        try:
+            with write(conn):
+                conn.execute("INSERT INTO t VALUES (2)")
+        finally:
+            conn.set_trace_callback(None)
+
+    waiter = threading.Thread(target=second._call, args=(insert,))
+    waiter.start()
+    waiter.join(0.3)  # time for it to reach its write, which it must not begin
+    assert waiter.is_alive()
+    release.set()
+    holder.join(10)
+    waiter.join(10)
+    assert [e for e in events if e[1] in ("BEGIN IMMEDIATE", "COMMIT")] == [
+        ("a", "BEGIN IMMEDIATE"), ("a", "COMMIT"), ("b", "BEGIN IMMEDIATE"), ("b", "COMMIT")]
+    assert first._call(lambda conn: conn.execute("SELECT x FROM t ORDER BY x").fetchall()
+                       ) == [(1,), (2,)]
+    for core in (first, second):
+        asyncio.run(core.close())
+
+
+def test_a_writer_kept_waiting_past_the_busy_timeout_fails_and_stores_nothing(
+        tmp_path: Path) -> None:
+    db = tmp_path / "o.db"
+    with ownstate.connect(f"{url(db)}?busy_timeout=0.2") as client:
+        session = client.session_stores.create("waits").add(actor_id="a", session_id="s1")
+        holder_core = SqliteCore(db)
+        holder_core._call(lambda conn: conn.execute("CREATE TABLE t (x)"))
+        inside, release = threading.Event(), threading.Event()
+        holder = threading.Thread(target=_hold_a_write,
+                                  args=(holder_core, [], inside, release))
+        holder.start()
+        assert inside.wait(10)
+        try:
+            with pytest.raises(ownstate.BackendUnavailable, match="locked"):
+                session.append_items([{"role": "user", "content": "late"}])
+        finally:
+            release.set()
+            holder.join(10)
+        assert list(session.list_items()) == []
+        session.append_items([{"role": "user", "content": "in time"}])
+        assert [i.data["content"] for i in session.list_items()] == ["in time"]
+    asyncio.run(holder_core.close())
 
 
 @pytest.mark.parametrize("bad", ["sqlite://", "sqlite://host/x.db", "mysql://x",
