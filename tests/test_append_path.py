@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
 
 import ownstate
+from ownstate import limits
 from ownstate.backends.ports import search as search_rules
 from ownstate.backends.ports import sessions as sessions_port
 
@@ -66,3 +68,108 @@ def test_an_item_that_contains_itself_is_refused(client: ownstate.Client) -> Non
     with pytest.raises(ownstate.InvalidInput, match="not JSON-serialisable"):
         session.append_items([looped])
     assert list(session.list_items()) == []
+
+
+class _Label(str):
+    pass
+
+
+class _Count(int):
+    pass
+
+
+class _Ratio(float):
+    pass
+
+
+class _Record(dict):  # type: ignore[type-arg]
+    pass
+
+
+class _Masked(dict):  # type: ignore[type-arg]
+    """A dict that shows JSON other items than it holds."""
+
+    def items(self) -> list[tuple[str, str]]:  # type: ignore[override]
+        return [("role", "masked")]
+
+
+def _nested(depth: int, leaf: object = 1, *, tuples: bool = False) -> object:
+    """``depth`` levels of arrays (tuples with ``tuples``) and objects around ``leaf``."""
+    value: object = leaf
+    for n in range(depth):
+        value = ((value,) if tuples else [value]) if n % 2 else {"d": value}
+    return value
+
+
+def _typed(value: object) -> object:
+    """``value`` with the exact type of every part beside it, so that equal values of
+    other types (a tuple and a list, a subclass and its base) compare unequal."""
+    if isinstance(value, dict):
+        return (type(value), [(type(k), k, _typed(v)) for k, v in value.items()])
+    if isinstance(value, (list, tuple)):
+        return (type(value), [_typed(v) for v in value])
+    return (type(value), value)
+
+
+# Items that hold more than the exact JSON types, or sit at a bound: the append copies
+# only the plain ones itself, and the rest must come back as a read returns them.
+ODD_ITEMS = {
+    "tuple": {"role": "user", "content": ("a", ("b", 1))},
+    "tuple deep inside": {"role": "user", "content": [{"parts": ("x",)}]},
+    "str subclass value": {"role": _Label("user"), "content": [_Label("hi")]},
+    "str subclass key": {_Label("role"): "user", "content": {_Label("k"): "v"}},
+    "int subclass": {"role": "user", "n": [_Count(3)], "ok": True},
+    "float subclass": {"role": "user", "x": {"y": _Ratio(0.5)}, "z": -0.0},
+    "dict subclass inside": {"role": "user", "content": [_Record(a=[1, 2.5, None])]},
+    "dict subclass": _Record(role="user", content="hi"),
+    "dict subclass showing other items": _Masked(role="user"),
+    "dict subclass showing other items inside": {"role": "user", "c": [_Masked(role="x")]},
+    "int64 bounds deep inside": {"content": [{"n": [2**63 - 1, -(2**63)]}]},
+    "128 deep": {"role": "user", "c": _nested(127, "leaf")},
+    "128 deep in tuples": {"role": "user", "c": _nested(127, "leaf", tuples=True)},
+}
+
+
+@pytest.mark.parametrize("item", list(ODD_ITEMS.values()), ids=list(ODD_ITEMS))
+def test_appended_items_read_back_as_returned(local_url: str, item: dict[str, object]) -> None:
+    with ownstate.connect(local_url) as client:
+        session = client.session_stores.create(f"odd-{uuid.uuid4().hex[:8]}",
+                                               index_items=False).add(actor_id="u")
+        (appended,) = session.append_items([{"role": "user", "content": "plain"}, item])[1:]
+        (read,) = list(session.list_items())[:1]
+        assert _typed(appended.data) == _typed(read.data)
+        assert _typed(appended.data) == _typed(session.get_item(appended.item_id).data)
+
+
+# What the shape check refuses, at the top and deep inside, plain and beside a subclass:
+# each refused with its message and index, and nothing stored.
+REFUSED = {
+    "int key": ({"role": "user", 1: "a"}, "has an object key that is not a string"),
+    "int key deep inside": ({"content": [{"parts": [{2: "x"}]}]},
+                            "has an object key that is not a string"),
+    "None key in a dict subclass": (_Record({None: 1}), "has an object key that is not a string"),
+    "int past int64 deep inside": ({"content": [{"n": [1, 2**63]}]},
+                                   "holds an integer outside the signed 64-bit range"),
+    "int below int64 in a tuple": ({"content": ({"n": -(2**63) - 1},)},
+                                   "holds an integer outside the signed 64-bit range"),
+    "int subclass past int64": ({"n": _Count(2**64)},
+                                "holds an integer outside the signed 64-bit range"),
+    "129 deep": ({"c": _nested(128)}, "nests deeper than 128 levels"),
+    "129 deep in tuples": ({"c": _nested(128, tuples=True)}, "nests deeper than 128 levels"),
+    "129 deep in a dict subclass": (_Record(c=_nested(128)), "nests deeper than 128 levels"),
+}
+
+
+@pytest.mark.parametrize(("item", "problem"), list(REFUSED.values()), ids=list(REFUSED))
+def test_the_shape_check_refuses_with_its_message(local_url: str, item: dict[str, object],
+                                                  problem: str) -> None:
+    with pytest.raises(ownstate.InvalidInput) as expected:
+        limits.encode_json(item, field="items", index=1)
+    assert str(expected.value).startswith(f"items (item 1) {problem}")
+    with ownstate.connect(local_url) as client:
+        session = client.session_stores.create(f"odd-{uuid.uuid4().hex[:8]}").add(actor_id="u")
+        with pytest.raises(ownstate.InvalidInput) as raised:
+            session.append_items([{"role": "user", "content": "fine"}, item])
+        assert str(raised.value) == str(expected.value)
+        assert (raised.value.field, raised.value.index) == ("items", 1)
+        assert list(session.list_items()) == []

@@ -38,6 +38,44 @@ def test_schema_is_plain_queryable_sql(tmp_path: Path) -> None:
     conn.close()
 
 
+def test_a_batch_of_mixed_shapes_is_stored_in_order_with_every_column(
+        tmp_path: Path) -> None:
+    # the append writes the derived columns an item leaves empty as NULL, one statement
+    # per run of items alike: runs of each shape, in and out of order, store every column
+    # and keep the rows in seq order
+    db = tmp_path / "o.db"
+    shapes = [
+        {"role": "user", "content": "hi"},
+        {"role": "user", "content": "again"},
+        {"type": "function_call", "name": "refund", "arguments": "{}", "call_id": "c"},
+        {"role": "assistant", "content": "ok", "model": "gpt-4.1",
+         "usage": {"input_tokens": 7, "output_tokens": 0}},
+        {"kind": "note"},
+        {"role": "assistant", "content": "ok", "usage": {"output_tokens": 3}},
+        {"role": "user", "content": "last"},
+    ]
+    with ownstate.connect(url(db)) as client:
+        session = client.session_stores.create("support", index_items=False).add(
+            actor_id="u1", session_id="s1")
+        appended = session.append_items(shapes)
+        read = list(session.list_items(order_by="create_time asc"))
+    assert read == appended
+    assert [(i.seq, i.role, i.type, i.tool_name, i.model, i.in_tokens, i.out_tokens)
+            for i in appended] == [
+        (1, "user", "message", None, None, None, None),
+        (2, "user", "message", None, None, None, None),
+        (3, None, "function_call", "refund", None, None, None),
+        (4, "assistant", "message", None, "gpt-4.1", 7, 0),
+        (5, None, None, None, None, None, None),
+        (6, "assistant", "message", None, None, None, 3),
+        (7, "user", "message", None, None, None, None),
+    ]
+    conn = sqlite3.connect(db)
+    assert [r[0] for r in conn.execute("SELECT seq FROM items ORDER BY id")] == list(
+        range(1, 8))
+    conn.close()
+
+
 def test_data_survives_reopening(tmp_path: Path) -> None:
     with ownstate.connect(url(tmp_path / "o.db")) as client:
         client.session_stores.create("keep").add(actor_id="a", session_id="s").append_items(

@@ -197,6 +197,17 @@ class Limits:
 
     def encode_items(self, items: Sequence[Any]) -> list[str]:
         """The JSON text of each item, after checking shape and size bounds."""
+        return self._encode_items(items, None)
+
+    def encode_items_copied(self, items: Sequence[Any]) -> tuple[list[str], list[Any]]:
+        """As :meth:`encode_items`, and with each item's text a copy of the item as
+        decoding that text makes it (new dicts and lists; the immutable values within
+        shared), or ``None`` where the item holds anything but the exact JSON types (a
+        tuple, a subclass): whoever needs that one's value decodes its text."""
+        copies: list[Any] = []
+        return self._encode_items(items, copies), copies
+
+    def _encode_items(self, items: Sequence[Any], copies: list[Any] | None) -> list[str]:
         if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence):
             raise InvalidInput("items must be a list of JSON objects", field="items")
         if not items:
@@ -213,7 +224,14 @@ class Limits:
                     field="items",
                     index=index,
                 )
-            text = encode_json(item, field="items", index=index)
+            if copies is None:
+                text = encode_json(item, field="items", index=index)
+            else:
+                text = _encoded(item, "items", index)
+                copy = _plain_copy(item) if type(item) is dict else None
+                if copy is None:
+                    _check_shape(item, "items", index)
+                copies.append(copy)
             if text.isascii():
                 size = len(text)
             else:
@@ -355,17 +373,82 @@ def encode_json(value: object, *, field: str, index: int | None = None) -> str:
     and what is stored must read back exactly as given. Nesting is bounded by
     :data:`MAX_JSON_DEPTH` and integers by the signed 64-bit range.
     """
+    text = _encoded(value, field, index)
+    _check_shape(value, field, index)
+    return text
+
+
+def _encoded(value: object, field: str, index: int | None) -> str:
+    """``value``'s compact JSON text; :class:`InvalidInput` where JSON has no text for it."""
     try:
-        text = _encode(value)
+        return _encode(value)
     except (TypeError, ValueError, RecursionError) as exc:
         where = f" (item {index})" if index is not None else ""
         raise InvalidInput(f"{field}{where} is not JSON-serialisable: {exc}",
                            field=field, index=index) from exc
+
+
+def _check_shape(value: object, field: str, index: int | None) -> None:
+    """:class:`InvalidInput` for what :func:`_shape_problem` finds in encoded ``value``."""
     problem = _shape_problem(value)
     if problem is not None:
         where = f" (item {index})" if index is not None else ""
         raise InvalidInput(f"{field}{where} {problem}", field=field, index=index)
-    return text
+
+
+def _plain_copy(value: dict[str, Any]) -> dict[str, Any] | None:
+    """A copy of the exact dict ``value``, already encoded, as decoding its text makes it,
+    when it holds only the exact JSON types (``dict`` with ``str`` keys, ``list``, ``str``,
+    ``int`` in the signed 64-bit range, ``float``, ``bool``, ``None``) nested at most
+    :data:`MAX_JSON_DEPTH` deep; else None, and :func:`_shape_problem` is the judge.
+
+    It accepts only what :func:`_shape_problem` accepts, and costs about what that walk
+    alone does: an append returns this copy as the item's data instead of decoding the
+    text it stored. Its dicts and lists are new; the values in them, immutable, are the
+    caller's (their text decodes to equal values of the same exact types).
+    """
+    top = dict(value)
+    stack: list[tuple[Any, int]] = [(top, 1)]
+    push, pop = stack.append, stack.pop
+    while stack:
+        node, depth = pop()
+        if depth > MAX_JSON_DEPTH:
+            return None
+        if type(node) is dict:
+            for key, child in node.items():
+                if type(key) is not str:
+                    return None
+                kind = type(child)
+                if kind is str or kind is float or kind is bool or child is None:
+                    continue
+                if kind is int:
+                    if not MIN_INT64 <= child <= MAX_INT64:
+                        return None
+                elif kind is dict:  # replacing a value leaves the iteration valid
+                    node[key] = child = dict(child)
+                    push((child, depth + 1))
+                elif kind is list:
+                    node[key] = child = child[:]
+                    push((child, depth + 1))
+                else:
+                    return None
+        else:
+            for position, child in enumerate(node):
+                kind = type(child)
+                if kind is str or kind is float or kind is bool or child is None:
+                    continue
+                if kind is int:
+                    if not MIN_INT64 <= child <= MAX_INT64:
+                        return None
+                elif kind is dict:
+                    node[position] = child = dict(child)
+                    push((child, depth + 1))
+                elif kind is list:
+                    node[position] = child = child[:]
+                    push((child, depth + 1))
+                else:
+                    return None
+    return top
 
 
 def _no_constant(name: str) -> object:

@@ -36,11 +36,12 @@ def new_items(scope: _Scope, items: Sequence[dict[str, JSON]],
 
     Raises :class:`~ownstate.errors.InvalidInput`, :class:`~ownstate.errors.LimitExceeded`.
     """
-    encoded = scope.limits.encode_items(items)
+    encoded, copies = scope.limits.encode_items_copied(items)
     fixed_format = _validate.item_format(format)
-    return [NewItem(item_id, text, fixed_format or infer_format(data), *derive_columns(data))
-            for item_id, data, text in zip(_ids.new_ids("itm", len(encoded)), items, encoded,
-                                           strict=True)]
+    return [NewItem(item_id, text, fixed_format or infer_format(data), *derive_columns(data),
+                    data=copy)
+            for item_id, data, text, copy in zip(_ids.new_ids("itm", len(encoded)), items,
+                                                 encoded, copies, strict=True)]
 
 
 class AsyncSession:

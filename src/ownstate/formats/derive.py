@@ -104,30 +104,39 @@ def _nested(data: dict[str, Any]) -> DerivedColumns | None:
 
 
 def derive_columns(data: dict[str, Any]) -> DerivedColumns:
-    """The queryable columns ``data``'s shape states; ``None`` where it states nothing."""
-    role = _str(data.get("role"))
-    item_type = _str(data.get("type"))
+    """The queryable columns ``data``'s shape states; ``None`` where it states nothing.
+
+    Every append derives them for every item, so the common shapes (a message with a
+    role, a Responses item with a type) are read inline, without a call per column.
+    """
+    get = data.get
+    stated_role = get("role")
+    role = stated_role if isinstance(stated_role, str) and stated_role else None
+    item_type = get("type")
+    if not (isinstance(item_type, str) and item_type):
+        item_type = None
     if role is None:
         nested = _nested(data)
         if nested is not None:
             return nested
-    if item_type is None and role is not None:
+    elif item_type is None:
         item_type = "message"
-    in_tokens, out_tokens = _tokens(data.get("usage"))
-    model = _str(data.get("model"))
-    provider = data.get("provider_data")
+    usage = get("usage")
+    in_tokens, out_tokens = (None, None) if usage is None else _tokens(usage)
+    model = get("model")
+    if not (isinstance(model, str) and model):
+        model = None
+    provider = get("provider_data")
     if isinstance(provider, dict):  # where the Agents SDK keeps a response's metadata
         model = model or _str(provider.get("model"))
         if in_tokens is None and out_tokens is None:
             in_tokens, out_tokens = _tokens(provider.get("usage"))
-    return DerivedColumns(
-        role=role,
-        type=item_type,
-        tool_name=_tool_name(data, item_type),
-        model=model,
-        in_tokens=in_tokens,
-        out_tokens=out_tokens,
-    )
+    if (type(item_type) is str and item_type == "message" and type(stated_role) is str
+            and stated_role != "tool" and get("tool_calls") is None):
+        tool_name = None  # what _tool_name finds for such a message
+    else:
+        tool_name = _tool_name(data, item_type)
+    return DerivedColumns(role, item_type, tool_name, model, in_tokens, out_tokens)
 
 
 def infer_format(data: dict[str, Any]) -> str:

@@ -29,7 +29,8 @@ class NewItem:
     is worked out from ``data_json`` the first time it is read, so a store that does not
     index its items (and a remote server, which indexes them itself) never pays for it.
     ``data`` is ``data_json`` decoded, once: a backend returns it as the appended
-    :class:`~ownstate.model.Item`'s data, a value nobody else holds.
+    :class:`~ownstate.model.Item`'s data, a value nobody else holds. An append gives it
+    ready made where it has a copy equal to that (see ``Limits.encode_items_copied``).
     """
 
     __slots__ = ("_data", "_text", "data_json", "embedding", "format", "in_tokens", "item_id",
@@ -38,7 +39,7 @@ class NewItem:
     def __init__(self, item_id: str, data_json: str, format: str, role: str | None,
                  type: str | None, tool_name: str | None, model: str | None,
                  in_tokens: int | None, out_tokens: int | None, text: str | None = None,
-                 embedding: Embedding | None = None) -> None:
+                 embedding: Embedding | None = None, data: Any = None) -> None:
         self.item_id = item_id
         self.data_json = data_json
         self.format = format
@@ -51,14 +52,15 @@ class NewItem:
         #: its vector, when the client has an embedder: stored in the same transaction
         self.embedding = embedding
         self._text = text
-        self._data: Any = _UNDECODED
+        #: ``data_json`` decoded, or a copy of the item equal to that; None: not yet
+        self._data: Any = data
 
     def __repr__(self) -> str:
         return f"NewItem({self.item_id!r}, {self.data_json!r}, {self.format!r})"
 
     @property
     def data(self) -> Any:
-        if self._data is _UNDECODED:
+        if self._data is None:  # an item is a JSON object, never null
             self._data = decode_json(self.data_json)
         return self._data
 
@@ -70,14 +72,9 @@ class NewItem:
 
     def with_embedding(self, embedding: Embedding | None) -> NewItem:
         """This item with ``embedding`` as its vector."""
-        made = NewItem(self.item_id, self.data_json, self.format, self.role, self.type,
+        return NewItem(self.item_id, self.data_json, self.format, self.role, self.type,
                        self.tool_name, self.model, self.in_tokens, self.out_tokens,
-                       self._text, embedding)
-        made._data = self._data
-        return made
-
-
-_UNDECODED: Any = object()
+                       self._text, embedding, self._data)
 
 
 def forked_record(parent: SessionRecord, new_session_id: str, now: datetime) -> SessionRecord:
