@@ -686,6 +686,20 @@ def test_fork_refusals_change_nothing(client: Client, session: ownstate.Session,
     assert snapshot(client) == before
 
 
+def test_forking_a_session_whose_store_is_gone_is_session_not_found(client: Client) -> None:
+    # a session cannot outlive its store, so what a fork misses is the session, on every
+    # backend alike (not StoreNotFound, whatever a backend looks up first)
+    gone = client.session_stores.create("gone-soon")
+    session = gone.add(actor_id="x", session_id="orphan")
+    session.delete()
+    client.session_stores.delete("gone-soon")
+    before = snapshot(client)
+    with pytest.raises(ownstate.SessionNotFound) as err:
+        session.fork()
+    assert type(err.value) is ownstate.SessionNotFound
+    assert snapshot(client) == before
+
+
 def test_delete_refuses_while_children_exist(client: Client, session: ownstate.Session) -> None:
     session.append_items(_messages("a"))
     child = session.fork(session_id="child")

@@ -350,7 +350,11 @@ class SessionsInPostgres(PostgresCore):
         up_to_item_id: str | None, now: datetime,
     ) -> SessionRecord:
         async def run(cur: Cursor) -> SessionRecord:
-            await self._require_store(cur, tenant, store, lock="FOR KEY SHARE")
+            try:
+                await self._require_store(cur, tenant, store, lock="FOR KEY SHARE")
+            except errors.StoreNotFound:  # what is missing is the session to fork, as
+                # every backend says: a session cannot outlive its store
+                raise errors.SessionNotFound(store=store, session_id=session_id) from None
             parent_row = await self._session_row(cur, tenant, store, session_id, lock=True)
             parent, parent_sid = _session_record(parent_row), parent_row[7]
             last_seq = 2**62
