@@ -414,40 +414,25 @@ def _plain_copy(value: dict[str, Any]) -> dict[str, Any] | None:
         node, depth = pop()
         if depth > MAX_JSON_DEPTH:
             return None
-        if type(node) is dict:
-            for key, child in node.items():
-                if type(key) is not str:
+        keyed = type(node) is dict
+        # replacing a value in place leaves either iteration valid
+        for key, child in node.items() if keyed else enumerate(node):
+            if keyed and type(key) is not str:
+                return None
+            kind = type(child)
+            if kind is str or kind is float or kind is bool or child is None:
+                continue
+            if kind is int:
+                if not MIN_INT64 <= child <= MAX_INT64:
                     return None
-                kind = type(child)
-                if kind is str or kind is float or kind is bool or child is None:
-                    continue
-                if kind is int:
-                    if not MIN_INT64 <= child <= MAX_INT64:
-                        return None
-                elif kind is dict:  # replacing a value leaves the iteration valid
-                    node[key] = child = dict(child)
-                    push((child, depth + 1))
-                elif kind is list:
-                    node[key] = child = child[:]
-                    push((child, depth + 1))
-                else:
-                    return None
-        else:
-            for position, child in enumerate(node):
-                kind = type(child)
-                if kind is str or kind is float or kind is bool or child is None:
-                    continue
-                if kind is int:
-                    if not MIN_INT64 <= child <= MAX_INT64:
-                        return None
-                elif kind is dict:
-                    node[position] = child = dict(child)
-                    push((child, depth + 1))
-                elif kind is list:
-                    node[position] = child = child[:]
-                    push((child, depth + 1))
-                else:
-                    return None
+            elif kind is dict:
+                node[key] = child = dict(child)
+                push((child, depth + 1))
+            elif kind is list:
+                node[key] = child = child[:]
+                push((child, depth + 1))
+            else:
+                return None
     return top
 
 
