@@ -131,9 +131,8 @@ def derive_columns(data: dict[str, Any]) -> DerivedColumns:
         model = model or _str(provider.get("model"))
         if in_tokens is None and out_tokens is None:
             in_tokens, out_tokens = _tokens(provider.get("usage"))
-    if (type(item_type) is str and item_type == "message" and type(stated_role) is str
-            and stated_role != "tool" and get("tool_calls") is None):
-        tool_name = None  # what _tool_name finds for such a message
+    if item_type == "message" and stated_role != "tool" and get("tool_calls") is None:
+        tool_name = None  # what _tool_name finds for such a message, without the call
     else:
         tool_name = _tool_name(data, item_type)
     return DerivedColumns(role, item_type, tool_name, model, in_tokens, out_tokens)
