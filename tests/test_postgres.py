@@ -434,13 +434,20 @@ async def _terminate_own_backend(cur: Cursor) -> None:
     await cur.execute("SELECT pg_terminate_backend(pg_backend_pid())")
 
 
-def test_lost_connections_are_retried_when_nothing_was_applied(admin: Any,
-                                                               schema: str) -> None:
+#: Each backend's operations run over psycopg's async connections (the async client) and
+#: over its sync ones (inline, as the sync client opens a URL): the same coroutines, which
+#: the tests below drive on an event loop either way.
+MODES = pytest.mark.parametrize("inline", [False, True], ids=["async", "inline"])
+
+
+@MODES
+def test_lost_connections_are_retried_when_nothing_was_applied(admin: Any, schema: str,
+                                                               inline: bool) -> None:
     tag = f"ownstate-lost-{uuid.uuid4().hex[:8]}"
 
     async def scenario() -> None:
         backend = PostgresBackend(_with(POSTGRES_URL, application_name=tag), schema=schema,
-                                  min_size=4, max_size=4)
+                                  min_size=4, max_size=4, inline=inline)
         await backend.setup(migrate=True)
         try:
             await backend.create_store("default", "lost", _BASE)
@@ -484,10 +491,11 @@ def test_lost_connections_are_retried_when_nothing_was_applied(admin: Any,
     asyncio.run(scenario())
 
 
-def test_a_connection_lost_while_committing_is_backend_unavailable(admin: Any,
-                                                                   schema: str) -> None:
+@MODES
+def test_a_connection_lost_while_committing_is_backend_unavailable(admin: Any, schema: str,
+                                                                   inline: bool) -> None:
     async def scenario() -> None:
-        backend = await _backend(schema, min_size=1, max_size=2)
+        backend = await _backend(schema, min_size=1, max_size=2, inline=inline)
         admin.execute(f"""
             CREATE TABLE {schema}.commit_probe (x int);
             CREATE FUNCTION {schema}.die_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -650,6 +658,112 @@ def test_a_given_pool_is_used_and_left_open(schema: str) -> None:
 
     asyncio.run(scenario())
 
+def test_a_given_sync_pool_runs_the_backend_inline_and_is_left_open(schema: str) -> None:
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+    pool: ConnectionPool[Any] = ConnectionPool(
+        POSTGRES_URL, min_size=1, max_size=2, open=True, kwargs={"autocommit": True})
+    try:
+        backend = PostgresBackend(pool=pool, schema=schema)
+        assert backend.runs_inline
+        with ownstate.connect(backend=backend) as client:
+            assert client.runs_inline
+            store = client.session_stores.create("pooled")
+            store.add(actor_id="a", session_id="s").append_items([{"role": "user",
+                                                                  "content": "hi"}])
+        assert not pool.closed
+        with pool.connection() as conn:
+            found = conn.execute(f"SELECT count(*) FROM {schema}.items").fetchone()
+            assert found == (1,)
+    finally:
+        pool.close()
+
+    async def refused() -> None:
+        given: AsyncConnectionPool[Any] = AsyncConnectionPool(POSTGRES_URL, open=False)
+        with pytest.raises(InvalidInput, match="synchronous pool"):
+            PostgresBackend(pool=given, schema=schema, inline=True)
+
+    asyncio.run(refused())
+
+
+def test_the_sync_client_runs_postgresql_on_the_calling_thread(url: str) -> None:
+    """A sync client drives the backend on its caller's threads over psycopg's sync
+    connections: no event loop thread, and threads of the caller run at once."""
+    portals = {t for t in threading.enumerate() if t.name == "ownstate-portal"}
+    with ownstate.connect(url) as client:
+        assert client.runs_inline
+        assert {t for t in threading.enumerate() if t.name == "ownstate-portal"} == portals
+        session = client.session_stores.create("inline").add(actor_id="a", session_id="s")
+        barrier = threading.Barrier(4)
+
+        def append(n: int) -> list[int]:
+            barrier.wait()
+            return [session.append_items([{"role": "user", "content": f"{n}-{k}"}])[0].seq
+                    for k in range(10)]
+
+        threads_seqs: list[list[int]] = []
+        workers = [threading.Thread(target=lambda n=n: threads_seqs.append(append(n)))
+                   for n in range(4)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        assert sorted(seq for seqs in threads_seqs for seq in seqs) == list(range(1, 41))
+        assert all(seqs == sorted(seqs) for seqs in threads_seqs)
+    with pytest.raises(BackendUnavailable, match="closed"):
+        session.append_items([{"role": "user", "content": "late"}])
+
+
+def test_an_inline_waiter_is_woken_by_a_decision_made_elsewhere(
+        admin: Any, url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sync client's waiter has no event loop; its backend listens for decisions on a
+    thread of its own, so a decision made through another client (another process as far
+    as the waiter can tell) wakes it at once, and closing the client ends the listening."""
+    from ownstate.backends import _decisions
+
+    # after its first check the waiter sleeps past the test unless it is woken
+    monkeypatch.setattr(_decisions, "_FIRST_PAUSE", 60.0)
+    tag = f"ownstate-listen-{uuid.uuid4().hex[:8]}"
+    waiter = ownstate.connect(_with(url, application_name=tag))
+    decider = ownstate.connect(url)
+    try:
+        store = decider.session_stores.create("decide")
+        run = decider.runs.open_run(store.add(actor_id="a", session_id="s"), "langgraph")
+        decider.runs.mark_awaiting(run.run_id, {"kind": "approval"})
+        got: list[Run | None] = []
+        thread = threading.Thread(
+            target=lambda: got.append(waiter.runs.wait_for_decision(run.run_id, timeout=50)))
+        thread.start()
+
+        def listening() -> int:
+            row = admin.execute("SELECT count(*) FROM pg_stat_activity WHERE "
+                                "application_name = %s AND query LIKE 'LISTEN %%'",
+                                (tag,)).fetchone()
+            return int(row[0])
+
+        for _ in range(200):
+            if listening():
+                break
+            threading.Event().wait(0.05)
+        assert listening() == 1
+        decider.runs.decide(run.run_id, "approve")
+        thread.join(20)
+        assert not thread.is_alive()
+        assert len(got) == 1
+        assert got[0] is not None
+        assert got[0].decided
+    finally:
+        waiter.close()
+        decider.close()
+    for _ in range(100):
+        if not listening() and not any(t.name == "ownstate-listener"
+                                       for t in threading.enumerate()):
+            break
+        threading.Event().wait(0.05)
+    assert listening() == 0
+    assert not any(t.name == "ownstate-listener" for t in threading.enumerate())
+
+
 def _step_writes(backend: PostgresBackend, scope: Any, fence: Any
                  ) -> list[tuple[str, Callable[[], Awaitable[Any]]]]:
     """A LangGraph step's two checkpoint writes under ``fence``, named: checkpoint ``c1``
@@ -665,7 +779,9 @@ def _step_writes(backend: PostgresBackend, scope: Any, fence: Any
     ]
 
 
-def test_a_step_s_checkpoint_writes_and_read_are_one_round_trip_each(schema: str) -> None:
+@MODES
+def test_a_step_s_checkpoint_writes_and_read_are_one_round_trip_each(schema: str,
+                                                                     inline: bool) -> None:
     # A LangGraph step stores a checkpoint and a task's writes under a fence, and reads
     # the latest checkpoint: each is one statement that checks what it must (scope, fence,
     # checkpoint) and commits with it.
@@ -681,7 +797,7 @@ def test_a_step_s_checkpoint_writes_and_read_are_one_round_trip_each(schema: str
         await original(self, statement, commit=commit)
 
     async def scenario() -> dict[str, int]:
-        backend = await _backend(schema)
+        backend = await _backend(schema, inline=inline)
         trips: dict[str, int] = {}
         try:
             await backend.create_store("default", "steps", _BASE)
@@ -772,11 +888,13 @@ def _commit_modes(backend: PostgresBackend) -> dict[str, str]:
     return asyncio.run(scenario())
 
 
-def test_checkpoint_writes_commit_without_waiting_for_the_disk(schema: str) -> None:
+@MODES
+def test_checkpoint_writes_commit_without_waiting_for_the_disk(schema: str,
+                                                               inline: bool) -> None:
     # A step's checkpoint and writes need not wait for their WAL flush (checkpoints are
     # disposable, and the step's next item append or run close flushes them anyway);
     # items and runs, the system of record, always do.
-    modes = _commit_modes(PostgresBackend(POSTGRES_URL, schema=schema))
+    modes = _commit_modes(PostgresBackend(POSTGRES_URL, schema=schema, inline=inline))
     assert modes == {"append": "on", "put": "off", "put_writes": "off", "close": "on"}
 
 
@@ -792,14 +910,16 @@ def test_synchronous_checkpoints_makes_every_write_wait_for_the_disk(schema: str
         open_backend(_with(POSTGRES_URL, schema=schema, synchronous_checkpoints="maybe"))
 
 
-def test_an_own_pool_prepares_a_statement_the_second_time_it_runs(schema: str) -> None:
+@MODES
+def test_an_own_pool_prepares_a_statement_the_second_time_it_runs(schema: str,
+                                                                  inline: bool) -> None:
     async def prepared(cur: Cursor) -> int:
         await cur.execute("SELECT count(*) FROM pg_prepared_statements")
         row = await cur.fetchone()
         return int(row[0]) if row else 0
 
     async def scenario() -> tuple[int, int]:
-        backend = await _backend(schema, max_size=1)  # one connection: the same one
+        backend = await _backend(schema, max_size=1, inline=inline)  # the same connection
         try:
             await backend.create_store("default", "prepared", _BASE)
             before = await backend._read(None, prepared)
@@ -834,8 +954,57 @@ def test_replay_entries_slice_and_merge_their_runs() -> None:
     cache = ReplayCache(max_items=500)
     cache.put(("t", "s", "a"), entry)
     cache.put(("t", "s", "b"), Replay(2, [("x", 1)] * 250, [{}] * 250))  # evicts "a"
-    assert cache.get(("t", "s", "a")) is None
-    assert cache.get(("t", "s", "b")) is not None
+    assert cache.held(("t", "s", "a"), 0, 10) is None
+    held = cache.held(("t", "s", "b"), 0, 10)
+    assert held is not None
+    assert (held[0].last_seq, len(held[2])) == (250, 10)
+    assert cache.held(("t", "s", "b"), 251, 260) is None  # past its end
+
+
+def test_threads_may_share_a_replay_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Readers slicing an entry while another thread extends it (an inline backend's
+    callers) each get items whose data matches their metadata, in order, with none lost."""
+    import sys
+
+    from ownstate.backends._replay import Replay, ReplayCache
+
+    monkeypatch.setattr(sys, "getswitchinterval", sys.getswitchinterval)
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can
+    try:
+        key = ("t", "s", "a")
+        cache = ReplayCache(max_items=100_000)
+        entry = Replay(1, [("i1", 1)], [{"n": 1}])
+        cache.put(key, entry)
+        bad: list[str] = []
+        done = threading.Event()
+
+        def extend() -> None:
+            while entry.last_seq < 6000:
+                first = entry.last_seq + 1
+                added = range(first, first + 3)
+                cache.extend(key, entry, [(f"i{n}", n) for n in added],
+                             [{"n": n} for n in added])
+            done.set()
+
+        def read() -> None:
+            while not done.is_set():
+                held = cache.held(key, 0, 100_000)
+                assert held is not None
+                columns, data = held[1], held[2]
+                if columns[1] != [d["n"] for d in data] or columns[1] != list(
+                        range(1, len(data) + 1)):
+                    bad.append(f"{len(columns[1])} seqs against {len(data)} items")
+                    return
+
+        threads = [threading.Thread(target=extend)] + [threading.Thread(target=read)
+                                                       for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(0.005)
+    assert bad == []
 
 
 class _Labels(dict[str, Any]):

@@ -118,7 +118,7 @@ def open_backend(url: str, *, inline: bool = False, token: str | None = None) ->
             raise InvalidInput(f"schema= must be a plain identifier, not {schema!r}",
                                field="url")
         return PostgresBackend(
-            conninfo, schema=schema,
+            conninfo, schema=schema, inline=inline,
             min_size=int(_float_option(options, "pool_min", 1)),
             max_size=int(_float_option(options, "pool_max", 10)),
             timeout=_float_option(options, "pool_timeout", 10.0),

@@ -120,7 +120,8 @@ class Listener:
     ``listen(ready, fire)`` is the datastore's loop: it calls ``ready()`` once it is
     subscribed, ``fire()`` on every announcement, and returns or raises when its connection
     ends; the listener then starts it again on the next wait. Waiters never depend on it
-    for more than speed: their pauses stay bounded.
+    for more than speed: their pauses stay bounded. A waiter with no event loop (driven
+    inline) starts it on an event loop of the listener's own, on a daemon thread.
     """
 
     def __init__(self, signal: LocalSignal,
@@ -130,6 +131,21 @@ class Listener:
         self._listen = listen
         self._task: asyncio.Task[None] | None = None
         self._ready: asyncio.Event | None = None
+        self._own_loop: asyncio.AbstractEventLoop | None = None
+        self._own_lock = threading.Lock()
+
+    def ensure_elsewhere(self, timeout: float = 2.0) -> bool:
+        """:meth:`ensure` for a caller with no event loop: on the listener's own loop."""
+        with self._own_lock:
+            loop = self._own_loop
+            if loop is None or loop.is_closed():
+                loop = self._own_loop = asyncio.new_event_loop()
+                threading.Thread(target=_serve, args=(loop,), name="ownstate-listener",
+                                 daemon=True).start()
+        try:
+            return asyncio.run_coroutine_threadsafe(self.ensure(timeout), loop).result()
+        except RuntimeError:  # closed meanwhile: the waiter polls
+            return False
 
     async def ensure(self, timeout: float = 2.0) -> bool:
         """Start the listener on this event loop unless it runs; True once it listens (a
@@ -158,13 +174,37 @@ class Listener:
 
     async def close(self) -> None:
         task, self._task = self._task, None
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # closed by a caller driven inline
+            running = None
         if task is not None and not task.done():
-            if task.get_loop() is asyncio.get_running_loop():
+            if task.get_loop() is running:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
             else:
                 task.get_loop().call_soon_threadsafe(task.cancel)
+        with self._own_lock:
+            loop, self._own_loop = self._own_loop, None
+        if loop is not None:
+            # the task's cancellation runs first: both were queued on the loop in order
+            loop.call_soon_threadsafe(loop.stop)
+
+
+def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    """Run ``loop`` until it is stopped, then end what it still runs, and close it."""
+
+    async def ended(tasks: set[asyncio.Task[Any]]) -> None:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    try:
+        loop.run_forever()
+        loop.run_until_complete(ended(asyncio.all_tasks(loop)))
+    finally:
+        loop.close()
 
 
 async def wait_until_decided(signal: LocalSignal, check: Callable[[], Awaitable[Run | None]],
@@ -177,8 +217,11 @@ async def wait_until_decided(signal: LocalSignal, check: Callable[[], Awaitable[
     """
     deadline = time.monotonic() + timeout
     with signal.subscribe() as subscription:
-        if listener is not None and subscription.loop is not None:
-            await listener.ensure()
+        if listener is not None:
+            if subscription.loop is not None:
+                await listener.ensure()
+            else:
+                listener.ensure_elsewhere()
         pause = _FIRST_PAUSE
         while True:
             found = await check()

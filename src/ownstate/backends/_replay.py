@@ -25,6 +25,7 @@ is: a replay builds its records a field at a time (``model.build_items``). The c
 holds at most ``max_items`` items across sessions, dropping the least recently replayed
 sessions first. It trusts that items are never updated in place (ownstate never does;
 whoever edits ``items.data`` by hand should turn the cache off with ``replay_cache=0``).
+Threads may share a cache: each of its methods holds its lock.
 
 It may touch nothing else of ownstate's and no database: the backend that keeps one reads
 the items and hands them over.
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import marshal
 import pickle
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -147,36 +149,49 @@ class ReplayCache:
         self.max_items = max_items
         self._entries: OrderedDict[tuple[str, str, str], Replay] = OrderedDict()
         self._size = 0
+        self._lock = threading.Lock()
 
-    def get(self, key: tuple[str, str, str]) -> Replay | None:
-        found = self._entries.get(key)
-        if found is not None:
+    def held(self, key: tuple[str, str, str], start: int, stop: int
+             ) -> tuple[Replay, list[list[Any]], list[Any]] | None:
+        """The entry of ``key`` and its items at positions ``start:stop`` (its metadata
+        columns and fresh data, as :meth:`Replay.slice`), if it holds position ``start``."""
+        with self._lock:
+            found = self._entries.get(key)
+            if found is None or not 0 <= start <= found.last_seq:
+                return None
             self._entries.move_to_end(key)
-        return found
+            columns, data = found.slice(start, stop)
+        return found, columns, data
 
     def drop(self, key: tuple[str, str, str]) -> None:
-        found = self._entries.pop(key, None)
-        if found is not None:
-            self._size -= found.last_seq
+        with self._lock:
+            self._drop(key)
 
     def put(self, key: tuple[str, str, str], replay: Replay) -> None:
         """Keep ``replay`` (replacing what was kept for ``key``) if it fits."""
-        self.drop(key)
-        if 0 < replay.last_seq <= self.max_items:
-            self._entries[key] = replay
-            self._size += replay.last_seq
-            self._evict()
+        with self._lock:
+            self._drop(key)
+            if 0 < replay.last_seq <= self.max_items:
+                self._entries[key] = replay
+                self._size += replay.last_seq
+                self._evict()
 
     def extend(self, key: tuple[str, str, str], replay: Replay, meta: Sequence[Meta],
                data: list[Any]) -> None:
         """Add items read after the end of ``replay``, if it is still the entry of
         ``key`` and still ends where they begin (another read may have moved it on)."""
-        if self._entries.get(key) is not replay or not meta or (
-                meta[0][1] != replay.last_seq + 1):
-            return
-        replay.extend(meta, data)
-        self._size += len(meta)
-        self._evict()
+        with self._lock:
+            if self._entries.get(key) is not replay or not meta or (
+                    meta[0][1] != replay.last_seq + 1):
+                return
+            replay.extend(meta, data)
+            self._size += len(meta)
+            self._evict()
+
+    def _drop(self, key: tuple[str, str, str]) -> None:
+        found = self._entries.pop(key, None)
+        if found is not None:
+            self._size -= found.last_seq
 
     def _evict(self) -> None:
         while self._size > self.max_items and self._entries:

@@ -224,12 +224,12 @@ class SessionsOverHttp(HttpBase):
         :mod:`ownstate.backends._replay`): a replay moves only what is new."""
         assert self._replay is not None
         key = (tenant, store, session_id)
-        entry = self._replay.get(key)
-        if entry is not None and 0 <= after < entry.last_seq:
-            columns, data = entry.slice(after, after + limit)
+        held = self._replay.held(key, after, after + limit)
+        if held is not None and held[2]:
+            entry, columns, data = held
             anchor = after + len(data)
-            # At least one item comes from the cache (after < last_seq), so the anchored
-            # request asks for at most ``limit`` items, as any other listing does.
+            # At least one item comes from the cache, so the anchored request asks for at
+            # most ``limit`` items, as any other listing does.
             rows = await self._fetch_items(store, session_id, False,
                                            limit - len(data) + 1, anchor - 1)
             if rows and rows[0].seq == anchor and rows[0].item_id == entry.item_id(anchor):

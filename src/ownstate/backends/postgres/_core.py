@@ -31,8 +31,15 @@ them within three ``wal_writer_delay``, 0.6 s by default) and never anything com
 before a synchronous commit, because the WAL is flushed in order: a framework step that
 ends by appending items or closing its run has made all of its checkpoints durable.
 
-It may touch psycopg and psycopg_pool (through ``ownstate._extras``), the replay cache
-(``backends._replay``) and errors, never the API above it.
+**A sync client runs the backend inline** when the backend is made with ``inline=True``
+(``open_backend(..., inline=True)``, as the sync client opens a URL) or given a
+synchronous ``psycopg_pool.ConnectionPool``: the same operations then await psycopg's
+synchronous connections through ``_inline``, never suspend, and run on the calling
+thread; see :attr:`PostgresCore.runs_inline`.
+
+It may touch psycopg and psycopg_pool (through ``ownstate._extras``), its synchronous
+wrappers (``_inline``), the replay cache (``backends._replay``) and errors, never the API
+above it.
 """
 
 from __future__ import annotations
@@ -42,11 +49,12 @@ import select
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from ..._extras import requires
 from ...errors import BackendUnavailable, Conflict, InvalidInput, OwnstateError
 from .._replay import ReplayCache
+from ._inline import InlineConnection, InlinePool
 
 with requires("postgres", "the PostgreSQL backend"):
     import psycopg
@@ -55,7 +63,7 @@ with requires("postgres", "the PostgreSQL backend"):
     from psycopg.adapt import Dumper
     from psycopg.postgres import types
     from psycopg.pq import Format, TransactionStatus
-    from psycopg_pool import AsyncConnectionPool, PoolTimeout
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 __all__ = ["EXPORT_SNAPSHOT", "BinaryInts", "BinaryVectors", "Cursor", "PostgresCore", "translate"]
 
@@ -118,22 +126,29 @@ class _BinaryIntsDumper(Dumper):
 
 
 #: The connections that know how to send those arrays: every connection the backend
-#: uses, its own pool's or one given to it, is taught once.
-_TAUGHT: weakref.WeakSet[AsyncConnection[Any]] = weakref.WeakSet()
+#: uses, its own pool's or one given to it, is taught once. (This and ``_BYPASS`` hold
+#: psycopg's connections: see ``_raw``.)
+_TAUGHT: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 #: Whether row-level security leaves a connection's role alone, by (search path, table):
 #: see ``Cursor.load_rows``.
-_BYPASS: weakref.WeakKeyDictionary[AsyncConnection[Any], dict[tuple[str, str], bool]] = (
+_BYPASS: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], bool]] = (
     weakref.WeakKeyDictionary())
 #: The temporary table a load under row-level security goes through.
 _LOAD = "pg_temp.ownstate_load"
 
 
+def _raw(conn: AsyncConnection[Any]) -> Any:
+    """The psycopg connection itself: an inline connection is a new wrapper at each
+    checkout, so what is remembered per connection is keyed by what it wraps."""
+    return conn.raw if isinstance(conn, InlineConnection) else conn
+
+
 def _teach(conn: AsyncConnection[Any]) -> None:
     conn.adapters.register_dumper(BinaryVectors, _BinaryVectorsDumper)
     conn.adapters.register_dumper(BinaryInts, _BinaryIntsDumper)
-    _TAUGHT.add(conn)
+    _TAUGHT.add(_raw(conn))
 
 
 def translate(exc: psycopg.Error) -> OwnstateError:
@@ -282,7 +297,7 @@ class Cursor:
         """Whether row-level security on ``table`` (in this transaction's search path)
         leaves this connection's role alone; asked once per connection."""
         key = (self._settings[1][0], table)
-        known = _BYPASS.setdefault(self._conn, {})
+        known = _BYPASS.setdefault(_raw(self._conn), {})
         if key not in known:
             await self._send(lambda: self._cur.execute(
                 "SELECT NOT row_security_active(%s)", (table,)), commit=False)
@@ -351,9 +366,11 @@ class PostgresCore:
     """A PostgreSQL database reached through a pool, tables in one schema.
 
     Give it a libpq connection string (it then opens and closes its own pool) or a ready
-    ``psycopg_pool.AsyncConnectionPool`` (which it uses and never closes; its connections
-    must be in autocommit mode). ``schema`` is the PostgreSQL schema that holds ownstate's
-    tables, so several applications can share one database. ``replay_cache`` is how many
+    ``psycopg_pool.AsyncConnectionPool`` or ``ConnectionPool`` (which it uses and never
+    closes; its connections must be in autocommit mode). With ``inline`` or a synchronous
+    pool, it runs inline (see the module docstring): for a sync client only. ``schema``
+    is the PostgreSQL schema that holds ownstate's tables, so several applications can
+    share one database. ``replay_cache`` is how many
     items the replay cache may hold (see ``_replay``; 0 turns it off).
     ``synchronous_checkpoints`` makes checkpoint writes wait for their WAL flush like every
     other write (see the module docstring for what the default gives up).
@@ -363,7 +380,8 @@ class PostgresCore:
         self,
         conninfo: str | None = None,
         *,
-        pool: AsyncConnectionPool[Any] | None = None,
+        pool: AsyncConnectionPool[Any] | ConnectionPool[Any] | None = None,
+        inline: bool = False,
         schema: str = "ownstate",
         min_size: int = 1,
         max_size: int = 10,
@@ -375,11 +393,20 @@ class PostgresCore:
             raise InvalidInput("give the PostgreSQL backend a conninfo or a pool, not both")
         self._schema = schema
         self._owns_pool = pool is None
-        self._pool: AsyncConnectionPool[Any] = pool or AsyncConnectionPool(
-            conninfo or "", min_size=min_size, max_size=max_size, open=False, timeout=timeout,
-            kwargs={"autocommit": True, "prepare_threshold": _PREPARE_THRESHOLD},
-        )
-        self._opened = False
+        self._inline = inline = inline or isinstance(pool, ConnectionPool)
+        if pool is None:
+            made = ConnectionPool if inline else AsyncConnectionPool
+            pool = made(conninfo or "", min_size=min_size, max_size=max_size, open=False,
+                        timeout=timeout, kwargs={"autocommit": True,
+                                                 "prepare_threshold": _PREPARE_THRESHOLD})
+        if inline != isinstance(pool, ConnectionPool):
+            raise InvalidInput("an inline PostgreSQL backend needs a synchronous pool "
+                               "(psycopg_pool.ConnectionPool)")
+        # an inline pool is awaited as an async one is, so it is typed as one
+        self._pool: AsyncConnectionPool[Any] = cast(
+            "AsyncConnectionPool[Any]",
+            InlinePool(pool) if isinstance(pool, ConnectionPool) else pool)
+        self._opened = self._closed = False
         self._search_path = '"' + schema.replace('"', '""') + '", public'
         self._replay = ReplayCache(replay_cache)
         self._synchronous_checkpoints = synchronous_checkpoints
@@ -392,9 +419,29 @@ class PostgresCore:
     def schema(self) -> str:
         return self._schema
 
+    @property
+    def runs_inline(self) -> bool:
+        """Whether operations run on the caller's thread over synchronous connections
+        (for a sync client's inline portal), never waiting on an event loop."""
+        return self._inline
+
+    async def _connect(self, *, inline: bool) -> AsyncConnection[Any] | None:
+        """A connection outside the pool, made with the pool's settings (over a synchronous
+        connection with ``inline``); None when the pool makes its settings on demand."""
+        kwargs, conninfo = self._pool.kwargs, self._pool.conninfo
+        if not isinstance(conninfo, str) or not isinstance(kwargs, dict):
+            return None
+        options = {k: v for k, v in kwargs.items() if k != "autocommit"}
+        if inline:
+            return cast("AsyncConnection[Any]",
+                        await InlineConnection.connect(conninfo, autocommit=True, **options))
+        return await psycopg.AsyncConnection.connect(conninfo, autocommit=True, **options)
+
     async def _open(self) -> None:
         if not self._opened:
             if self._owns_pool:
+                if self._closed:  # psycopg's pools cannot be opened again
+                    raise BackendUnavailable("this PostgreSQL backend is closed")
                 try:
                     await self._pool.open(wait=True, timeout=self._pool.timeout)
                 except (psycopg.Error, PoolTimeout) as exc:
@@ -407,6 +454,7 @@ class PostgresCore:
             await listener.close()
         if self._owns_pool and self._opened:
             await self._pool.close()
+            self._closed = True
         self._opened = False
 
     async def _transaction(self, tenant: str | None, fn: Callable[[Cursor], Awaitable[T]],
@@ -417,7 +465,7 @@ class PostgresCore:
             if _looks_dead(conn):
                 await conn.close()
                 raise psycopg.OperationalError("the pooled connection was closed by the server")
-            if conn not in _TAUGHT:
+            if _raw(conn) not in _TAUGHT:
                 _teach(conn)
             settings: tuple[str, tuple[str, ...]] = (
                 (_SETTINGS, (self._search_path,)) if tenant is None

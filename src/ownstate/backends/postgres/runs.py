@@ -21,8 +21,8 @@ on the schema's channel (``ownstate_decided_`` and a digest of the schema name),
 PostgreSQL delivers when the write commits: every process waiting for a decision holds one
 connection that ``LISTEN``\ s on it and wakes its waiters at once.
 
-It may touch PostgreSQL through ``_core`` and, to ``LISTEN``, through a psycopg connection
-of its own (``ownstate._extras`` guards the import); also decision waiting
+It may touch PostgreSQL through ``_core`` (``LISTEN`` on a connection of its own, which
+``_core`` makes; always an async one, on an event loop); also decision waiting
 (``backends._decisions``), the shared SQL (``backends._sql``), the run port, the time format
 (``ownstate._ids``), the model and errors.
 """
@@ -45,7 +45,6 @@ from ..ports.runs import RunState, decision_refusal, opening_lease, run_refusal
 from ._core import Cursor, PostgresCore
 
 with requires("postgres", "the PostgreSQL backend"):
-    import psycopg
     from psycopg import sql
 
 __all__ = ["RunsInPostgres"]
@@ -304,12 +303,10 @@ class RunsInPostgres(PostgresCore, Signalled):
 
     async def _listen_for_decisions(self, ready: Callable[[], None],
                                     fire: Callable[[], None]) -> None:
-        pool = self._pool
-        kwargs, conninfo = pool.kwargs, pool.conninfo
-        if not isinstance(conninfo, str) or not isinstance(kwargs, dict):
+        # on an event loop, even for an inline backend (whose listener has a loop thread)
+        conn = await self._connect(inline=False)
+        if conn is None:
             return  # a pool that makes its settings on demand: waiters poll
-        options = {k: v for k, v in kwargs.items() if k != "autocommit"}
-        conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True, **options)
         async with conn:
             await conn.execute(sql.SQL("LISTEN {}").format(
                 sql.Identifier(decision_channel(self.schema))))

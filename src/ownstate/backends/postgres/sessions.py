@@ -548,8 +548,8 @@ class SessionsInPostgres(PostgresCore):
         as it holds them and is still right (see ``_replay``)."""
         key = (tenant, store, session_id)
 
-        async def cached(cur: Cursor, entry: Replay) -> list[Item] | None:
-            columns, data = entry.slice(after, after + limit)
+        async def cached(cur: Cursor, entry: Replay, columns: list[list[Any]],
+                         data: list[Any]) -> list[Item] | None:
             anchor = after + len(data)  # the last seq served, checked to be unchanged
             await cur.execute(
                 f"SELECT {_ITEM_COLUMNS} FROM items WHERE sid = %s AND sid = {_SID_OF} "
@@ -568,9 +568,9 @@ class SessionsInPostgres(PostgresCore):
             return found
 
         async def run(cur: Cursor) -> list[Item]:
-            entry = self._replay.get(key)
-            if entry is not None and 0 <= after <= entry.last_seq:
-                found = await cached(cur, entry)
+            held = self._replay.held(key, after, after + limit)
+            if held is not None:
+                found = await cached(cur, *held)
                 if found is not None:
                     return found
                 self._replay.drop(key)

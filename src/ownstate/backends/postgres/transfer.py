@@ -15,8 +15,8 @@ Facts, and the items of a store that indexes them, get their ``terms`` as the ba
 own writes compute them (``search.py``), and ``search_stats`` and ``search_terms`` gain
 what they add (no trigger does that on INSERT; triggers subtract on DELETE only).
 
-It may touch PostgreSQL through ``_core`` and, for an export's snapshot, through a psycopg
-connection of its own (``ownstate._extras`` guards the import); also the search and
+It may touch PostgreSQL through ``_core`` (an export's snapshot held on a connection of
+its own, which ``_core`` makes) and psycopg's errors; also the search and
 ``_tsvector`` parts beside it, the item columns bulk loads write (``sessions``), the
 shared transfer SQL (``backends._transfer_sql``), the transfer and search ports, the clock
 (``ownstate._ids``), JSON decoding (``ownstate._jsontext``) and errors.
@@ -77,13 +77,8 @@ class TransferInPostgres(PostgresCore):
         the pool, which the pages use), whose snapshot (``pg_export_snapshot()``) every
         page of the export adopts."""
         await self._open()
-        kwargs, conninfo = self._pool.kwargs, self._pool.conninfo
-        if isinstance(conninfo, str) and isinstance(kwargs, dict):
-            options = {k: v for k, v in kwargs.items() if k != "autocommit"}
-            opened = await psycopg.AsyncConnection.connect(conninfo, autocommit=True,
-                                                           **options)
-            holder: Any = opened
-        else:  # a pool that makes its settings on demand: one of its connections
+        holder: Any = await self._connect(inline=self.runs_inline)
+        if holder is None:  # a pool that makes its settings on demand: one of its own
             holder = self._pool.connection()
         async with holder as conn:
             await conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")

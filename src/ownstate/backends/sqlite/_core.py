@@ -212,9 +212,8 @@ class SqliteCore:
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
         # calls run on several threads at once (the async client's pool, or the threads
-        # of a sync client's caller), so every use of the cache holds its lock
+        # of a sync client's caller): the cache has a lock of its own
         self._replay = ReplayCache(replay_cache)
-        self._replay_lock = threading.Lock()
         if connection is not None:
             self._configure(connection)
 

@@ -351,13 +351,9 @@ class SessionsInSqlite(SqliteCore):
         the items appended since and checks, in the same snapshot, that the last item
         served from the cache is still in place in the same session."""
         key = (tenant, store, session_id)
-        lock = self._replay_lock
-        with lock:
-            entry = self._replay.get(key)
-            held = (entry.slice(after, after + limit)
-                    if entry is not None and 0 <= after <= entry.last_seq else None)
-        if entry is not None and held is not None:
-            columns, data = held
+        held = self._replay.held(key, after, after + limit)
+        if held is not None:
+            entry, columns, data = held
             anchor = after + len(data)  # the last seq served, checked to be unchanged
             rows = conn.execute(
                 f"SELECT {ITEM_COLUMNS} FROM items WHERE sid = ? AND sid = (SELECT sid FROM "
@@ -369,21 +365,18 @@ class SessionsInSqlite(SqliteCore):
                 found = build_items(session_id, data, *columns)
                 if len(rows) > 1:
                     added = to_items(rows[1:], session_id)
-                    with lock:
-                        self._replay.extend(key, entry, [_meta(i) for i in added],
-                                            [i.data for i in added])
+                    self._replay.extend(key, entry, [_meta(i) for i in added],
+                                        [i.data for i in added])
                     found += added
                 return found
-            with lock:
-                self._replay.drop(key)
+            self._replay.drop(key)
         sid = self._sid(conn, tenant, store, session_id)
         found = to_items(conn.execute(
             f"SELECT {ITEM_COLUMNS} FROM items WHERE sid = ? AND seq > ? ORDER BY seq LIMIT ?",
             (sid, after, limit)), session_id)
         if after == 0 and found:
-            with lock:
-                self._replay.put(key, Replay(sid, [_meta(i) for i in found],
-                                             [i.data for i in found]))
+            self._replay.put(key, Replay(sid, [_meta(i) for i in found],
+                                         [i.data for i in found]))
         return found
 
     async def get_item(self, tenant: str, store: str, session_id: str, item_id: str) -> Item:
