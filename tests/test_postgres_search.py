@@ -21,7 +21,6 @@ from ownstate.backends.ports import search as search_rules
 from ownstate.backends.ports.search import fact_text, item_text, query_terms, rank, terms
 from ownstate.backends.postgres import items_search as pg_items_search
 from ownstate.backends.postgres import search as pg_search
-from ownstate.backends.postgres import sessions as pg_sessions
 
 Maker = Callable[[str], str]
 # the fixtures of real roles: a connection as the test URL's role, a new schema's name,
@@ -188,13 +187,12 @@ def test_a_store_without_item_indexing_makes_no_terms(
         make_url: Maker, monkeypatch: pytest.MonkeyPatch) -> None:
     url = make_url("postgres")
     made: list[str] = []
-    real = pg_sessions.items_terms_binary
+    real = pg_items_search.items_terms_binary
 
     def spy(prefix: str, found: list[list[str]], seen: Any) -> Any:
         made.extend(" ".join(f) for f in found)
         return real(prefix, found, seen)
 
-    monkeypatch.setattr(pg_sessions, "items_terms_binary", spy)
     monkeypatch.setattr(pg_items_search, "items_terms_binary", spy)
     with ownstate.connect(url) as client:
         plain = client.session_stores.create("plain", index_items=False)
@@ -344,6 +342,32 @@ def _queue_rows(url: str) -> list[tuple[str, int, int]]:
         return [(r[0], r[1], r[2]) for r in conn.execute(
             f"SELECT tenant, first, last FROM {_schema(url)}.item_index_queue "
             "ORDER BY tenant, first")]
+
+
+def test_items_stored_with_a_checkpoint_are_queued_then_indexed_by_a_search(
+        make_url: Maker) -> None:
+    """A step's messages put with its checkpoint are written unindexed and queued, as an
+    append's are: no terms and no logged counts at the put; the next search indexes them
+    and finds them, and empties the queue."""
+    url = make_url("postgres")
+    with ownstate.connect(url) as client:
+        session = client.session_stores.create("chats").add(actor_id="user:1")
+        scope = client.runs.open_run(session, "langgraph", "t").checkpoint_scope()
+        _, items = client.checkpoints.put_with_items(
+            scope, "c1", [{"role": "user", "content": "refund my parcel"},
+                          {"role": "assistant", "content": "the refund is on its way"}],
+            first_seq=1, type_tag="json", payload=b"{}")
+        with psycopg.connect(POSTGRES_URL) as conn:
+            ids = conn.execute(f"SELECT min(id), max(id), count(terms) FROM {_schema(url)}"
+                               ".items").fetchone()
+        assert ids is not None
+        assert ids[2] == 0  # no terms written by the put
+        assert _queue_rows(url) == [("default", ids[0], ids[1])]
+        assert _log_rows(url) == []
+        hits = client.session_stores.search_items("refund")
+        assert sorted(h.item.item_id for h in hits) == sorted(i.item_id for i in items)
+        assert _queue_rows(url) == []
+    _consistent(url)
 
 
 def test_writes_log_their_term_counts_and_searches_fold_them(make_url: Maker) -> None:

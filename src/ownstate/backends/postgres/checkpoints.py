@@ -22,7 +22,8 @@ says what that gives up, and ``synchronous_checkpoints`` turns it off).
 A put with items (a step's new messages) is one statement too: the append's statement
 (``sessions.append_ctes``) gated on the scope's run, the fence and the seq the items must
 start at, and the put gated on the append, so a refusal of any of them stores nothing. It
-commits as an append does, waiting for its WAL flush: its items are not checkpoints.
+commits as an append does, waiting for its WAL flush: its items are not checkpoints. Its
+items are queued for search indexing as an append's are (``items_search``).
 
 It may touch PostgreSQL through ``_core``, the shared SQL (``backends._sql``), the
 checkpoint, run and session ports, the append statement and item vectors of ``sessions``
@@ -45,6 +46,7 @@ from ..ports.runs import RunState, run_refusal
 from ..ports.sessions import NewItem
 from ._core import Cursor, PostgresCore
 from ._vector_rows import store_item_vectors
+from .items_search import QUEUED_SPAN
 from .sessions import IndexingChanged, append_ctes, appended
 
 __all__ = ["CheckpointsInPostgres"]
@@ -72,9 +74,8 @@ class _Appender(Protocol):
 
     def _remember_indexing(self, tenant: str, store: str, indexed: bool) -> None: ...
 
-    @staticmethod
-    def _index_params(params: dict[str, Any], tenant: str, items: Sequence[NewItem],
-                      indexed: bool) -> None: ...
+    async def _index_if_due(self, tenant: str, params: dict[str, Any], span: int
+                            ) -> None: ...
 
 
 class _Fencing(NamedTuple):
@@ -156,7 +157,8 @@ def _put_items_query(fenced: bool) -> str:
     """One statement that appends items to the scope's session (when the run is in scope,
     the fence, if any, holds and the session's next seq is ``first_seq``) and stores a
     checkpoint when they were appended; it returns what :func:`_put_query` does, then the
-    seq the items were numbered from and whether the store indexes its items."""
+    seq the items were numbered from, whether the store indexes its items and the span of
+    the ids its tenant has queued for indexing."""
     fencing = _fencing(fenced)
     gate = ("AND item_count = %(first_seq)s - 1 AND EXISTS (SELECT 1 FROM holder) "
             + (f"AND {_FENCE_HOLDS} " if fenced else ""))
@@ -167,7 +169,7 @@ def _put_items_query(fenced: bool) -> str:
         + f"SELECT (SELECT rid FROM holder), {fencing.columns}"
         "p.cid, p.create_time, p.inserted, w.*, (SELECT base FROM s), "
         "(SELECT index_items FROM session_stores WHERE tenant = %(tenant)s "
-        f"AND name = %(store)s) FROM (SELECT 1) one {fencing.join}"
+        f"AND name = %(store)s), {QUEUED_SPAN} FROM (SELECT 1) one {fencing.join}"
         "LEFT JOIN put p ON true LEFT JOIN LATERAL ("
         + _WRITES_OF.format(cid="p.cid AND NOT p.inserted") + ") w ON true")
 
@@ -331,8 +333,10 @@ class CheckpointsInPostgres(PostgresCore):
         params = {**sessions._append_params(tenant, scope.store, scope.session_id, items, now),
                   **_put_args(tenant, scope, checkpoint, fence, now), "first_seq": first_seq}
         embedded = any(it.embedding is not None for it in items)
+        span = 0  # of the ids queued with this put's
 
         async def run(cur: Cursor) -> tuple[CheckpointRecord, list[Item]]:
+            nonlocal span
             # with vectors to write, the transaction stays open for them
             await cur.execute(_PUT_ITEMS[fence is not None], params, last=not embedded,
                               binary=True)
@@ -345,6 +349,7 @@ class CheckpointsInPostgres(PostgresCore):
                     raise IndexingChanged(bool(indexed))
                 raise SeqConflict(store=scope.store, session_id=scope.session_id,
                                   first_seq=first_seq)
+            span = int(row[14] or 0)
             if embedded:
                 await store_item_vectors(cur, tenant, scope.store, items)
             record = _stored(scope, checkpoint, row[4], row[5], row[6:12])
@@ -352,10 +357,13 @@ class CheckpointsInPostgres(PostgresCore):
 
         while True:
             try:  # synchronous, as an append: its items are not checkpoints
-                return await self._write(tenant, run)
+                made = await self._write(tenant, run)
             except IndexingChanged as changed:
                 sessions._remember_indexing(tenant, scope.store, changed.args[0])
-                sessions._index_params(params, tenant, items, changed.args[0])
+                params["indexed"] = changed.args[0]
+                continue
+            await sessions._index_if_due(tenant, params, span)
+            return made
 
     async def put_writes(self, tenant: str, scope: CheckpointScope, namespace: str,
                          checkpoint_id: str, writes: Sequence[PendingWrite],

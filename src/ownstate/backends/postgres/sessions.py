@@ -1,7 +1,7 @@
 """Session stores, sessions and items in PostgreSQL.
 
-It may touch PostgreSQL through ``_core``, the access, search, item search, ``_tsvector``,
-vector-row and statistics (its logger) parts beside it, the replay cache
+It may touch PostgreSQL through ``_core``, the access, search, item search, vector-row and
+statistics (its logger) parts beside it, the replay cache
 (``backends._replay``), the shared SQL (``backends._sql``), the session and search ports,
 JSON decoding (``ownstate._jsontext``), the model and errors.
 """
@@ -19,16 +19,14 @@ from ..._jsontext import decode_json
 from ...model import Item, SessionRecord, SessionStoreRecord, build_item, build_items
 from .._replay import Meta, Replay
 from .._sql import FORK_VECTORS, item_page, session_listing
-from ..ports.search import terms
 from ..ports.sessions import NewItem, SessionOrder, changed_labels, forked_record
 from . import items_search
-from ._core import BinaryInts, BinaryVectors, Cursor, PostgresCore
+from ._core import Cursor, PostgresCore
 from ._statistics import LOG
-from ._tsvector import items_terms_binary
 from ._vector_rows import store_item_vectors
 from .access import drop_store, start_grants
 from .items_search import QUEUE, QUEUED_SPAN, index_queued
-from .search import LOG_FROM, add_counts, logged_counts, scope_prefix
+from .search import add_counts
 
 __all__ = ["LOADED_ITEM_COLUMNS", "IndexingChanged", "SessionsInPostgres", "append_ctes",
            "appended"]
@@ -57,11 +55,11 @@ LOADED_ITEM_COLUMNS = ("sid", "seq", "tenant", "item_id", "create_time", "format
 #: last, after the statistics (``search.py``). Deferred (``append_items``), the items
 #: arrive without terms, and the range of their ids is queued for the next search to index
 #: (``items_search.py``) when the store indexes its items.
-def append_ctes(gate: str = "", *, deferred: bool = False) -> str:
+def append_ctes(gate: str = "") -> str:
     """The ``WITH`` entries of an append (``s``: the session's row, ``added``: the items,
-    then their search statistics and logged counts, or, ``deferred``, their queued
-    range). ``gate`` adds conditions (``AND ...``) to the session's update, and nothing
-    is written unless they hold."""
+    then ``queued``: their range, queued for indexing when the store indexes its items;
+    ``items_search``). ``gate`` adds conditions (``AND ...``) to the session's update, and
+    nothing is written unless they hold."""
     return (
         "s AS (UPDATE sessions SET item_count = item_count + %(n)s, "
         "last_activity_time = %(now)s WHERE tenant = %(tenant)s AND store = %(store)s "
@@ -69,32 +67,25 @@ def append_ctes(gate: str = "", *, deferred: bool = False) -> str:
         f"WHERE tenant = %(tenant)s AND name = %(store)s) = %(indexed)s {gate}"
         "RETURNING sid, item_count - %(n)s AS base), "
         "added AS (INSERT INTO items (sid, seq, tenant, item_id, create_time, format, data, "
-        "role, type, tool_name, model, in_tokens, out_tokens, terms, terms_len) SELECT s.sid, "
+        "role, type, tool_name, model, in_tokens, out_tokens) SELECT s.sid, "
         "s.base + u.ord, %(tenant)s, u.item_id, %(now)s, u.format, u.data::json, u.role, "
-        "u.type, u.tool_name, u.model, u.in_tokens, u.out_tokens, u.terms, u.len "
+        "u.type, u.tool_name, u.model, u.in_tokens, u.out_tokens "
         "FROM s, unnest(%(ids)b::text[], "
         "%(formats)b::text[], %(data)b::text[], %(roles)b::text[], %(types)b::text[], "
-        "%(tools)b::text[], %(models)b::text[], %(ins)b::bigint[], %(outs)b::bigint[], "
-        "%(terms)b::tsvector[], %(lens)b::int[]) "
+        "%(tools)b::text[], %(models)b::text[], %(ins)b::bigint[], %(outs)b::bigint[]) "
         "WITH ORDINALITY AS u (item_id, format, data, role, type, tool_name, model, "
-        "in_tokens, out_tokens, terms, len, ord) RETURNING id, terms_len), "
-        + (QUEUE.format(added="added", indexed="%(indexed)s") if deferred else
-        "stats AS (INSERT INTO search_stats AS t (tenant, kind, scope, shard, docs, length) "
-        "SELECT %(tenant)s, 'item', '', pg_backend_pid() %% 8, count(*), sum(terms_len) "
-        "FROM added WHERE terms_len IS NOT NULL HAVING count(*) > 0 "
-        "ON CONFLICT (tenant, kind, scope, shard) DO UPDATE SET docs = t.docs + excluded.docs, "
-        "length = t.length + excluded.length RETURNING 1), "
-        + LOG_FROM.format(after="stats")))
+        "in_tokens, out_tokens, ord) RETURNING id, terms_len), "
+        + QUEUE.format(added="added", indexed="%(indexed)s"))
 
 
 #: An append by ``append_items``: the session's base seq, and the span of the ids its
 #: tenant had queued before it (``items_search.QUEUED_SPAN``).
 _APPEND_WITH_KEY = (
-    "WITH " + append_ctes(deferred=True) + ", k AS (INSERT INTO idempotency_keys (sid, key, "
+    "WITH " + append_ctes() + ", k AS (INSERT INTO idempotency_keys (sid, key, "
     "tenant, request_hash, item_ids, create_time) SELECT s.sid, %(key)s, %(tenant)s, "
     "%(hash)s, %(item_ids)s::jsonb, %(now)s FROM s) SELECT base, " + QUEUED_SPAN
     + " FROM s")
-_APPEND = "WITH " + append_ctes(deferred=True) + " SELECT base, " + QUEUED_SPAN + " FROM s"
+_APPEND = "WITH " + append_ctes() + " SELECT base, " + QUEUED_SPAN + " FROM s"
 
 
 def _labels_json(labels: Mapping[str, str]) -> str:
@@ -405,7 +396,7 @@ class SessionsInPostgres(PostgresCore):
         self, tenant: str, store: str, session_id: str, items: Sequence[NewItem],
         idempotency: tuple[str, str] | None, now: datetime,
     ) -> list[Item]:
-        params = self._append_params(tenant, store, session_id, items, now, deferred=True)
+        params = self._append_params(tenant, store, session_id, items, now)
         if idempotency is not None:
             params.update(key=idempotency[0], hash=idempotency[1],
                           item_ids=json.dumps(params["ids"]))
@@ -456,61 +447,40 @@ class SessionsInPostgres(PostgresCore):
                 made = await self._write(tenant, run)
             except IndexingChanged as changed:
                 self._remember_indexing(tenant, store, changed.args[0])
-                self._index_params(params, tenant, items, changed.args[0], deferred=True)
+                params["indexed"] = changed.args[0]
                 continue
-            if params["indexed"] and span + len(items) >= items_search.PENDING_LIMIT:
-                # what a search may find to index stays bounded
-                try:
-                    await self._write(tenant, lambda cur: index_queued(cur, tenant))
-                except errors.OwnstateError as exc:  # the items are stored; a search indexes
-                    LOG.warning("indexing the items queued for search failed: %s", exc)
+            await self._index_if_due(tenant, params, span + len(items))
             return made
 
+    async def _index_if_due(self, tenant: str, params: dict[str, Any], span: int) -> None:
+        """After an append that queued its items for indexing (``params`` its parameters),
+        index the tenant's queue at once when its ids span :data:`PENDING_LIMIT` or more
+        (``span``, with the append's): what a search may find to index stays bounded."""
+        if not params["indexed"] or span < items_search.PENDING_LIMIT:
+            return
+        try:
+            await self._write(tenant, lambda cur: index_queued(cur, tenant))
+        except errors.OwnstateError as exc:  # the items are stored; a search indexes them
+            LOG.warning("indexing the items queued for search failed: %s", exc)
+
     def _append_params(self, tenant: str, store: str, session_id: str,
-                       items: Sequence[NewItem], now: datetime, *, deferred: bool = False
-                       ) -> dict[str, Any]:
-        """The parameters of :func:`append_ctes` for ``items``, with their search terms
-        when the store is known (or taken) to index its items and they are not
-        ``deferred``."""
-        params: dict[str, Any] = {
+                       items: Sequence[NewItem], now: datetime) -> dict[str, Any]:
+        """The parameters of :func:`append_ctes` for ``items``, for a store known (or
+        taken) to index its items or not."""
+        return {
             "tenant": tenant, "store": store, "session_id": session_id, "n": len(items),
             "now": now, "ids": [it.item_id for it in items],
             "formats": [it.format for it in items], "data": [it.data_json for it in items],
             "roles": [it.role for it in items], "types": [it.type for it in items],
             "tools": [it.tool_name for it in items], "models": [it.model for it in items],
             "ins": [it.in_tokens for it in items], "outs": [it.out_tokens for it in items],
+            "indexed": self._indexes_items.get((tenant, store), True),
         }
-        self._index_params(params, tenant, items, self._indexes_items.get((tenant, store), True),
-                           deferred=deferred)
-        return params
 
     def _remember_indexing(self, tenant: str, store: str, indexed: bool) -> None:
         if len(self._indexes_items) >= 10_000:
             self._indexes_items.clear()
         self._indexes_items[(tenant, store)] = indexed
-
-    @staticmethod
-    def _index_params(params: dict[str, Any], tenant: str, items: Sequence[NewItem],
-                      indexed: bool, *, deferred: bool = False) -> None:
-        """The search terms of an append, for a store that indexes its items or not (no
-        terms are made then, nor when they are ``deferred`` to the next search)."""
-        params["indexed"] = indexed
-        params["kind"] = "item"
-        if deferred:
-            params["terms"] = None
-            params["lens"] = [None] * len(items)
-            return
-        prefix = scope_prefix(tenant)
-        counts: Counter[str] = Counter()
-        if not indexed:
-            params["terms"] = None
-            params["lens"] = [None] * len(items)
-        else:
-            vectors, lens = items_terms_binary(prefix, [terms(it.text) for it in items],
-                                               counts)
-            params["terms"] = BinaryVectors(vectors)
-            params["lens"] = BinaryInts(lens)
-        params.update(logged_counts(prefix, counts))
 
     @staticmethod
     async def _replayed(cur: Cursor, seen: Sequence[Any], session_id: str,
