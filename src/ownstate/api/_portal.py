@@ -4,10 +4,12 @@ The sync client is the async client, driven from sync code, so the two cannot dr
 portal is how a coroutine gets run:
 
 - :class:`InlinePortal` drives it to completion on the calling thread. It serves backends
-  whose operations never suspend (memory, and SQLite as the sync client opens it), so a
-  call costs no thread hop and concurrent threads really run concurrently.
+  whose operations never suspend (memory, and SQLite and PostgreSQL as the sync client
+  opens them), so a call costs no thread hop and concurrent threads really run
+  concurrently.
 - :class:`ThreadPortal` hands it to an event loop on a daemon thread and waits. It serves
-  backends bound to one event loop (a PostgreSQL or Redis connection pool).
+  backends bound to one event loop (a Redis connection pool, a remote server's client, a
+  PostgreSQL backend made over an async pool).
 
 It runs the coroutines it is given, on a thread and an event loop of its own making. It may
 touch only the async pager (:mod:`._paging`) and the model, never a backend.
