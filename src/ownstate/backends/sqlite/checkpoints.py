@@ -32,6 +32,13 @@ from ._core import SqliteCore, write
 __all__ = ["CheckpointsInSqlite"]
 
 _SCOPED_RUN = _sql.SCOPED_RUN.format(p="?")
+_FENCE_WHERE = "tenant = ? AND run_id = ? AND store = ? AND session_id = ? AND actor_id = ?"
+#: the state of a fence's run, when it is the scope's run
+_FENCE_ALONE = f"SELECT status, fencing_token FROM runs WHERE {_FENCE_WHERE}"
+#: the scope's run's row id and the state of a fence's run in the same session, one row
+#: whether or not either exists
+_FENCE = (f"SELECT {_SCOPED_RUN}, f.status, f.fencing_token FROM (SELECT 1) "
+          f"LEFT JOIN runs f ON f.{_FENCE_WHERE.replace(' AND ', ' AND f.')}")
 
 
 class _Appender(Protocol):
@@ -74,23 +81,31 @@ class CheckpointsInSqlite(SqliteCore):
             raise RunNotFound(run_id=scope.run_id)
         return int(row[0])
 
-    @classmethod
-    def _check_fence(cls, conn: sqlite3.Connection, tenant: str, scope: CheckpointScope,
-                     fence: Fence | None) -> None:
+    @staticmethod
+    def _check_fence(conn: sqlite3.Connection, tenant: str, scope: CheckpointScope,
+                     fence: Fence | None) -> int | None:
         """Pass when there is no fence, or its run lies in the scope's session, holds its
-        token and is active; read inside the write's own transaction."""
+        token and is active; read inside the write's own transaction, in one statement
+        with the scope's run when the fence names another run (whose row id it returns;
+        ``None`` when it did not read it)."""
         if fence is None:
-            return
-        if fence.run_id != scope.run_id:
-            cls._rid(conn, tenant, scope)
-        row = conn.execute(
-            "SELECT status, fencing_token FROM runs WHERE tenant = ? AND run_id = ? "
-            "AND store = ? AND session_id = ? AND actor_id = ?",
-            (tenant, fence.run_id, scope.store, scope.session_id, scope.actor_id)).fetchone()
-        state = None if row is None else RunState(row[0], int(row[1]))
-        refusal = run_refusal(fence.run_id, state, fence.fencing_token)
+            return None
+        if fence.run_id == scope.run_id:
+            row = conn.execute(_FENCE_ALONE, (tenant, fence.run_id, scope.store,
+                                              scope.session_id, scope.actor_id)).fetchone()
+            rid, state = None, row
+        else:
+            row = conn.execute(_FENCE, (*_sql.scope_params(tenant, scope), tenant,
+                                        fence.run_id, scope.store, scope.session_id,
+                                        scope.actor_id)).fetchone()
+            if row[0] is None:
+                raise RunNotFound(run_id=scope.run_id)
+            rid, state = int(row[0]), (row[1:] if row[1] is not None else None)
+        refusal = run_refusal(fence.run_id, None if state is None else RunState(
+            state[0], int(state[1])), fence.fencing_token)
         if refusal is not None:
             raise refusal
+        return rid
 
     @staticmethod
     def _records(conn: sqlite3.Connection, rows: list[Any], run_id: str) -> list[CheckpointRecord]:
@@ -186,12 +201,18 @@ class CheckpointsInSqlite(SqliteCore):
                          fence: Fence | None, now: datetime) -> None:
         def run(conn: sqlite3.Connection) -> None:
             with write(conn):
-                self._check_fence(conn, tenant, scope, fence)
-                row = conn.execute(
-                    f"SELECT cid FROM checkpoints WHERE rid = {_SCOPED_RUN} AND namespace = ? "
-                    "AND checkpoint_id = ? AND tenant = ?",
-                    (*_sql.scope_params(tenant, scope), namespace, checkpoint_id,
-                     tenant)).fetchone()
+                rid = self._check_fence(conn, tenant, scope, fence)
+                if rid is None:
+                    row = conn.execute(
+                        f"SELECT cid FROM checkpoints WHERE rid = {_SCOPED_RUN} "
+                        "AND namespace = ? AND checkpoint_id = ? AND tenant = ?",
+                        (*_sql.scope_params(tenant, scope), namespace, checkpoint_id,
+                         tenant)).fetchone()
+                else:
+                    row = conn.execute(
+                        "SELECT cid FROM checkpoints WHERE rid = ? AND namespace = ? "
+                        "AND checkpoint_id = ? AND tenant = ?",
+                        (rid, namespace, checkpoint_id, tenant)).fetchone()
                 if row is None:
                     self._rid(conn, tenant, scope)
                     raise CheckpointNotFound(
