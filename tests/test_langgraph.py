@@ -25,6 +25,7 @@ from langgraph.types import Command, interrupt
 
 import ownstate
 import ownstate.api.checkpoints
+import ownstate.api.runs
 import ownstate.api.session
 from ownstate import _ids
 from ownstate.adapters.langgraph import OwnstateSaver, rebuild
@@ -295,6 +296,44 @@ def test_each_invocation_is_a_run_and_completion_closes_it(
     assert len(runs) == 3
     assert {(r.status, r.thread_key, r.step_count) for r in runs} == {("done", "t-1", 2)}
     assert client.runs.outstanding(status="running") == []
+
+
+def test_an_invocations_last_checkpoint_ends_its_run_where_the_backend_can(
+        saver: OwnstateSaver, client: ownstate.Client, target: Target,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = {"close_run": 0, "end_run": 0}
+    original_close = ownstate.api.runs.AsyncRuns.close_run
+    original_puts = {name: getattr(ownstate.api.checkpoints.AsyncCheckpoints, name)
+                     for name in ("put", "put_with_items")}
+
+    async def close_run(*args: Any, **kwargs: Any) -> Any:
+        calls["close_run"] += 1
+        return await original_close(*args, **kwargs)
+
+    def counting(original: Any) -> Any:
+        async def put(*args: Any, **kwargs: Any) -> Any:
+            calls["end_run"] += kwargs.get("end_run") is not None
+            return await original(*args, **kwargs)
+        return put
+
+    monkeypatch.setattr(ownstate.api.runs.AsyncRuns, "close_run", close_run)
+    for name, original in original_puts.items():
+        monkeypatch.setattr(ownstate.api.checkpoints.AsyncCheckpoints, name,
+                            counting(original))
+    graph = echo_graph(saver)
+    for n in range(3):
+        graph.invoke({"messages": [human(f"q{n}")]}, config())
+    runs = list(client.runs.list(framework="langgraph"))
+    assert {(r.status, r.thread_key, r.step_count) for r in runs} == {("done", "t-1", 2)}
+    if target.has(Capability.CHECKPOINT_ENDS_RUN):  # in the last checkpoint's write
+        assert calls == {"close_run": 0, "end_run": 3}
+    else:  # (the thread's holder run is closed once, when it is made)
+        assert calls["end_run"] == 0
+        assert calls["close_run"] >= 3
+    # a late write for the last checkpoint is still stored, unfenced
+    last = graph.get_state(config()).config
+    saver.put_writes(last, [("late", "value")], "task-late")
+    assert ("task-late", "late", "value") in saver.get_tuple(last).pending_writes
 
 
 def test_two_replicas_resuming_one_interrupt_only_one_wins(

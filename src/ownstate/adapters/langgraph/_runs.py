@@ -169,6 +169,26 @@ class ThreadRuns:
                 raise
             await write()
 
+    async def ending(self, thread: _Thread, write: Callable[..., Awaitable[Any]],
+                     status: str, **extra: Any) -> bool:
+        """``write(end_run=status, **extra, **fence)``: a checkpoint write that also ends
+        the run this saver drives, in its transaction. False, and nothing written, when
+        no run is driven here; else the run is released and remembered as closed with its
+        token, as :meth:`close` does (first, so that a late write that finds it closed is
+        stored unfenced, as after :meth:`close`; forgotten again if the write fails)."""
+        fence = self._fence(thread)
+        if not fence:
+            return False
+        before = thread.ended
+        thread.ended = (fence["fencing_run_id"], fence["fencing_token"])
+        try:
+            await write(end_run=status, **extra, **fence)
+        except BaseException:
+            thread.ended = before
+            raise
+        self._release(thread)
+        return True
+
     @staticmethod
     def _fence(thread: _Thread) -> dict[str, Any]:
         """The lease this saver drives the thread's run with, for its checkpoint writes

@@ -36,6 +36,12 @@ class _RunLookup(Protocol):
     async def get_run(self, tenant: str, run_id: str) -> Run: ...
 
 
+class _Closer(Protocol):
+    async def close_run(self, tenant: str, run_id: str, status: str, usd_cost: float | None,
+                        step_count: int | None, fencing_token: int | None,
+                        now: datetime) -> Run: ...
+
+
 class _Appender(Protocol):
     def _item_count(self, tenant: str, store: str, session_id: str) -> int: ...
 
@@ -168,6 +174,22 @@ class CheckpointsInMemory(MemoryBase):
             appended = await sessions.append_items(tenant, scope.store, scope.session_id,
                                                    items, None, now)
             record = await self.put_checkpoint(tenant, scope, checkpoint, fence, now)
+            return record, appended
+
+    async def put_checkpoint_ending_run(
+            self, tenant: str, scope: CheckpointScope, checkpoint: NewCheckpoint,
+            fence: Fence, status: str, step_count: int | None, items: Sequence[NewItem],
+            first_seq: int | None, now: datetime) -> tuple[CheckpointRecord, list[model.Item]]:
+        with self._data.lock:  # re-entered by the writes below: one atomic step
+            if first_seq is not None:
+                record, appended = await self.put_checkpoint_with_items(
+                    tenant, scope, checkpoint, fence, items, first_seq, now)
+            else:
+                record, appended = await self.put_checkpoint(
+                    tenant, scope, checkpoint, fence, now), []
+            # the fence held just now, under the same lock: the close cannot be refused
+            await cast(_Closer, self).close_run(tenant, fence.run_id, status, None,
+                                                step_count, fence.fencing_token, now)
             return record, appended
 
     async def put_writes(self, tenant: str, scope: CheckpointScope, namespace: str,

@@ -30,6 +30,13 @@ session's next seq is another. Backends that declare
 :attr:`~ownstate.backends.Capability.CHECKPOINT_ITEMS` implement it; the others raise
 InvalidInput, and a caller appends and puts in two calls.
 
+A run ended with its last checkpoint. A fenced checkpoint write (with items or without)
+can also end the run it is fenced by (``put_checkpoint_ending_run``), as ``close_run``
+with the fence's token would, in the same transaction: the fence is checked once, and
+the checkpoint, its items and the run's end are stored together or not at all. Backends
+that declare :attr:`~ownstate.backends.Capability.CHECKPOINT_ENDS_RUN` implement it; the
+others raise InvalidInput, and a caller puts and closes in two calls.
+
 Paging. ``page_checkpoints`` returns a listing a page at a time, from a position (an
 opaque, increasing ordinal of when each checkpoint was first stored), stopping early at a
 byte bound.
@@ -132,6 +139,23 @@ class CheckpointPort(ABC):
         raise InvalidInput."""
         raise InvalidInput(f"{type(self).__name__} cannot store items with a checkpoint (it "
                            "does not declare Capability.CHECKPOINT_ITEMS)", field="items")
+
+    async def put_checkpoint_ending_run(
+            self, tenant: str, scope: CheckpointScope, checkpoint: NewCheckpoint,
+            fence: Fence, status: str, step_count: int | None, items: Sequence[NewItem],
+            first_seq: int | None, now: datetime) -> tuple[CheckpointRecord, list[Item]]:
+        """Store ``checkpoint`` (with ``items`` from ``first_seq`` on, as
+        :meth:`put_checkpoint_with_items` does; as :meth:`put_checkpoint` when
+        ``first_seq`` is ``None``) and
+        end the fence's run with ``status`` (``done``, ``failed`` or ``cancelled``;
+        ``step_count``, when given, replacing its count) as ``close_run`` with the fence's
+        token does, in one transaction: all or nothing. Refused as those writes are
+        (RunNotFound, StaleLease, RunClosed, SeqConflict). Only for backends that declare
+        :attr:`~ownstate.backends.Capability.CHECKPOINT_ENDS_RUN`; the others raise
+        InvalidInput."""
+        raise InvalidInput(f"{type(self).__name__} cannot end a run with a checkpoint (it "
+                           "does not declare Capability.CHECKPOINT_ENDS_RUN)",
+                           field="end_run")
 
     @abstractmethod
     async def put_writes(self, tenant: str, scope: CheckpointScope, namespace: str,

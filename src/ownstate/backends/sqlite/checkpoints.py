@@ -161,6 +161,31 @@ class CheckpointsInSqlite(SqliteCore):
 
         return await self._run(run)
 
+    async def put_checkpoint_ending_run(
+            self, tenant: str, scope: CheckpointScope, checkpoint: NewCheckpoint,
+            fence: Fence, status: str, step_count: int | None, items: Sequence[NewItem],
+            first_seq: int | None, now: datetime) -> tuple[CheckpointRecord, list[Item]]:
+        append = cast(_Appender, self)._append
+        stamp = format_time(now)
+
+        def run(conn: sqlite3.Connection) -> tuple[CheckpointRecord, list[Item]]:
+            with write(conn):  # one transaction: a refusal anywhere rolls all of it back
+                self._check_fence(conn, tenant, scope, fence)
+                appended = append(conn, tenant, scope.store, scope.session_id, items, None,
+                                  now, first_seq) if first_seq is not None else []
+                record = self._store_checkpoint(conn, tenant, scope, checkpoint, now)
+                # the fence held in this transaction: the run is active with its token
+                conn.execute(
+                    "UPDATE runs SET status = ?, status_since = ?, ended_at = ?, "
+                    "lease_owner = NULL, lease_expires_at = NULL, "
+                    "step_count = coalesce(?, step_count) "
+                    "WHERE tenant = ? AND run_id = ? AND fencing_token = ?",
+                    (status, stamp, stamp, step_count, tenant, fence.run_id,
+                     fence.fencing_token))
+                return record, appended
+
+        return await self._run(run)
+
     def _store_checkpoint(self, conn: sqlite3.Connection, tenant: str, scope: CheckpointScope,
                           checkpoint: NewCheckpoint, now: datetime) -> CheckpointRecord:
         """Store ``checkpoint`` inside the caller's write transaction, fence checked."""
