@@ -27,12 +27,14 @@ from ..model import (
     PendingWrite,
     RetentionPolicy,
     RetentionReport,
+    Run,
     RunUsage,
 )
 from . import _semantic
 from ._paging import keyset_page
 from ._scope import Scope
 from .runs import check_fencing_token as _token
+from .runs import run_opening
 from .session import new_items
 
 __all__ = ["AsyncCheckpoints"]
@@ -293,6 +295,62 @@ class AsyncCheckpoints:
                 s.tenant, run, checkpoint, fence, status, step_count, (), None, _ids.now())
             return record
         return await s.backend.put_checkpoint(s.tenant, run, checkpoint, fence, _ids.now())
+
+    @property
+    def opens_runs(self) -> bool:
+        """Whether :meth:`put_opening_run` is available: the backend declares
+        :attr:`~ownstate.backends.Capability.CHECKPOINT_OPENS_RUN`."""
+        return Capability.CHECKPOINT_OPENS_RUN in type(self._scope.backend).capabilities
+
+    async def put_opening_run(
+        self,
+        scope: CheckpointScope,
+        checkpoint_id: str,
+        *,
+        framework: str,
+        owner: str,
+        type_tag: str,
+        payload: bytes,
+        thread_key: str | None = None,
+        run_id: str | None = None,
+        ttl: float = 30.0,
+        namespace: str = "",
+        parent_checkpoint_id: str | None = None,
+        metadata: Mapping[str, JSON] | None = None,
+    ) -> tuple[Run, CheckpointRecord]:
+        """Open a run in the scope's session, leased to ``owner`` for ``ttl`` seconds, and
+        store a checkpoint of the scope's run fenced by the new lease, in one transaction:
+        both or neither. Returns both as stored.
+
+        The run is opened as :meth:`AsyncRuns.open_run
+        <ownstate.api.runs.AsyncRuns.open_run>` opens it (``framework``, ``thread_key``,
+        ``run_id``, generated unless given), and the checkpoint is stored as :meth:`put`
+        with the new run's ``fencing_token`` and ``fencing_run_id`` would store it. Only
+        where :attr:`opens_runs` is true.
+
+        Raises what :meth:`AsyncRuns.open_run <ownstate.api.runs.AsyncRuns.open_run>` and
+        :meth:`put` raise (:class:`~ownstate.errors.ActiveRunExists`,
+        :class:`~ownstate.errors.AlreadyExists`, :class:`~ownstate.errors.SessionNotFound`,
+        :class:`~ownstate.errors.RunNotFound`, :class:`~ownstate.errors.InvalidInput`,
+        :class:`~ownstate.errors.LimitExceeded`); :class:`~ownstate.errors.InvalidInput`
+        too where :attr:`opens_runs` is false.
+        """
+        s = self._scope
+        if Capability.CHECKPOINT_OPENS_RUN not in type(s.backend).capabilities:
+            raise InvalidInput(f"{type(s.backend).__name__} cannot open a run with a "
+                               "checkpoint (it does not declare "
+                               "Capability.CHECKPOINT_OPENS_RUN)", field="framework")
+        run = _scope(scope, s.limits)
+        checkpoint = _checkpoint(s.limits, checkpoint_id, type_tag, payload, namespace,
+                                 parent_checkpoint_id, metadata)
+        if owner is None:
+            raise InvalidInput("owner is required: the new lease fences the checkpoint",
+                               field="owner")
+        chosen, key, holder, kind, seconds = run_opening(run_id, thread_key, owner,
+                                                         framework, ttl)
+        assert holder is not None
+        return await s.backend.put_checkpoint_opening_run(
+            s.tenant, run, checkpoint, chosen, kind, key, holder, seconds, _ids.now())
 
     @property
     def ends_runs(self) -> bool:

@@ -1051,6 +1051,33 @@ class Checkpoints:
         return self._portal.call(self._impl.put(scope, checkpoint_id, type_tag=type_tag, payload=payload, namespace=namespace, parent_checkpoint_id=parent_checkpoint_id, metadata=metadata, fencing_token=fencing_token, fencing_run_id=fencing_run_id, end_run=end_run, step_count=step_count))
 
     @property
+    def opens_runs(self) -> bool:
+        """Whether :meth:`put_opening_run` is available: the backend declares
+        :attr:`~ownstate.backends.Capability.CHECKPOINT_OPENS_RUN`.
+        """
+        return self._impl.opens_runs
+
+    def put_opening_run(self, scope: CheckpointScope, checkpoint_id: str, *, framework: str, owner: str, type_tag: str, payload: bytes, thread_key: str | None = None, run_id: str | None = None, ttl: float = 30.0, namespace: str = '', parent_checkpoint_id: str | None = None, metadata: Mapping[str, JSON] | None = None) -> tuple[Run, CheckpointRecord]:
+        """Open a run in the scope's session, leased to ``owner`` for ``ttl`` seconds, and
+        store a checkpoint of the scope's run fenced by the new lease, in one transaction:
+        both or neither. Returns both as stored.
+
+        The run is opened as :meth:`AsyncRuns.open_run
+        <ownstate.api.runs.AsyncRuns.open_run>` opens it (``framework``, ``thread_key``,
+        ``run_id``, generated unless given), and the checkpoint is stored as :meth:`put`
+        with the new run's ``fencing_token`` and ``fencing_run_id`` would store it. Only
+        where :attr:`opens_runs` is true.
+
+        Raises what :meth:`AsyncRuns.open_run <ownstate.api.runs.AsyncRuns.open_run>` and
+        :meth:`put` raise (:class:`~ownstate.errors.ActiveRunExists`,
+        :class:`~ownstate.errors.AlreadyExists`, :class:`~ownstate.errors.SessionNotFound`,
+        :class:`~ownstate.errors.RunNotFound`, :class:`~ownstate.errors.InvalidInput`,
+        :class:`~ownstate.errors.LimitExceeded`); :class:`~ownstate.errors.InvalidInput`
+        too where :attr:`opens_runs` is false.
+        """
+        return self._portal.call(self._impl.put_opening_run(scope, checkpoint_id, framework=framework, owner=owner, type_tag=type_tag, payload=payload, thread_key=thread_key, run_id=run_id, ttl=ttl, namespace=namespace, parent_checkpoint_id=parent_checkpoint_id, metadata=metadata))
+
+    @property
     def ends_runs(self) -> bool:
         """Whether :meth:`put` and :meth:`put_with_items` take ``end_run``: the backend
         declares :attr:`~ownstate.backends.Capability.CHECKPOINT_ENDS_RUN`.

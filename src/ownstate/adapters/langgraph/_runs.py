@@ -69,6 +69,8 @@ class ThreadRuns:
         self._owner = owner
         self._lease_ttl = lease_ttl
         self._claims_lock = threading.Lock()
+        # an invocation's run is opened in the write of its first checkpoint, where it can
+        self._opens_with_checkpoints = client.checkpoints.opens_runs
 
     @property
     def owner(self) -> str:
@@ -232,6 +234,33 @@ class ThreadRuns:
             return
         raise Conflict(f"could not open a run for thread {thread.thread_id!r}")
 
+    async def open_with(self, thread: _Thread,
+                        write: Callable[..., Awaitable[tuple[Run, Any]]]) -> bool:
+        """Open the run :meth:`begin` left to the thread's next root checkpoint with it,
+        in one write: ``write(**run)`` opens the run leased to this saver and stores the
+        checkpoint fenced by it. When the session has an active run or the id is taken,
+        nothing is written and the run is opened as :meth:`_open` decides (superseding,
+        refusing or taking another id); then False, and the checkpoint is still to put."""
+        assert thread.opening is not None
+        (wanted,) = thread.opening
+        thread.opening = None
+        try:
+            run, _ = await write(framework=FRAMEWORK, thread_key=thread.thread_id[:256],
+                                 run_id=wanted, owner=self._owner, ttl=self._lease_ttl)
+        except (ActiveRunExists, AlreadyExists):
+            await self._open(thread, wanted)
+            return False
+        self._held(thread, run.run_id, run.fencing_token)
+        return True
+
+    async def open_pending(self, thread: _Thread) -> None:
+        """Open the run :meth:`begin` left to the next root checkpoint, in a call of its
+        own (that checkpoint is written with more than a put can carry)."""
+        if thread.opening is not None:
+            (wanted,) = thread.opening
+            thread.opening = None
+            await self._open(thread, wanted)
+
     async def _claim(self, thread: _Thread, run_id: str) -> None:
         """Take the run's lease (raises LeaseHeld while another replica holds it). A run
         this saver already drives, or one that has ended meanwhile, is left as it is.
@@ -314,7 +343,10 @@ class ThreadRuns:
                     return
             wanted = metadata.get("run_id")
             valid = isinstance(wanted, str) and SESSION_ID_RE.fullmatch(wanted)
-            await self._open(thread, wanted if valid else None)
+            if self._opens_with_checkpoints:  # with this checkpoint (see open_with)
+                thread.opening = (wanted if valid else None,)
+            else:
+                await self._open(thread, wanted if valid else None)
         step = metadata.get("step")
         thread.first_step = (step if source == "input" else step - 1) if isinstance(
             step, int) else None

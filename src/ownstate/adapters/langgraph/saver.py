@@ -252,6 +252,19 @@ class OwnstateSaver(BridgedAdapter, BaseCheckpointSaver[str]):
             first = thread.first_step
             end = {"step_count": step - first if isinstance(step, int) and first is not None
                    and step >= first else None}
+        stored_config: RunnableConfig = {"configurable": {
+            "thread_id": thread_id, "checkpoint_ns": namespace,
+            "checkpoint_id": checkpoint["id"]}}
+        if namespace == "" and thread.opening is not None:
+            # the invocation's run, which begin() left to this checkpoint: opened with it
+            # in one write where the backend can (and nothing else is to be written)
+            if staged is None and end is None and await self._runs.open_with(
+                    thread, lambda **run: self.client.checkpoints.put_opening_run(
+                        thread.scope, checkpoint["id"], type_tag=TYPE_TAG, payload=payload,
+                        namespace=namespace, parent_checkpoint_id=parent_id,
+                        metadata=metadata_json, **run)):
+                return stored_config
+            await self._runs.open_pending(thread)
         ended = False
         if staged is not None:
             stored = await self._put_with_items(thread, checkpoint["id"], staged, payload,
@@ -272,11 +285,10 @@ class OwnstateSaver(BridgedAdapter, BaseCheckpointSaver[str]):
                 **fence), end)
         if end is not None and not ended:
             await self._runs.close(thread, "done", **end)
-        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace,
-                                 "checkpoint_id": checkpoint["id"]}}
+        return stored_config
 
     async def _put_fenced(self, thread: _Thread, write: Callable[..., Awaitable[Any]],
-                     end: dict[str, Any] | None) -> bool:
+                          end: dict[str, Any] | None) -> bool:
         """``write(**fence)`` under this saver's lease; with ``end``, where the backend
         can, the write also ends the run (``done``). Returns whether it ended it."""
         if end is not None and self._ends_runs and await self._runs.ending(

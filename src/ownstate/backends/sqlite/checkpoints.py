@@ -22,7 +22,15 @@ from typing import Any, Protocol, cast
 from ... import model
 from ..._ids import format_time, parse_time
 from ...errors import CheckpointNotFound, RunNotFound, SessionNotFound
-from ...model import JSON, CheckpointRecord, CheckpointScope, Item, PendingWrite, RunUsage
+from ...model import (
+    JSON,
+    CheckpointRecord,
+    CheckpointScope,
+    Item,
+    PendingWrite,
+    Run,
+    RunUsage,
+)
 from .. import _sql
 from ..ports.checkpoints import Fence, NewCheckpoint, page_cut
 from ..ports.runs import RunState, run_refusal
@@ -39,6 +47,12 @@ _FENCE_ALONE = f"SELECT status, fencing_token FROM runs WHERE {_FENCE_WHERE}"
 #: whether or not either exists
 _FENCE = (f"SELECT {_SCOPED_RUN}, f.status, f.fencing_token FROM (SELECT 1) "
           f"LEFT JOIN runs f ON f.{_FENCE_WHERE.replace(' AND ', ' AND f.')}")
+
+
+class _Opener(Protocol):
+    def _insert_run(self, conn: sqlite3.Connection, tenant: str, store: str, session_id: str,
+                    run_id: str, framework: str, thread_key: str | None, owner: str | None,
+                    ttl_seconds: float, now: datetime) -> Run: ...
 
 
 class _Appender(Protocol):
@@ -158,6 +172,21 @@ class CheckpointsInSqlite(SqliteCore):
                 appended = append(conn, tenant, scope.store, scope.session_id, items, None,
                                   now, first_seq)
                 return self._store_checkpoint(conn, tenant, scope, checkpoint, now), appended
+
+        return await self._run(run)
+
+    async def put_checkpoint_opening_run(
+            self, tenant: str, scope: CheckpointScope, checkpoint: NewCheckpoint, run_id: str,
+            framework: str, thread_key: str | None, owner: str, ttl_seconds: float,
+            now: datetime) -> tuple[Run, CheckpointRecord]:
+        open_run = cast(_Opener, self)._insert_run
+
+        def run(conn: sqlite3.Connection) -> tuple[Run, CheckpointRecord]:
+            with write(conn):  # one transaction: a refusal anywhere rolls all of it back
+                # the new run holds its lease and is active: the fence holds by itself
+                opened = open_run(conn, tenant, scope.store, scope.session_id, run_id,
+                                  framework, thread_key, owner, ttl_seconds, now)
+                return opened, self._store_checkpoint(conn, tenant, scope, checkpoint, now)
 
         return await self._run(run)
 

@@ -1,6 +1,11 @@
-"""Conformance tests for a checkpoint write that ends its fencing run (``end_run``).
+"""Conformance tests for checkpoint writes that open a run (``put_opening_run``) or end
+their fencing run (``end_run``) in the same transaction.
 
 Star-import this module in a test file that provides a ``target`` fixture. On a backend
+that declares ``Capability.CHECKPOINT_OPENS_RUN``, ``checkpoints.put_opening_run`` opens a
+leased run in the scope's session and stores a checkpoint fenced by it, as
+``runs.open_run`` and a fenced ``checkpoints.put`` would, both or neither: a session with
+an active run, a taken run id or a scope outside the session stores nothing. On a backend
 that declares ``Capability.CHECKPOINT_ENDS_RUN``, ``checkpoints.put`` and
 ``checkpoints.put_with_items`` with ``end_run`` store the checkpoint (and items) and end
 the run they are fenced by in one transaction: the run ends as ``runs.close_run`` with
@@ -22,7 +27,15 @@ import pytest
 
 import ownstate
 from ownstate.backends import Capability
-from ownstate.errors import InvalidInput, RunClosed, RunNotFound, SeqConflict, StaleLease
+from ownstate.errors import (
+    ActiveRunExists,
+    AlreadyExists,
+    InvalidInput,
+    RunClosed,
+    RunNotFound,
+    SeqConflict,
+    StaleLease,
+)
 from ownstate.model import CheckpointScope, Run
 
 from .fixtures import *
@@ -187,3 +200,96 @@ def test_a_backend_without_it_refuses_and_stores_nothing(
     with pytest.raises(InvalidInput, match="CHECKPOINT_ENDS_RUN"):
         _put(client, scope, run, end_run="done")
     assert _stored(client, scope, run.run_id) == before
+
+
+# -- a run opened with its first checkpoint ---------------------------------------------------
+
+
+def _opens(target: Target) -> None:
+    if not target.has(Capability.CHECKPOINT_OPENS_RUN):
+        pytest.skip(f"{target.name} does not declare Capability.CHECKPOINT_OPENS_RUN")
+
+
+def _open_put(client: Client, scope: CheckpointScope, **options: Any) -> Any:
+    return client.checkpoints.put_opening_run(
+        scope, options.pop("checkpoint_id", "c1"), framework="langgraph", owner="w1",
+        type_tag="json", payload=b'{"step": -1}', metadata={"step": -1}, ttl=30,
+        **{"thread_key": "t-1", **options})
+
+
+def _all_runs(client: Client) -> Any:
+    return sorted((r.run_id, r.status, r.fencing_token) for r in client.runs.list())
+
+
+def test_the_run_is_opened_as_open_run_would_and_fences_the_checkpoint(
+        target: Target, client: Client, session: ownstate.Session) -> None:
+    _opens(target)
+    assert client.checkpoints.opens_runs
+    scope = _holder(client, session)
+    run, record = _open_put(client, scope, run_id="run-one")
+    assert client.runs.get("run-one") == run
+    assert (run.status, run.framework, run.thread_key, run.lease_owner, run.fencing_token,
+            run.session_id) == ("running", "langgraph", "t-1", "w1", 1, session.session_id)
+    assert client.checkpoints.get(scope, "c1") == record
+    assert (record.payload, record.metadata) == (b'{"step": -1}', {"step": -1})
+    # the new lease fences the next writes, and an id is made up when none is given
+    client.checkpoints.put(scope, "c2", type_tag="json", payload=b"next",
+                           fencing_token=run.fencing_token, fencing_run_id=run.run_id)
+    client.runs.close_run(run.run_id, "done", fencing_token=run.fencing_token)
+    made, _ = _open_put(client, scope, checkpoint_id="c3")
+    assert made.run_id.startswith("run_")
+
+
+@pytest.mark.parametrize("refusal", ["active", "taken", "scope", "no-session"])
+def test_a_refused_open_or_put_stores_neither(
+        target: Target, client: Client, store: ownstate.SessionStore,
+        session: ownstate.Session, refusal: str) -> None:
+    _opens(target)
+    scope = _holder(client, session)
+    wanted: dict[str, Any] = {"run_id": "run-new"}
+    error: type[Exception] = RunNotFound
+    if refusal == "active":
+        client.runs.open_run(session, "langgraph", "t-0", owner="w0", ttl=30)
+        error = ActiveRunExists
+    elif refusal == "taken":
+        wanted = {"run_id": scope.run_id}  # the holder's id
+        error = AlreadyExists
+    elif refusal == "scope":
+        other = store.add(actor_id="someone-else", session_id="other")
+        scope = CheckpointScope(other.actor_id, store.name, other.session_id, scope.run_id)
+    else:
+        scope = CheckpointScope(session.actor_id, store.name, "no-such-session",
+                                scope.run_id)
+        error = ownstate.SessionNotFound
+    before = (snapshot(client), _all_runs(client))
+    with pytest.raises(error):
+        _open_put(client, scope, **wanted)
+    assert (snapshot(client), _all_runs(client)) == before
+
+
+def test_bad_openings_are_refused_before_anything_is_stored(
+        target: Target, client: Client, session: ownstate.Session) -> None:
+    _opens(target)
+    scope = _holder(client, session)
+    before = (snapshot(client), _all_runs(client))
+    bad: list[dict[str, Any]] = [
+        {"framework": "Not A Framework"}, {"owner": None}, {"owner": ""}, {"ttl": 0},
+        {"run_id": "bad id!"}, {"thread_key": ""}, {"type_tag": "has space"}]
+    for options in bad:
+        with pytest.raises(InvalidInput):
+            client.checkpoints.put_opening_run(
+                scope, "c1", **{"framework": "langgraph", "owner": "w1", "type_tag": "json",
+                                "payload": b"x", **options})
+    assert (snapshot(client), _all_runs(client)) == before
+
+
+def test_a_backend_that_cannot_open_runs_with_checkpoints_refuses(
+        target: Target, client: Client, session: ownstate.Session) -> None:
+    if target.has(Capability.CHECKPOINT_OPENS_RUN):
+        pytest.skip(f"{target.name} declares Capability.CHECKPOINT_OPENS_RUN")
+    assert not client.checkpoints.opens_runs
+    scope = _holder(client, session)
+    before = (snapshot(client), _all_runs(client))
+    with pytest.raises(InvalidInput, match="CHECKPOINT_OPENS_RUN"):
+        _open_put(client, scope)
+    assert (snapshot(client), _all_runs(client)) == before
