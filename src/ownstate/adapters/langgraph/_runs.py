@@ -10,6 +10,7 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -41,6 +42,14 @@ from ._threads import (
     _Thread,
     _wait,
 )
+
+
+@dataclass(frozen=True)
+class Opening:
+    """A run :meth:`ThreadRuns.begin` left to be opened with the checkpoint it began for:
+    the run id wanted (``None``: made up)."""
+
+    run_id: str | None
 
 
 def awaiting_interrupt(thread_id: str, writes: Sequence[tuple[str, Any]],
@@ -234,32 +243,27 @@ class ThreadRuns:
             return
         raise Conflict(f"could not open a run for thread {thread.thread_id!r}")
 
-    async def open_with(self, thread: _Thread,
+    async def open_with(self, thread: _Thread, opening: Opening,
                         write: Callable[..., Awaitable[tuple[Run, Any]]]) -> bool:
-        """Open the run :meth:`begin` left to the thread's next root checkpoint with it,
-        in one write: ``write(**run)`` opens the run leased to this saver and stores the
+        """Open the run :meth:`begin` left to a root checkpoint (``opening``) with it, in
+        one write: ``write(**run)`` opens the run leased to this saver and stores the
         checkpoint fenced by it. When the session has an active run or the id is taken,
         nothing is written and the run is opened as :meth:`_open` decides (superseding,
         refusing or taking another id); then False, and the checkpoint is still to put."""
-        assert thread.opening is not None
-        (wanted,) = thread.opening
-        thread.opening = None
         try:
             run, _ = await write(framework=FRAMEWORK, thread_key=thread.thread_id[:256],
-                                 run_id=wanted, owner=self._owner, ttl=self._lease_ttl)
+                                 run_id=opening.run_id, owner=self._owner,
+                                 ttl=self._lease_ttl)
         except (ActiveRunExists, AlreadyExists):
-            await self._open(thread, wanted)
+            await self._open(thread, opening.run_id)
             return False
         self._held(thread, run.run_id, run.fencing_token)
         return True
 
-    async def open_pending(self, thread: _Thread) -> None:
-        """Open the run :meth:`begin` left to the next root checkpoint, in a call of its
-        own (that checkpoint is written with more than a put can carry)."""
-        if thread.opening is not None:
-            (wanted,) = thread.opening
-            thread.opening = None
-            await self._open(thread, wanted)
+    async def open_apart(self, thread: _Thread, opening: Opening) -> None:
+        """Open the run :meth:`begin` left to a root checkpoint in a call of its own
+        (that checkpoint is written with more than :meth:`open_with` can carry)."""
+        await self._open(thread, opening.run_id)
 
     async def _claim(self, thread: _Thread, run_id: str) -> None:
         """Take the run's lease (raises LeaseHeld while another replica holds it). A run
@@ -320,16 +324,19 @@ class ThreadRuns:
         return None
 
     async def begin(self, thread: _Thread, metadata: CheckpointMetadata,
-                     parent_id: str | None) -> None:
-        """Track the run a root checkpoint belongs to, before it is stored."""
+                     parent_id: str | None) -> Opening | None:
+        """Track the run a root checkpoint belongs to, before it is stored. Returns the
+        run to open with that checkpoint (:meth:`open_with`) where the backend can open
+        runs with checkpoints and a new run is due; else ``None``, any run opened."""
         source = metadata.get("source")
+        opening = None
         if source not in ("input", "loop"):
             if thread.active is None:
                 await self.ensure_holder(thread)
-            return
+            return None
         if source == "loop" and thread.active is not None:
             await self._keep(thread)
-            return
+            return None
         if source == "input" and thread.active is not None:
             await self.close(thread, "done")
         # The thread's first invocation opens the run that holds its checkpoints.
@@ -340,16 +347,16 @@ class ThreadRuns:
                     thread.resumed_from = parent_id
                     await self._claim(thread, run.run_id)
                     thread.first_step = None  # begun elsewhere: first step not known
-                    return
+                    return None
             wanted = metadata.get("run_id")
             valid = isinstance(wanted, str) and SESSION_ID_RE.fullmatch(wanted)
-            if self._opens_with_checkpoints:  # with this checkpoint (see open_with)
-                thread.opening = (wanted if valid else None,)
-            else:
-                await self._open(thread, wanted if valid else None)
+            opening = Opening(wanted if valid else None)
+            if not self._opens_with_checkpoints:
+                await self._open(thread, opening.run_id)
         step = metadata.get("step")
         thread.first_step = (step if source == "input" else step - 1) if isinstance(
             step, int) else None
+        return opening if self._opens_with_checkpoints else None
 
     async def after_writes(self, thread: _Thread, writes: Sequence[tuple[str, Any]],
                             config: RunnableConfig) -> None:

@@ -193,8 +193,6 @@ class _Thread:
     renew_at: float = 0.0  # when to extend that lease (time.monotonic())
     ended: tuple[str, int] | None = None  # the run this process closed last, and its token
     first_step: int | None = None  # the LangGraph step that run began at
-    # the invocation run (its wanted id) to open with the thread's next root checkpoint
-    opening: tuple[str | None] | None = None
     resumed_from: str | None = None  # the checkpoint this saver last resumed the run from
     # run id -> the claim of its lease in progress (or made) by this saver
     claims: dict[str, concurrent.futures.Future[None]] = field(default_factory=dict)

@@ -229,8 +229,9 @@ class OwnstateSaver(BridgedAdapter, BaseCheckpointSaver[str]):
                                field="thread_id")
         stored_metadata = get_serializable_checkpoint_metadata(config, metadata)
         parent_id = get_checkpoint_id(config)
+        opening = None
         if namespace == "":
-            await self._runs.begin(thread, stored_metadata, parent_id)
+            opening = await self._runs.begin(thread, stored_metadata, parent_id)
         else:
             if not thread.held:  # let the root graph's first checkpoint open the run
                 for event in self._arrivals.storing(thread_id, ""):
@@ -255,16 +256,17 @@ class OwnstateSaver(BridgedAdapter, BaseCheckpointSaver[str]):
         stored_config: RunnableConfig = {"configurable": {
             "thread_id": thread_id, "checkpoint_ns": namespace,
             "checkpoint_id": checkpoint["id"]}}
-        if namespace == "" and thread.opening is not None:
+        if opening is not None:
             # the invocation's run, which begin() left to this checkpoint: opened with it
-            # in one write where the backend can (and nothing else is to be written)
+            # in one write (unless it is written with items or ends the run too)
             if staged is None and end is None and await self._runs.open_with(
-                    thread, lambda **run: self.client.checkpoints.put_opening_run(
+                    thread, opening, lambda **run: self.client.checkpoints.put_opening_run(
                         thread.scope, checkpoint["id"], type_tag=TYPE_TAG, payload=payload,
                         namespace=namespace, parent_checkpoint_id=parent_id,
                         metadata=metadata_json, **run)):
                 return stored_config
-            await self._runs.open_pending(thread)
+            if staged is not None or end is not None:
+                await self._runs.open_apart(thread, opening)
         ended = False
         if staged is not None:
             stored = await self._put_with_items(thread, checkpoint["id"], staged, payload,
