@@ -25,6 +25,7 @@ from langgraph.types import Command, interrupt
 
 import ownstate
 import ownstate.api.checkpoints
+import ownstate.api.runs
 import ownstate.api.session
 from ownstate import _ids
 from ownstate.adapters.langgraph import OwnstateSaver, rebuild
@@ -295,6 +296,50 @@ def test_each_invocation_is_a_run_and_completion_closes_it(
     assert len(runs) == 3
     assert {(r.status, r.thread_key, r.step_count) for r in runs} == {("done", "t-1", 2)}
     assert client.runs.outstanding(status="running") == []
+
+
+def test_an_invocations_run_opens_and_ends_with_its_checkpoints_where_the_backend_can(
+        saver: OwnstateSaver, client: ownstate.Client, target: Target,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = {"open_run": 0, "close_run": 0, "put_opening_run": 0, "end_run": 0, "put": 0,
+             "put_with_items": 0}
+
+    def counting(original: Any, name: str) -> Any:
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            calls[name] += 1
+            calls["end_run"] += kwargs.get("end_run") is not None
+            return await original(*args, **kwargs)
+        return call
+
+    for cls, name in ((ownstate.api.runs.AsyncRuns, "open_run"),
+                      (ownstate.api.runs.AsyncRuns, "close_run"),
+                      (ownstate.api.checkpoints.AsyncCheckpoints, "put_opening_run"),
+                      (ownstate.api.checkpoints.AsyncCheckpoints, "put"),
+                      (ownstate.api.checkpoints.AsyncCheckpoints, "put_with_items")):
+        monkeypatch.setattr(cls, name, counting(getattr(cls, name), name))
+    graph = echo_graph(saver)
+    graph.invoke({"messages": [human("q0")]}, config())  # opens the thread's first run
+    first = {k: v for k, v in calls.items() if k in ("open_run", "put_opening_run", "end_run",
+                                                     "close_run")}
+    for n in range(1, 4):
+        graph.invoke({"messages": [human(f"q{n}")]}, config())
+    later = {k: calls[k] - first[k] for k in first}
+    runs = list(client.runs.list(framework="langgraph"))
+    assert {(r.status, r.thread_key, r.step_count) for r in runs} == {("done", "t-1", 2)}
+    assert len(runs) == 4
+    opens = target.has(Capability.CHECKPOINT_OPENS_RUN)
+    ends = target.has(Capability.CHECKPOINT_ENDS_RUN)
+    # (over HTTP the server's own calls are counted too)
+    assert later["open_run"] == 0 if opens else later["open_run"] in (3, 6)
+    assert later["put_opening_run"] == (3 if opens else 0)
+    assert later["close_run"] == 0 if ends else later["close_run"] in (3, 6)
+    assert later["end_run"] == (3 if ends else 0)
+    # a late write for the last checkpoint is still stored, unfenced
+    last = graph.get_state(config()).config
+    saver.put_writes(last, [("late", "value")], "task-late")
+    tuple_ = saver.get_tuple(last)
+    assert tuple_ is not None
+    assert ("task-late", "late", "value") in tuple_.pending_writes
 
 
 def test_two_replicas_resuming_one_interrupt_only_one_wins(

@@ -155,7 +155,8 @@ def test_capabilities_are_the_strings_they_name() -> None:
     assert sorted(Capability) == sorted(["multiprocess", "persistent", "migrations",
                                          "text_search", "operator", "stepwise_stores",
                                          "transfer", "vectors", "bulk_sessions", "bulk_reads",
-                                         "server_ranked", "checkpoint_items"])
+                                         "server_ranked", "checkpoint_items",
+                                         "checkpoint_ends_run", "checkpoint_opens_run"])
     declared = Target("plain", url="memory://", capabilities=frozenset({"text_search"}))
     assert declared.has(Capability.TEXT_SEARCH)
     assert Capability.OPERATOR in MemoryBackend.capabilities

@@ -13,11 +13,12 @@ from collections.abc import Mapping, Sequence
 
 from .. import _ids
 from .. import limits as _validate
-from ..backends import Capability
+from ..backends import Backend, Capability
 from ..backends.ports.checkpoints import Fence, NewCheckpoint, listing_scope
 from ..errors import InvalidInput, LimitExceeded
 from ..limits import CONTROL_RE, MAX_NAME_CHARS, TYPE_TAG_RE, Limits, bytes_copy, encode_json
 from ..model import (
+    CLOSED_RUN_STATUSES,
     JSON,
     CheckpointRecord,
     CheckpointScope,
@@ -26,12 +27,14 @@ from ..model import (
     PendingWrite,
     RetentionPolicy,
     RetentionReport,
+    Run,
     RunUsage,
 )
 from . import _semantic
 from ._paging import keyset_page
 from ._scope import Scope
 from .runs import check_fencing_token as _token
+from .runs import run_opening
 from .session import new_items
 
 __all__ = ["AsyncCheckpoints"]
@@ -177,6 +180,24 @@ def _fence(scope: CheckpointScope, fencing_token: object,
     return Fence(run_id, token)
 
 
+def _ending(backend: Backend, fence: Fence | None, end_run: object,
+            step_count: object) -> tuple[Fence, str]:
+    """The fence and status of a checkpoint write that ends its fencing run."""
+    if Capability.CHECKPOINT_ENDS_RUN not in type(backend).capabilities:
+        raise InvalidInput(f"{type(backend).__name__} cannot end a run with a checkpoint "
+                           "(it does not declare Capability.CHECKPOINT_ENDS_RUN)",
+                           field="end_run")
+    if not isinstance(end_run, str) or end_run not in CLOSED_RUN_STATUSES:
+        raise InvalidInput(f"end_run must be one of {', '.join(CLOSED_RUN_STATUSES)}",
+                           field="end_run")
+    if step_count is not None:
+        _validate.int64(step_count, field="step_count", minimum=0)
+    if fence is None:
+        raise InvalidInput("end_run needs a fencing_token: it ends the fencing run",
+                           field="end_run")
+    return fence, end_run
+
+
 def _policy(value: object) -> RetentionPolicy:
     if not isinstance(value, RetentionPolicy):
         raise InvalidInput("policy must be a RetentionPolicy", field="policy")
@@ -237,6 +258,8 @@ class AsyncCheckpoints:
         metadata: Mapping[str, JSON] | None = None,
         fencing_token: int | None = None,
         fencing_run_id: str | None = None,
+        end_run: str | None = None,
+        step_count: int | None = None,
     ) -> CheckpointRecord:
         """Store a checkpoint of the run; returns it as stored.
 
@@ -247,10 +270,16 @@ class AsyncCheckpoints:
         pending writes.
 
         ``fencing_token`` (and ``fencing_run_id``, by default the scope's run) fence the
-        write: see the class docstring.
+        write: see the class docstring. With ``end_run`` (``done``, ``failed`` or
+        ``cancelled``) the write also ends the fencing run, as
+        :meth:`AsyncRuns.close_run <ownstate.api.runs.AsyncRuns.close_run>` with that
+        token would (``step_count``, when given, replacing its count), in the same
+        transaction: both or neither. Only where :attr:`ends_runs` is true, and only for
+        a fenced write.
 
         Raises :class:`~ownstate.errors.InvalidInput` (bad id, tag, payload type or
-        metadata), :class:`~ownstate.errors.LimitExceeded` (payload over
+        metadata; ``end_run`` without a token or where :attr:`ends_runs` is false),
+        :class:`~ownstate.errors.LimitExceeded` (payload over
         ``Limits.max_checkpoint_bytes``, metadata over ``Limits.max_item_bytes``),
         :class:`~ownstate.errors.RunNotFound`, :class:`~ownstate.errors.StaleLease`,
         :class:`~ownstate.errors.RunClosed`.
@@ -260,7 +289,74 @@ class AsyncCheckpoints:
         checkpoint = _checkpoint(s.limits, checkpoint_id, type_tag, payload, namespace,
                                  parent_checkpoint_id, metadata)
         fence = _fence(run, fencing_token, fencing_run_id)
+        if end_run is not None:
+            fence, status = _ending(s.backend, fence, end_run, step_count)
+            record, _ = await s.backend.put_checkpoint_ending_run(
+                s.tenant, run, checkpoint, fence, status, step_count, (), None, _ids.now())
+            return record
         return await s.backend.put_checkpoint(s.tenant, run, checkpoint, fence, _ids.now())
+
+    @property
+    def opens_runs(self) -> bool:
+        """Whether :meth:`put_opening_run` is available: the backend declares
+        :attr:`~ownstate.backends.Capability.CHECKPOINT_OPENS_RUN`."""
+        return Capability.CHECKPOINT_OPENS_RUN in type(self._scope.backend).capabilities
+
+    async def put_opening_run(
+        self,
+        scope: CheckpointScope,
+        checkpoint_id: str,
+        *,
+        framework: str,
+        owner: str,
+        type_tag: str,
+        payload: bytes,
+        thread_key: str | None = None,
+        run_id: str | None = None,
+        ttl: float = 30.0,
+        namespace: str = "",
+        parent_checkpoint_id: str | None = None,
+        metadata: Mapping[str, JSON] | None = None,
+    ) -> tuple[Run, CheckpointRecord]:
+        """Open a run in the scope's session, leased to ``owner`` for ``ttl`` seconds, and
+        store a checkpoint of the scope's run fenced by the new lease, in one transaction:
+        both or neither. Returns both as stored.
+
+        The run is opened as :meth:`AsyncRuns.open_run
+        <ownstate.api.runs.AsyncRuns.open_run>` opens it (``framework``, ``thread_key``,
+        ``run_id``, generated unless given), and the checkpoint is stored as :meth:`put`
+        with the new run's ``fencing_token`` and ``fencing_run_id`` would store it. Only
+        where :attr:`opens_runs` is true.
+
+        Raises what :meth:`AsyncRuns.open_run <ownstate.api.runs.AsyncRuns.open_run>` and
+        :meth:`put` raise (:class:`~ownstate.errors.ActiveRunExists`,
+        :class:`~ownstate.errors.AlreadyExists`, :class:`~ownstate.errors.SessionNotFound`,
+        :class:`~ownstate.errors.RunNotFound`, :class:`~ownstate.errors.InvalidInput`,
+        :class:`~ownstate.errors.LimitExceeded`); :class:`~ownstate.errors.InvalidInput`
+        too where :attr:`opens_runs` is false.
+        """
+        s = self._scope
+        if Capability.CHECKPOINT_OPENS_RUN not in type(s.backend).capabilities:
+            raise InvalidInput(f"{type(s.backend).__name__} cannot open a run with a "
+                               "checkpoint (it does not declare "
+                               "Capability.CHECKPOINT_OPENS_RUN)", field="framework")
+        run = _scope(scope, s.limits)
+        checkpoint = _checkpoint(s.limits, checkpoint_id, type_tag, payload, namespace,
+                                 parent_checkpoint_id, metadata)
+        if owner is None:
+            raise InvalidInput("owner is required: the new lease fences the checkpoint",
+                               field="owner")
+        chosen, key, holder, kind, seconds = run_opening(run_id, thread_key, owner,
+                                                         framework, ttl)
+        assert holder is not None
+        return await s.backend.put_checkpoint_opening_run(
+            s.tenant, run, checkpoint, chosen, kind, key, holder, seconds, _ids.now())
+
+    @property
+    def ends_runs(self) -> bool:
+        """Whether :meth:`put` and :meth:`put_with_items` take ``end_run``: the backend
+        declares :attr:`~ownstate.backends.Capability.CHECKPOINT_ENDS_RUN`."""
+        return Capability.CHECKPOINT_ENDS_RUN in type(self._scope.backend).capabilities
 
     @property
     def puts_items(self) -> bool:
@@ -283,6 +379,8 @@ class AsyncCheckpoints:
         metadata: Mapping[str, JSON] | None = None,
         fencing_token: int | None = None,
         fencing_run_id: str | None = None,
+        end_run: str | None = None,
+        step_count: int | None = None,
     ) -> tuple[CheckpointRecord, list[Item]]:
         """Append ``items`` to the scope's session and store a checkpoint of the run, in
         one transaction: both are stored or neither is. Returns both as stored.
@@ -292,8 +390,9 @@ class AsyncCheckpoints:
         derived columns, search terms, vectors; no idempotency key), starting at seq
         ``first_seq``, which must be the session's next: a checkpoint that refers to its
         items by seq is never stored beside items that took other seqs. The checkpoint is
-        stored as by :meth:`put`, fenced the same way, and a refused fence stores neither.
-        Only where :attr:`puts_items` is true.
+        stored as by :meth:`put`, fenced the same way (and ending the fencing run with
+        ``end_run``, as :meth:`put` does), and a refused fence stores neither. Only where
+        :attr:`puts_items` is true.
 
         Raises :class:`~ownstate.errors.InvalidInput` (as :meth:`put` and
         ``append_items`` do, a ``first_seq`` that is not a positive integer, or a backend
@@ -308,7 +407,12 @@ class AsyncCheckpoints:
                                  parent_checkpoint_id, metadata)
         first = _validate.int64(first_seq, field="first_seq", minimum=1)
         fence = _fence(run, fencing_token, fencing_run_id)
+        ending = _ending(s.backend, fence, end_run, step_count) if end_run is not None else None
         rows = await _semantic.items_with_vectors(s, new_items(s, items, format))
+        if ending is not None:
+            return await s.backend.put_checkpoint_ending_run(
+                s.tenant, run, checkpoint, ending[0], ending[1], step_count, rows, first,
+                _ids.now())
         return await s.backend.put_checkpoint_with_items(s.tenant, run, checkpoint, fence,
                                                          rows, first, _ids.now())
 

@@ -79,6 +79,17 @@ def _ttl(value: object) -> float:
     return float(value)
 
 
+def run_opening(run_id: str | None, thread_key: object, owner: object, framework: object,
+                ttl: object) -> tuple[str, str | None, str | None, str, float]:
+    """The checked run id (made up when ``None``), thread key, owner, framework and ttl of
+    a run being opened."""
+    chosen = (_validate.session_id(run_id, field="run_id") if run_id is not None
+              else _ids.new_id("run"))
+    key = _text(thread_key, "thread_key") if thread_key is not None else None
+    holder = _text(owner, "owner") if owner is not None else None
+    return chosen, key, holder, _framework(framework), _ttl(ttl)
+
+
 def check_fencing_token(value: object, *, required: bool = False) -> int | None:
     if value is None and not required:
         return None
@@ -163,13 +174,11 @@ class AsyncRuns:
         if not isinstance(session, AsyncSession):
             raise InvalidInput("session must be a Session handle (store.get(...))",
                                field="session")
-        chosen = (_validate.session_id(run_id, field="run_id") if run_id is not None
-                  else _ids.new_id("run"))
-        key = _text(thread_key, "thread_key") if thread_key is not None else None
-        holder = _text(owner, "owner") if owner is not None else None
+        chosen, key, holder, kind, seconds = run_opening(run_id, thread_key, owner,
+                                                         framework, ttl)
         return await s.backend.open_run(
-            s.tenant, session.store, session.session_id, chosen, _framework(framework), key,
-            holder, _ttl(ttl), _ids.now())
+            s.tenant, session.store, session.session_id, chosen, kind, key, holder, seconds,
+            _ids.now())
 
     async def get(self, run_id: str) -> Run:
         """The run with this id. Raises :class:`~ownstate.errors.RunNotFound`."""

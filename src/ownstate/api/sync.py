@@ -1024,7 +1024,7 @@ class Checkpoints:
         self._portal = portal
         self._impl = impl
 
-    def put(self, scope: CheckpointScope, checkpoint_id: str, *, type_tag: str, payload: bytes, namespace: str = '', parent_checkpoint_id: str | None = None, metadata: Mapping[str, JSON] | None = None, fencing_token: int | None = None, fencing_run_id: str | None = None) -> CheckpointRecord:
+    def put(self, scope: CheckpointScope, checkpoint_id: str, *, type_tag: str, payload: bytes, namespace: str = '', parent_checkpoint_id: str | None = None, metadata: Mapping[str, JSON] | None = None, fencing_token: int | None = None, fencing_run_id: str | None = None, end_run: str | None = None, step_count: int | None = None) -> CheckpointRecord:
         """Store a checkpoint of the run; returns it as stored.
 
         ``payload`` is bytes (a ``bytearray`` or ``memoryview`` is copied) tagged with
@@ -1034,15 +1034,55 @@ class Checkpoints:
         pending writes.
 
         ``fencing_token`` (and ``fencing_run_id``, by default the scope's run) fence the
-        write: see the class docstring.
+        write: see the class docstring. With ``end_run`` (``done``, ``failed`` or
+        ``cancelled``) the write also ends the fencing run, as
+        :meth:`AsyncRuns.close_run <ownstate.api.runs.AsyncRuns.close_run>` with that
+        token would (``step_count``, when given, replacing its count), in the same
+        transaction: both or neither. Only where :attr:`ends_runs` is true, and only for
+        a fenced write.
 
         Raises :class:`~ownstate.errors.InvalidInput` (bad id, tag, payload type or
-        metadata), :class:`~ownstate.errors.LimitExceeded` (payload over
+        metadata; ``end_run`` without a token or where :attr:`ends_runs` is false),
+        :class:`~ownstate.errors.LimitExceeded` (payload over
         ``Limits.max_checkpoint_bytes``, metadata over ``Limits.max_item_bytes``),
         :class:`~ownstate.errors.RunNotFound`, :class:`~ownstate.errors.StaleLease`,
         :class:`~ownstate.errors.RunClosed`.
         """
-        return self._portal.call(self._impl.put(scope, checkpoint_id, type_tag=type_tag, payload=payload, namespace=namespace, parent_checkpoint_id=parent_checkpoint_id, metadata=metadata, fencing_token=fencing_token, fencing_run_id=fencing_run_id))
+        return self._portal.call(self._impl.put(scope, checkpoint_id, type_tag=type_tag, payload=payload, namespace=namespace, parent_checkpoint_id=parent_checkpoint_id, metadata=metadata, fencing_token=fencing_token, fencing_run_id=fencing_run_id, end_run=end_run, step_count=step_count))
+
+    @property
+    def opens_runs(self) -> bool:
+        """Whether :meth:`put_opening_run` is available: the backend declares
+        :attr:`~ownstate.backends.Capability.CHECKPOINT_OPENS_RUN`.
+        """
+        return self._impl.opens_runs
+
+    def put_opening_run(self, scope: CheckpointScope, checkpoint_id: str, *, framework: str, owner: str, type_tag: str, payload: bytes, thread_key: str | None = None, run_id: str | None = None, ttl: float = 30.0, namespace: str = '', parent_checkpoint_id: str | None = None, metadata: Mapping[str, JSON] | None = None) -> tuple[Run, CheckpointRecord]:
+        """Open a run in the scope's session, leased to ``owner`` for ``ttl`` seconds, and
+        store a checkpoint of the scope's run fenced by the new lease, in one transaction:
+        both or neither. Returns both as stored.
+
+        The run is opened as :meth:`AsyncRuns.open_run
+        <ownstate.api.runs.AsyncRuns.open_run>` opens it (``framework``, ``thread_key``,
+        ``run_id``, generated unless given), and the checkpoint is stored as :meth:`put`
+        with the new run's ``fencing_token`` and ``fencing_run_id`` would store it. Only
+        where :attr:`opens_runs` is true.
+
+        Raises what :meth:`AsyncRuns.open_run <ownstate.api.runs.AsyncRuns.open_run>` and
+        :meth:`put` raise (:class:`~ownstate.errors.ActiveRunExists`,
+        :class:`~ownstate.errors.AlreadyExists`, :class:`~ownstate.errors.SessionNotFound`,
+        :class:`~ownstate.errors.RunNotFound`, :class:`~ownstate.errors.InvalidInput`,
+        :class:`~ownstate.errors.LimitExceeded`); :class:`~ownstate.errors.InvalidInput`
+        too where :attr:`opens_runs` is false.
+        """
+        return self._portal.call(self._impl.put_opening_run(scope, checkpoint_id, framework=framework, owner=owner, type_tag=type_tag, payload=payload, thread_key=thread_key, run_id=run_id, ttl=ttl, namespace=namespace, parent_checkpoint_id=parent_checkpoint_id, metadata=metadata))
+
+    @property
+    def ends_runs(self) -> bool:
+        """Whether :meth:`put` and :meth:`put_with_items` take ``end_run``: the backend
+        declares :attr:`~ownstate.backends.Capability.CHECKPOINT_ENDS_RUN`.
+        """
+        return self._impl.ends_runs
 
     @property
     def puts_items(self) -> bool:
@@ -1051,7 +1091,7 @@ class Checkpoints:
         """
         return self._impl.puts_items
 
-    def put_with_items(self, scope: CheckpointScope, checkpoint_id: str, items: Sequence[dict[str, JSON]], *, first_seq: int, type_tag: str, payload: bytes, format: str | None = None, namespace: str = '', parent_checkpoint_id: str | None = None, metadata: Mapping[str, JSON] | None = None, fencing_token: int | None = None, fencing_run_id: str | None = None) -> tuple[CheckpointRecord, list[Item]]:
+    def put_with_items(self, scope: CheckpointScope, checkpoint_id: str, items: Sequence[dict[str, JSON]], *, first_seq: int, type_tag: str, payload: bytes, format: str | None = None, namespace: str = '', parent_checkpoint_id: str | None = None, metadata: Mapping[str, JSON] | None = None, fencing_token: int | None = None, fencing_run_id: str | None = None, end_run: str | None = None, step_count: int | None = None) -> tuple[CheckpointRecord, list[Item]]:
         """Append ``items`` to the scope's session and store a checkpoint of the run, in
         one transaction: both are stored or neither is. Returns both as stored.
 
@@ -1060,8 +1100,9 @@ class Checkpoints:
         derived columns, search terms, vectors; no idempotency key), starting at seq
         ``first_seq``, which must be the session's next: a checkpoint that refers to its
         items by seq is never stored beside items that took other seqs. The checkpoint is
-        stored as by :meth:`put`, fenced the same way, and a refused fence stores neither.
-        Only where :attr:`puts_items` is true.
+        stored as by :meth:`put`, fenced the same way (and ending the fencing run with
+        ``end_run``, as :meth:`put` does), and a refused fence stores neither. Only where
+        :attr:`puts_items` is true.
 
         Raises :class:`~ownstate.errors.InvalidInput` (as :meth:`put` and
         ``append_items`` do, a ``first_seq`` that is not a positive integer, or a backend
@@ -1070,7 +1111,7 @@ class Checkpoints:
         :class:`~ownstate.errors.RunClosed`, :class:`~ownstate.errors.SeqConflict` (the
         session's next seq is not ``first_seq``), :class:`~ownstate.errors.EmbedderMismatch`.
         """
-        return self._portal.call(self._impl.put_with_items(scope, checkpoint_id, items, first_seq=first_seq, type_tag=type_tag, payload=payload, format=format, namespace=namespace, parent_checkpoint_id=parent_checkpoint_id, metadata=metadata, fencing_token=fencing_token, fencing_run_id=fencing_run_id))
+        return self._portal.call(self._impl.put_with_items(scope, checkpoint_id, items, first_seq=first_seq, type_tag=type_tag, payload=payload, format=format, namespace=namespace, parent_checkpoint_id=parent_checkpoint_id, metadata=metadata, fencing_token=fencing_token, fencing_run_id=fencing_run_id, end_run=end_run, step_count=step_count))
 
     def put_writes(self, scope: CheckpointScope, checkpoint_id: str, writes: Sequence[PendingWrite], *, namespace: str = '', fencing_token: int | None = None, fencing_run_id: str | None = None) -> None:
         """Store pending writes against a stored checkpoint, all or none. A write with the

@@ -86,6 +86,12 @@ class Capability(StrEnum):
     #: a checkpoint is stored with items appended to its session in one transaction
     #: (:meth:`~ownstate.backends.ports.checkpoints.CheckpointPort.put_checkpoint_with_items`)
     CHECKPOINT_ITEMS = "checkpoint_items"
+    #: a fenced checkpoint write also ends its fencing run, in one transaction
+    #: (:meth:`~ownstate.backends.ports.checkpoints.CheckpointPort.put_checkpoint_ending_run`)
+    CHECKPOINT_ENDS_RUN = "checkpoint_ends_run"
+    #: a run is opened with a checkpoint its lease fences, in one transaction
+    #: (:meth:`~ownstate.backends.ports.checkpoints.CheckpointPort.put_checkpoint_opening_run`)
+    CHECKPOINT_OPENS_RUN = "checkpoint_opens_run"
 
 
 class Backend(SessionPort, FactPort, RunPort, CheckpointPort, AssetPort, AccessPort,

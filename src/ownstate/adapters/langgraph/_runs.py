@@ -10,6 +10,7 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -43,6 +44,14 @@ from ._threads import (
 )
 
 
+@dataclass(frozen=True)
+class Opening:
+    """A run :meth:`ThreadRuns.begin` left to be opened with the checkpoint it began for:
+    the run id wanted (``None``: made up)."""
+
+    run_id: str | None
+
+
 def awaiting_interrupt(thread_id: str, writes: Sequence[tuple[str, Any]],
                        checkpoint_id: str | None) -> dict[str, Any]:
     """What a run paused by ``interrupt()`` awaits: the interrupts among a task's writes."""
@@ -69,6 +78,8 @@ class ThreadRuns:
         self._owner = owner
         self._lease_ttl = lease_ttl
         self._claims_lock = threading.Lock()
+        # an invocation's run is opened in the write of its first checkpoint, where it can
+        self._opens_with_checkpoints = client.checkpoints.opens_runs
 
     @property
     def owner(self) -> str:
@@ -169,6 +180,26 @@ class ThreadRuns:
                 raise
             await write()
 
+    async def ending(self, thread: _Thread, write: Callable[..., Awaitable[Any]],
+                     status: str, **extra: Any) -> bool:
+        """``write(end_run=status, **extra, **fence)``: a checkpoint write that also ends
+        the run this saver drives, in its transaction. False, and nothing written, when
+        no run is driven here; else the run is released and remembered as closed with its
+        token, as :meth:`close` does (first, so that a late write that finds it closed is
+        stored unfenced, as after :meth:`close`; forgotten again if the write fails)."""
+        fence = self._fence(thread)
+        if not fence:
+            return False
+        before = thread.ended
+        thread.ended = (fence["fencing_run_id"], fence["fencing_token"])
+        try:
+            await write(end_run=status, **extra, **fence)
+        except BaseException:
+            thread.ended = before
+            raise
+        self._release(thread)
+        return True
+
     @staticmethod
     def _fence(thread: _Thread) -> dict[str, Any]:
         """The lease this saver drives the thread's run with, for its checkpoint writes
@@ -211,6 +242,28 @@ class ThreadRuns:
             self._held(thread, run.run_id, run.fencing_token)
             return
         raise Conflict(f"could not open a run for thread {thread.thread_id!r}")
+
+    async def open_with(self, thread: _Thread, opening: Opening,
+                        write: Callable[..., Awaitable[tuple[Run, Any]]]) -> bool:
+        """Open the run :meth:`begin` left to a root checkpoint (``opening``) with it, in
+        one write: ``write(**run)`` opens the run leased to this saver and stores the
+        checkpoint fenced by it. When the session has an active run or the id is taken,
+        nothing is written and the run is opened as :meth:`_open` decides (superseding,
+        refusing or taking another id); then False, and the checkpoint is still to put."""
+        try:
+            run, _ = await write(framework=FRAMEWORK, thread_key=thread.thread_id[:256],
+                                 run_id=opening.run_id, owner=self._owner,
+                                 ttl=self._lease_ttl)
+        except (ActiveRunExists, AlreadyExists):
+            await self._open(thread, opening.run_id)
+            return False
+        self._held(thread, run.run_id, run.fencing_token)
+        return True
+
+    async def open_apart(self, thread: _Thread, opening: Opening) -> None:
+        """Open the run :meth:`begin` left to a root checkpoint in a call of its own
+        (that checkpoint is written with more than :meth:`open_with` can carry)."""
+        await self._open(thread, opening.run_id)
 
     async def _claim(self, thread: _Thread, run_id: str) -> None:
         """Take the run's lease (raises LeaseHeld while another replica holds it). A run
@@ -271,16 +324,19 @@ class ThreadRuns:
         return None
 
     async def begin(self, thread: _Thread, metadata: CheckpointMetadata,
-                     parent_id: str | None) -> None:
-        """Track the run a root checkpoint belongs to, before it is stored."""
+                     parent_id: str | None) -> Opening | None:
+        """Track the run a root checkpoint belongs to, before it is stored. Returns the
+        run to open with that checkpoint (:meth:`open_with`) where the backend can open
+        runs with checkpoints and a new run is due; else ``None``, any run opened."""
         source = metadata.get("source")
+        opening = None
         if source not in ("input", "loop"):
             if thread.active is None:
                 await self.ensure_holder(thread)
-            return
+            return None
         if source == "loop" and thread.active is not None:
             await self._keep(thread)
-            return
+            return None
         if source == "input" and thread.active is not None:
             await self.close(thread, "done")
         # The thread's first invocation opens the run that holds its checkpoints.
@@ -291,13 +347,16 @@ class ThreadRuns:
                     thread.resumed_from = parent_id
                     await self._claim(thread, run.run_id)
                     thread.first_step = None  # begun elsewhere: first step not known
-                    return
+                    return None
             wanted = metadata.get("run_id")
             valid = isinstance(wanted, str) and SESSION_ID_RE.fullmatch(wanted)
-            await self._open(thread, wanted if valid else None)
+            opening = Opening(wanted if valid else None)
+            if not self._opens_with_checkpoints:
+                await self._open(thread, opening.run_id)
         step = metadata.get("step")
         thread.first_step = (step if source == "input" else step - 1) if isinstance(
             step, int) else None
+        return opening if self._opens_with_checkpoints else None
 
     async def after_writes(self, thread: _Thread, writes: Sequence[tuple[str, Any]],
                             config: RunnableConfig) -> None:

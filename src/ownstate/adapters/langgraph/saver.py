@@ -30,7 +30,7 @@ import json
 import random
 import zlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -148,6 +148,8 @@ class OwnstateSaver(BridgedAdapter, BaseCheckpointSaver[str]):
         self._arrivals = _Arrivals()
         self._writes_wait = writes_wait
         self._puts_items = items_with_checkpoints and self.client.checkpoints.puts_items
+        # an invocation's last checkpoint ends its run in the same write, where it can
+        self._ends_runs = self.client.checkpoints.ends_runs
 
     @classmethod
     def from_url(cls, url: str | None = None, **options: Any) -> OwnstateSaver:
@@ -227,8 +229,9 @@ class OwnstateSaver(BridgedAdapter, BaseCheckpointSaver[str]):
                                field="thread_id")
         stored_metadata = get_serializable_checkpoint_metadata(config, metadata)
         parent_id = get_checkpoint_id(config)
+        opening = None
         if namespace == "":
-            await self._runs.begin(thread, stored_metadata, parent_id)
+            opening = await self._runs.begin(thread, stored_metadata, parent_id)
         else:
             if not thread.held:  # let the root graph's first checkpoint open the run
                 for event in self._arrivals.storing(thread_id, ""):
@@ -243,48 +246,79 @@ class OwnstateSaver(BridgedAdapter, BaseCheckpointSaver[str]):
         except (TypeError, ValueError) as exc:
             raise InvalidInput(f"checkpoint metadata is not JSON: {exc}",
                                field="metadata") from exc
-        if staged is not None and not await self._put_with_items(
-                thread, checkpoint["id"], staged, payload, namespace, parent_id,
-                metadata_json):
-            # Another writer appended meanwhile: the step's messages go after theirs,
-            # appended first, and the checkpoint refers to them where they went.
-            thread.history.next_seq = None
-            payload, _ = await self._encode(thread, namespace, checkpoint, new_versions)
-            staged = None
-        elif staged is not None:
-            thread.references.update(references)
-        if staged is None:
-            await self._runs.fenced(thread, lambda **fence: self.client.checkpoints.put(
-                thread.scope, checkpoint["id"], type_tag=TYPE_TAG, payload=payload,
-                namespace=namespace, parent_checkpoint_id=parent_id, metadata=metadata_json,
-                **fence))
+        end: dict[str, Any] | None = None  # the graph has finished: its run ends
         if namespace == "" and stored_metadata.get("source") == "loop" and _finished(
                 checkpoint):
             step = stored_metadata.get("step")
             first = thread.first_step
-            await self._runs.close(thread, "done", step_count=step - first if isinstance(
-                step, int) and first is not None and step >= first else None)
-        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace,
-                                 "checkpoint_id": checkpoint["id"]}}
+            end = {"step_count": step - first if isinstance(step, int) and first is not None
+                   and step >= first else None}
+        stored_config: RunnableConfig = {"configurable": {
+            "thread_id": thread_id, "checkpoint_ns": namespace,
+            "checkpoint_id": checkpoint["id"]}}
+        if opening is not None:
+            # the invocation's run, which begin() left to this checkpoint: opened with it
+            # in one write (unless it is written with items or ends the run too)
+            if staged is None and end is None and await self._runs.open_with(
+                    thread, opening, lambda **run: self.client.checkpoints.put_opening_run(
+                        thread.scope, checkpoint["id"], type_tag=TYPE_TAG, payload=payload,
+                        namespace=namespace, parent_checkpoint_id=parent_id,
+                        metadata=metadata_json, **run)):
+                return stored_config
+            if staged is not None or end is not None:
+                await self._runs.open_apart(thread, opening)
+        ended = False
+        if staged is not None:
+            stored = await self._put_with_items(thread, checkpoint["id"], staged, payload,
+                                                namespace, parent_id, metadata_json, end)
+            if stored is None:
+                # Another writer appended meanwhile: the step's messages go after theirs,
+                # appended first, and the checkpoint refers to them where they went.
+                thread.history.next_seq = None
+                payload, _ = await self._encode(thread, namespace, checkpoint, new_versions)
+                staged = None
+            else:
+                thread.references.update(references)
+                ended = stored
+        if staged is None:
+            ended = await self._put_fenced(thread, lambda **fence: self.client.checkpoints.put(
+                thread.scope, checkpoint["id"], type_tag=TYPE_TAG, payload=payload,
+                namespace=namespace, parent_checkpoint_id=parent_id, metadata=metadata_json,
+                **fence), end)
+        if end is not None and not ended:
+            await self._runs.close(thread, "done", **end)
+        return stored_config
+
+    async def _put_fenced(self, thread: _Thread, write: Callable[..., Awaitable[Any]],
+                          end: dict[str, Any] | None) -> bool:
+        """``write(**fence)`` under this saver's lease; with ``end``, where the backend
+        can, the write also ends the run (``done``). Returns whether it ended it."""
+        if end is not None and self._ends_runs and await self._runs.ending(
+                thread, write, "done", **end):
+            return True
+        await self._runs.fenced(thread, write)
+        return False
 
     async def _put_with_items(self, thread: _Thread, checkpoint_id: str, staged: list[Staged],
                               payload: bytes, namespace: str, parent_id: str | None,
-                              metadata: dict[str, Any]) -> bool:
-        """Store the checkpoint with its staged messages in one write; False (nothing
-        stored) when the session's next seq is no longer the one they were staged at."""
+                              metadata: dict[str, Any], end: dict[str, Any] | None
+                              ) -> bool | None:
+        """Store the checkpoint with its staged messages in one write (ending the run with
+        ``end``, as :meth:`_put_fenced`; returns whether it did); None (nothing stored)
+        when the session's next seq is no longer the one they were staged at."""
         items = [item for step in staged for item in step.items]
         try:
-            await self._runs.fenced(thread, lambda **fence: self.client.checkpoints.
-                                    put_with_items(
+            ended = await self._put_fenced(thread, lambda **fence: self.client.checkpoints.
+                                      put_with_items(
                 thread.scope, checkpoint_id, items, first_seq=staged[0].first_seq,
                 format=HISTORY_FORMAT, type_tag=TYPE_TAG, payload=payload,
                 namespace=namespace, parent_checkpoint_id=parent_id, metadata=metadata,
-                **fence))
+                **fence), end)
         except SeqConflict:
-            return False
+            return None
         for step in staged:
             step.commit()
-        return True
+        return ended
 
     async def _encode(self, thread: _Thread, namespace: str, checkpoint: Checkpoint,
                       new_versions: ChannelVersions, *, stage_at: int | None = None,

@@ -38,7 +38,9 @@ class MemoryBackend(SessionsInMemory, FactsInMemory, VectorsInMemory, RunsInMemo
                                                                Capability.OPERATOR,
                                                                Capability.VECTORS,
                                                                Capability.TRANSFER,
-                                                               Capability.CHECKPOINT_ITEMS})
+                                                               Capability.CHECKPOINT_ITEMS,
+                                                               Capability.CHECKPOINT_ENDS_RUN,
+                                                               Capability.CHECKPOINT_OPENS_RUN})
 
     def __init__(self, name: str | None = None) -> None:
         if name:

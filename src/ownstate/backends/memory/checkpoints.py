@@ -36,6 +36,18 @@ class _RunLookup(Protocol):
     async def get_run(self, tenant: str, run_id: str) -> Run: ...
 
 
+class _Opener(Protocol):
+    async def open_run(self, tenant: str, store: str, session_id: str, run_id: str,
+                       framework: str, thread_key: str | None, owner: str | None,
+                       ttl_seconds: float, now: datetime) -> Run: ...
+
+
+class _Closer(Protocol):
+    async def close_run(self, tenant: str, run_id: str, status: str, usd_cost: float | None,
+                        step_count: int | None, fencing_token: int | None,
+                        now: datetime) -> Run: ...
+
+
 class _Appender(Protocol):
     def _item_count(self, tenant: str, store: str, session_id: str) -> int: ...
 
@@ -168,6 +180,40 @@ class CheckpointsInMemory(MemoryBase):
             appended = await sessions.append_items(tenant, scope.store, scope.session_id,
                                                    items, None, now)
             record = await self.put_checkpoint(tenant, scope, checkpoint, fence, now)
+            return record, appended
+
+    async def put_checkpoint_opening_run(
+            self, tenant: str, scope: CheckpointScope, checkpoint: NewCheckpoint, run_id: str,
+            framework: str, thread_key: str | None, owner: str, ttl_seconds: float,
+            now: datetime) -> tuple[Run, CheckpointRecord]:
+        with self._data.lock:  # re-entered by the writes below: one atomic step
+            # the open refuses before it changes anything; a put refused after it (a scope
+            # outside the session) takes the new run away again
+            run = await cast(_Opener, self).open_run(tenant, scope.store, scope.session_id,
+                                                     run_id, framework, thread_key, owner,
+                                                     ttl_seconds, now)
+            try:
+                record = await self.put_checkpoint(tenant, scope, checkpoint,
+                                                   Fence(run.run_id, run.fencing_token), now)
+            except BaseException:
+                del self._data.runs[(tenant, run.run_id)]
+                raise
+            return run, record
+
+    async def put_checkpoint_ending_run(
+            self, tenant: str, scope: CheckpointScope, checkpoint: NewCheckpoint,
+            fence: Fence, status: str, step_count: int | None, items: Sequence[NewItem],
+            first_seq: int | None, now: datetime) -> tuple[CheckpointRecord, list[model.Item]]:
+        with self._data.lock:  # re-entered by the writes below: one atomic step
+            if first_seq is not None:
+                record, appended = await self.put_checkpoint_with_items(
+                    tenant, scope, checkpoint, fence, items, first_seq, now)
+            else:
+                record, appended = await self.put_checkpoint(
+                    tenant, scope, checkpoint, fence, now), []
+            # the fence held just now, under the same lock: the close cannot be refused
+            await cast(_Closer, self).close_run(tenant, fence.run_id, status, None,
+                                                step_count, fence.fencing_token, now)
             return record, appended
 
     async def put_writes(self, tenant: str, scope: CheckpointScope, namespace: str,

@@ -30,6 +30,19 @@ session's next seq is another. Backends that declare
 :attr:`~ownstate.backends.Capability.CHECKPOINT_ITEMS` implement it; the others raise
 InvalidInput, and a caller appends and puts in two calls.
 
+A run ended with its last checkpoint. A fenced checkpoint write (with items or without)
+can also end the run it is fenced by (``put_checkpoint_ending_run``), as ``close_run``
+with the fence's token would, in the same transaction: the fence is checked once, and
+the checkpoint, its items and the run's end are stored together or not at all. Backends
+that declare :attr:`~ownstate.backends.Capability.CHECKPOINT_ENDS_RUN` implement it; the
+others raise InvalidInput, and a caller puts and closes in two calls.
+
+A run opened with its first checkpoint. A run can be opened in the scope's session, leased,
+together with a checkpoint its new lease fences (``put_checkpoint_opening_run``), as
+``open_run`` and a fenced ``put_checkpoint`` would, in one transaction: both or neither.
+Backends that declare :attr:`~ownstate.backends.Capability.CHECKPOINT_OPENS_RUN`
+implement it; the others raise InvalidInput, and a caller opens and puts in two calls.
+
 Paging. ``page_checkpoints`` returns a listing a page at a time, from a position (an
 opaque, increasing ordinal of when each checkpoint was first stored), stopping early at a
 byte bound.
@@ -55,6 +68,7 @@ from ...model import (
     PendingWrite,
     RetentionPolicy,
     RetentionReport,
+    Run,
     RunUsage,
 )
 from .sessions import NewItem
@@ -132,6 +146,38 @@ class CheckpointPort(ABC):
         raise InvalidInput."""
         raise InvalidInput(f"{type(self).__name__} cannot store items with a checkpoint (it "
                            "does not declare Capability.CHECKPOINT_ITEMS)", field="items")
+
+    async def put_checkpoint_ending_run(
+            self, tenant: str, scope: CheckpointScope, checkpoint: NewCheckpoint,
+            fence: Fence, status: str, step_count: int | None, items: Sequence[NewItem],
+            first_seq: int | None, now: datetime) -> tuple[CheckpointRecord, list[Item]]:
+        """Store ``checkpoint`` (with ``items`` from ``first_seq`` on, as
+        :meth:`put_checkpoint_with_items` does; as :meth:`put_checkpoint` when
+        ``first_seq`` is ``None``) and
+        end the fence's run with ``status`` (``done``, ``failed`` or ``cancelled``;
+        ``step_count``, when given, replacing its count) as ``close_run`` with the fence's
+        token does, in one transaction: all or nothing. Refused as those writes are
+        (RunNotFound, StaleLease, RunClosed, SeqConflict). Only for backends that declare
+        :attr:`~ownstate.backends.Capability.CHECKPOINT_ENDS_RUN`; the others raise
+        InvalidInput."""
+        raise InvalidInput(f"{type(self).__name__} cannot end a run with a checkpoint (it "
+                           "does not declare Capability.CHECKPOINT_ENDS_RUN)",
+                           field="end_run")
+
+    async def put_checkpoint_opening_run(
+            self, tenant: str, scope: CheckpointScope, checkpoint: NewCheckpoint, run_id: str,
+            framework: str, thread_key: str | None, owner: str, ttl_seconds: float,
+            now: datetime) -> tuple[Run, CheckpointRecord]:
+        """Open run ``run_id`` in the scope's session, leased to ``owner``, as ``open_run``
+        does, and store ``checkpoint`` as :meth:`put_checkpoint` does, fenced by the new
+        run's lease, in one transaction: both or neither. Refused as those are
+        (SessionNotFound, AlreadyExists, ActiveRunExists, RunNotFound for the scope).
+        Returns both. Only for backends that declare
+        :attr:`~ownstate.backends.Capability.CHECKPOINT_OPENS_RUN`; the others raise
+        InvalidInput."""
+        raise InvalidInput(f"{type(self).__name__} cannot open a run with a checkpoint (it "
+                           "does not declare Capability.CHECKPOINT_OPENS_RUN)",
+                           field="framework")
 
     @abstractmethod
     async def put_writes(self, tenant: str, scope: CheckpointScope, namespace: str,

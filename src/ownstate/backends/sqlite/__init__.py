@@ -50,7 +50,8 @@ class SqliteBackend(SearchInSqlite, SessionsInSqlite, FactsInSqlite, VectorsInSq
     capabilities: ClassVar[frozenset[str]] = frozenset(
         {Capability.OPERATOR, Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.MIGRATIONS,
          Capability.TEXT_SEARCH, Capability.VECTORS, Capability.TRANSFER,
-         Capability.CHECKPOINT_ITEMS}
+         Capability.CHECKPOINT_ITEMS, Capability.CHECKPOINT_ENDS_RUN,
+         Capability.CHECKPOINT_OPENS_RUN}
     )
 
     # schema ----------------------------------------------------------------------------

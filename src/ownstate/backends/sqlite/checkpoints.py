@@ -22,7 +22,15 @@ from typing import Any, Protocol, cast
 from ... import model
 from ..._ids import format_time, parse_time
 from ...errors import CheckpointNotFound, RunNotFound, SessionNotFound
-from ...model import JSON, CheckpointRecord, CheckpointScope, Item, PendingWrite, RunUsage
+from ...model import (
+    JSON,
+    CheckpointRecord,
+    CheckpointScope,
+    Item,
+    PendingWrite,
+    Run,
+    RunUsage,
+)
 from .. import _sql
 from ..ports.checkpoints import Fence, NewCheckpoint, page_cut
 from ..ports.runs import RunState, run_refusal
@@ -32,6 +40,19 @@ from ._core import SqliteCore, write
 __all__ = ["CheckpointsInSqlite"]
 
 _SCOPED_RUN = _sql.SCOPED_RUN.format(p="?")
+_FENCE_WHERE = "tenant = ? AND run_id = ? AND store = ? AND session_id = ? AND actor_id = ?"
+#: the state of a fence's run, when it is the scope's run
+_FENCE_ALONE = f"SELECT status, fencing_token FROM runs WHERE {_FENCE_WHERE}"
+#: the scope's run's row id and the state of a fence's run in the same session, one row
+#: whether or not either exists
+_FENCE = (f"SELECT {_SCOPED_RUN}, f.status, f.fencing_token FROM (SELECT 1) "
+          f"LEFT JOIN runs f ON f.{_FENCE_WHERE.replace(' AND ', ' AND f.')}")
+
+
+class _Opener(Protocol):
+    def _insert_run(self, conn: sqlite3.Connection, tenant: str, store: str, session_id: str,
+                    run_id: str, framework: str, thread_key: str | None, owner: str | None,
+                    ttl_seconds: float, now: datetime) -> Run: ...
 
 
 class _Appender(Protocol):
@@ -74,23 +95,31 @@ class CheckpointsInSqlite(SqliteCore):
             raise RunNotFound(run_id=scope.run_id)
         return int(row[0])
 
-    @classmethod
-    def _check_fence(cls, conn: sqlite3.Connection, tenant: str, scope: CheckpointScope,
-                     fence: Fence | None) -> None:
+    @staticmethod
+    def _check_fence(conn: sqlite3.Connection, tenant: str, scope: CheckpointScope,
+                     fence: Fence | None) -> int | None:
         """Pass when there is no fence, or its run lies in the scope's session, holds its
-        token and is active; read inside the write's own transaction."""
+        token and is active; read inside the write's own transaction, in one statement
+        with the scope's run when the fence names another run (whose row id it returns;
+        ``None`` when it did not read it)."""
         if fence is None:
-            return
-        if fence.run_id != scope.run_id:
-            cls._rid(conn, tenant, scope)
-        row = conn.execute(
-            "SELECT status, fencing_token FROM runs WHERE tenant = ? AND run_id = ? "
-            "AND store = ? AND session_id = ? AND actor_id = ?",
-            (tenant, fence.run_id, scope.store, scope.session_id, scope.actor_id)).fetchone()
-        state = None if row is None else RunState(row[0], int(row[1]))
-        refusal = run_refusal(fence.run_id, state, fence.fencing_token)
+            return None
+        if fence.run_id == scope.run_id:
+            row = conn.execute(_FENCE_ALONE, (tenant, fence.run_id, scope.store,
+                                              scope.session_id, scope.actor_id)).fetchone()
+            rid, state = None, row
+        else:
+            row = conn.execute(_FENCE, (*_sql.scope_params(tenant, scope), tenant,
+                                        fence.run_id, scope.store, scope.session_id,
+                                        scope.actor_id)).fetchone()
+            if row[0] is None:
+                raise RunNotFound(run_id=scope.run_id)
+            rid, state = int(row[0]), (row[1:] if row[1] is not None else None)
+        refusal = run_refusal(fence.run_id, None if state is None else RunState(
+            state[0], int(state[1])), fence.fencing_token)
         if refusal is not None:
             raise refusal
+        return rid
 
     @staticmethod
     def _records(conn: sqlite3.Connection, rows: list[Any], run_id: str) -> list[CheckpointRecord]:
@@ -146,6 +175,46 @@ class CheckpointsInSqlite(SqliteCore):
 
         return await self._run(run)
 
+    async def put_checkpoint_opening_run(
+            self, tenant: str, scope: CheckpointScope, checkpoint: NewCheckpoint, run_id: str,
+            framework: str, thread_key: str | None, owner: str, ttl_seconds: float,
+            now: datetime) -> tuple[Run, CheckpointRecord]:
+        open_run = cast(_Opener, self)._insert_run
+
+        def run(conn: sqlite3.Connection) -> tuple[Run, CheckpointRecord]:
+            with write(conn):  # one transaction: a refusal anywhere rolls all of it back
+                # the new run holds its lease and is active: the fence holds by itself
+                opened = open_run(conn, tenant, scope.store, scope.session_id, run_id,
+                                  framework, thread_key, owner, ttl_seconds, now)
+                return opened, self._store_checkpoint(conn, tenant, scope, checkpoint, now)
+
+        return await self._run(run)
+
+    async def put_checkpoint_ending_run(
+            self, tenant: str, scope: CheckpointScope, checkpoint: NewCheckpoint,
+            fence: Fence, status: str, step_count: int | None, items: Sequence[NewItem],
+            first_seq: int | None, now: datetime) -> tuple[CheckpointRecord, list[Item]]:
+        append = cast(_Appender, self)._append
+        stamp = format_time(now)
+
+        def run(conn: sqlite3.Connection) -> tuple[CheckpointRecord, list[Item]]:
+            with write(conn):  # one transaction: a refusal anywhere rolls all of it back
+                self._check_fence(conn, tenant, scope, fence)
+                appended = append(conn, tenant, scope.store, scope.session_id, items, None,
+                                  now, first_seq) if first_seq is not None else []
+                record = self._store_checkpoint(conn, tenant, scope, checkpoint, now)
+                # the fence held in this transaction: the run is active with its token
+                conn.execute(
+                    "UPDATE runs SET status = ?, status_since = ?, ended_at = ?, "
+                    "lease_owner = NULL, lease_expires_at = NULL, "
+                    "step_count = coalesce(?, step_count) "
+                    "WHERE tenant = ? AND run_id = ? AND fencing_token = ?",
+                    (status, stamp, stamp, step_count, tenant, fence.run_id,
+                     fence.fencing_token))
+                return record, appended
+
+        return await self._run(run)
+
     def _store_checkpoint(self, conn: sqlite3.Connection, tenant: str, scope: CheckpointScope,
                           checkpoint: NewCheckpoint, now: datetime) -> CheckpointRecord:
         """Store ``checkpoint`` inside the caller's write transaction, fence checked."""
@@ -186,12 +255,18 @@ class CheckpointsInSqlite(SqliteCore):
                          fence: Fence | None, now: datetime) -> None:
         def run(conn: sqlite3.Connection) -> None:
             with write(conn):
-                self._check_fence(conn, tenant, scope, fence)
-                row = conn.execute(
-                    f"SELECT cid FROM checkpoints WHERE rid = {_SCOPED_RUN} AND namespace = ? "
-                    "AND checkpoint_id = ? AND tenant = ?",
-                    (*_sql.scope_params(tenant, scope), namespace, checkpoint_id,
-                     tenant)).fetchone()
+                rid = self._check_fence(conn, tenant, scope, fence)
+                if rid is None:
+                    row = conn.execute(
+                        f"SELECT cid FROM checkpoints WHERE rid = {_SCOPED_RUN} "
+                        "AND namespace = ? AND checkpoint_id = ? AND tenant = ?",
+                        (*_sql.scope_params(tenant, scope), namespace, checkpoint_id,
+                         tenant)).fetchone()
+                else:
+                    row = conn.execute(
+                        "SELECT cid FROM checkpoints WHERE rid = ? AND namespace = ? "
+                        "AND checkpoint_id = ? AND tenant = ?",
+                        (rid, namespace, checkpoint_id, tenant)).fetchone()
                 if row is None:
                     self._rid(conn, tenant, scope)
                     raise CheckpointNotFound(

@@ -84,36 +84,43 @@ class RunsInSqlite(SqliteCore, Signalled):
     async def open_run(self, tenant: str, store: str, session_id: str, run_id: str,
                        framework: str, thread_key: str | None, owner: str | None,
                        ttl_seconds: float, now: datetime) -> Run:
-        expires, token = opening_lease(owner, ttl_seconds, now)
-        stamp = format_time(now)
-
         def run(conn: sqlite3.Connection) -> Run:
             with write(conn):
-                found = conn.execute(
-                    "SELECT sid, actor_id FROM sessions "
-                    "WHERE tenant = ? AND store = ? AND session_id = ?",
-                    (tenant, store, session_id)).fetchone()
-                if found is None:
-                    raise errors.SessionNotFound(store=store, session_id=session_id)
-                sid, actor_id = found
-                inserted = conn.execute(
-                    "INSERT INTO runs (sid, tenant, run_id, store, session_id, actor_id, "
-                    "framework, thread_key, status, status_since, started_at, lease_owner, "
-                    "lease_expires_at, fencing_token) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?) "
-                    "ON CONFLICT DO NOTHING",
-                    (sid, tenant, run_id, store, session_id, actor_id, framework, thread_key,
-                     stamp, stamp, owner, format_time(expires) if expires else None, token))
-                if inserted.rowcount == 0:
-                    raise self._open_refusal(conn, tenant, store, session_id, run_id, sid)
-            return Run(
-                run_id=run_id, store=store, session_id=session_id, actor_id=actor_id,
-                framework=framework, thread_key=thread_key, status="running", awaiting=None,
-                step_count=0, usd_cost=0.0, started_at=now, ended_at=None, lease_owner=owner,
-                lease_expires_at=expires, fencing_token=token,
-            )
+                return self._insert_run(conn, tenant, store, session_id, run_id, framework,
+                                        thread_key, owner, ttl_seconds, now)
 
         return await self._run(run)
+
+    @classmethod
+    def _insert_run(cls, conn: sqlite3.Connection, tenant: str, store: str, session_id: str,
+                    run_id: str, framework: str, thread_key: str | None, owner: str | None,
+                    ttl_seconds: float, now: datetime) -> Run:
+        """Open the run inside the caller's write transaction."""
+        expires, token = opening_lease(owner, ttl_seconds, now)
+        stamp = format_time(now)
+        found = conn.execute(
+            "SELECT sid, actor_id FROM sessions "
+            "WHERE tenant = ? AND store = ? AND session_id = ?",
+            (tenant, store, session_id)).fetchone()
+        if found is None:
+            raise errors.SessionNotFound(store=store, session_id=session_id)
+        sid, actor_id = found
+        inserted = conn.execute(
+            "INSERT INTO runs (sid, tenant, run_id, store, session_id, actor_id, "
+            "framework, thread_key, status, status_since, started_at, lease_owner, "
+            "lease_expires_at, fencing_token) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
+            (sid, tenant, run_id, store, session_id, actor_id, framework, thread_key,
+             stamp, stamp, owner, format_time(expires) if expires else None, token))
+        if inserted.rowcount == 0:
+            raise cls._open_refusal(conn, tenant, store, session_id, run_id, sid)
+        return Run(
+            run_id=run_id, store=store, session_id=session_id, actor_id=actor_id,
+            framework=framework, thread_key=thread_key, status="running", awaiting=None,
+            step_count=0, usd_cost=0.0, started_at=now, ended_at=None, lease_owner=owner,
+            lease_expires_at=expires, fencing_token=token,
+        )
 
     @staticmethod
     def _open_refusal(conn: sqlite3.Connection, tenant: str, store: str, session_id: str,
