@@ -783,9 +783,10 @@ def _step_writes(backend: PostgresBackend, scope: Any, fence: Any
 def test_a_step_s_checkpoint_writes_and_read_are_one_round_trip_each(schema: str,
                                                                      inline: bool) -> None:
     # A LangGraph step stores a checkpoint and a task's writes under a fence, and reads
-    # the latest checkpoint: each is one statement that checks what it must (scope, fence,
-    # checkpoint) and commits with it.
-    from ownstate.backends.ports.checkpoints import Fence
+    # the latest checkpoint; an invocation's first put opens its run and its last ends it:
+    # each is one statement that checks what it must (scope, fence, checkpoint) and
+    # commits with it.
+    from ownstate.backends.ports.checkpoints import Fence, NewCheckpoint
     from ownstate.backends.postgres import _core
     from ownstate.model import CheckpointScope
 
@@ -814,20 +815,33 @@ def test_a_step_s_checkpoint_writes_and_read_are_one_round_trip_each(schema: str
                 for name, call in (
                     *_step_writes(backend, scope, fence),
                     ("get", lambda: backend.get_checkpoint("default", scope, "", None)),
+                    ("put_ending_run", lambda: backend.put_checkpoint_ending_run(
+                        "default", scope, NewCheckpoint("", "c2", "c1", "t", b"q", "{}"),
+                        fence, "done", 3, [], None, _BASE)),
+                    ("put_opening_run", lambda: backend.put_checkpoint_opening_run(
+                        "default", scope, NewCheckpoint("", "c3", "c2", "t", b"r", "{}"),
+                        "run-3", "langgraph", None, "me", 60.0, _BASE)),
                 ):
                     sent.clear()
                     await call()
                     trips[name] = len(sent)
             finally:
                 _core.Cursor._send = original  # type: ignore[method-assign]
-            got = await backend.get_checkpoint("default", scope, "", None)
+            got = await backend.get_checkpoint("default", scope, "", "c1")
             assert got is not None
             assert got.pending_writes == (PendingWrite("task", 0, "ch", "t", b"w"),)
+            ended = await backend.get_run("default", run.run_id)
+            assert (ended.status, ended.step_count) == ("done", 3)
+            assert (await backend.get_run("default", "run-3")).status == "running"
+            latest = await backend.get_checkpoint("default", scope, "", None)
+            assert latest is not None
+            assert latest.checkpoint_id == "c3"
         finally:
             await backend.close()
         return trips
 
-    assert asyncio.run(scenario()) == {"put": 1, "put_writes": 1, "get": 1}
+    assert asyncio.run(scenario()) == {"put": 1, "put_writes": 1, "get": 1,
+                                       "put_ending_run": 1, "put_opening_run": 1}
 
 
 def _commit_modes(backend: PostgresBackend) -> dict[str, str]:

@@ -51,7 +51,8 @@ class PostgresBackend(SearchInPostgres, SessionsInPostgres, FactsInPostgres,
     capabilities: ClassVar[frozenset[str]] = frozenset(
         {Capability.OPERATOR, Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.MIGRATIONS,
          Capability.TEXT_SEARCH, Capability.VECTORS, Capability.TRANSFER,
-         Capability.BULK_SESSIONS, Capability.BULK_READS, Capability.CHECKPOINT_ITEMS}
+         Capability.BULK_SESSIONS, Capability.BULK_READS, Capability.CHECKPOINT_ITEMS,
+         Capability.CHECKPOINT_ENDS_RUN, Capability.CHECKPOINT_OPENS_RUN}
     )
 
     async def _found_version(self, cur: Cursor) -> int:

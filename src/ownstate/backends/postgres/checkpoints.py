@@ -25,9 +25,15 @@ start at, and the put gated on the append, so a refusal of any of them stores no
 commits as an append does, waiting for its WAL flush: its items are not checkpoints. Its
 items are queued for search indexing as an append's are (``items_search``).
 
+A fenced put (with items or without) that ends its fence's run is that put's statement
+with one more entry, the run's ``UPDATE`` gated on the put; a put that opens a run is one
+statement too, the open (``runs.opening_insert``) gated on the scope and the put on the
+open. Both commit waiting for their WAL flush, as ``open_run`` and ``close_run`` do.
+
 It may touch PostgreSQL through ``_core``, the shared SQL (``backends._sql``), the
 checkpoint, run and session ports, the append statement and item vectors of ``sessions``
-and ``_vector_rows``, the model and errors.
+and ``_vector_rows``, the queued span of ``items_search``, the run opening of ``runs``, the
+model and errors.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from ..ports.sessions import NewItem
 from ._core import Cursor, PostgresCore
 from ._vector_rows import store_item_vectors
 from .items_search import QUEUED_SPAN
+from .runs import open_refusal, opened_run, opening_args, opening_insert
 from .sessions import IndexingChanged, append_ctes, appended
 
 __all__ = ["CheckpointsInPostgres"]
@@ -114,14 +121,24 @@ def _upsert(gate: str) -> str:
         "RETURNING cid, create_time, xmax = 0 AS inserted) ")
 
 
-def _put_query(fenced: bool) -> str:
-    """One statement that stores a checkpoint (when the fence, if any, holds) and returns
-    the scope's run, the fence run's state, the stored row and, when it replaced one, the
-    pending writes it keeps."""
+#: The ``WITH`` entry of a fenced write that ends its fence's run, once the checkpoint is
+#: stored (which the fence gated), as ``close_run`` with the fence's token ends it.
+_ENDED = (
+    ", ended AS (UPDATE runs SET status = %(end_status)s, status_since = %(now)s, "
+    "ended_at = %(now)s, lease_owner = NULL, lease_expires_at = NULL, "
+    "step_count = coalesce(%(step_count)s::bigint, step_count) "
+    "WHERE tenant = %(tenant)s AND run_id = %(fence_run)s AND fencing_token = %(token)s "
+    "AND EXISTS (SELECT 1 FROM put) RETURNING 1) ")
+
+
+def _put_query(fenced: bool, ending: bool = False) -> str:
+    """One statement that stores a checkpoint (when the fence, if any, holds; ``ending``
+    that fence's run too) and returns the scope's run, the fence run's state, the stored
+    row and, when it replaced one, the pending writes it keeps."""
     fencing = _fencing(fenced)
     return (
         f"WITH holder AS ({_RUN_IN_SCOPE} FOR KEY SHARE), {fencing.cte}"
-        + _upsert(fencing.gate)
+        + _upsert(fencing.gate) + (_ENDED if ending else "")
         + f"SELECT (SELECT rid FROM holder), {fencing.columns}"
         f"p.cid, p.create_time, p.inserted, w.* FROM (SELECT 1) one {fencing.join}"
         "LEFT JOIN put p ON true LEFT JOIN LATERAL ("
@@ -153,19 +170,19 @@ def _writes_query(fenced: bool) -> str:
         + fencing.join)
 
 
-def _put_items_query(fenced: bool) -> str:
+def _put_items_query(fenced: bool, ending: bool = False) -> str:
     """One statement that appends items to the scope's session (when the run is in scope,
     the fence, if any, holds and the session's next seq is ``first_seq``) and stores a
-    checkpoint when they were appended; it returns what :func:`_put_query` does, then the
-    seq the items were numbered from, whether the store indexes its items and the span of
-    the ids its tenant has queued for indexing."""
+    checkpoint when they were appended (``ending`` the fence's run too); it returns what
+    :func:`_put_query` does, then the seq the items were numbered from, whether the store
+    indexes its items and the span of the ids its tenant has queued for indexing."""
     fencing = _fencing(fenced)
     gate = ("AND item_count = %(first_seq)s - 1 AND EXISTS (SELECT 1 FROM holder) "
             + (f"AND {_FENCE_HOLDS} " if fenced else ""))
     return (
         f"WITH holder AS ({_RUN_IN_SCOPE} FOR KEY SHARE), {fencing.cte}"
         + append_ctes(gate) + ", "
-        + _upsert("WHERE EXISTS (SELECT 1 FROM s) ")
+        + _upsert("WHERE EXISTS (SELECT 1 FROM s) ") + (_ENDED if ending else "")
         + f"SELECT (SELECT rid FROM holder), {fencing.columns}"
         "p.cid, p.create_time, p.inserted, w.*, (SELECT base FROM s), "
         "(SELECT index_items FROM session_stores WHERE tenant = %(tenant)s "
@@ -174,8 +191,27 @@ def _put_items_query(fenced: bool) -> str:
         + _WRITES_OF.format(cid="p.cid AND NOT p.inserted") + ") w ON true")
 
 
-_PUT = {fenced: _put_query(fenced) for fenced in (False, True)}
-_PUT_ITEMS = {fenced: _put_items_query(fenced) for fenced in (False, True)}
+#: by (fenced, ending the fence's run)
+_PUT = {(False, False): _put_query(False), (True, False): _put_query(True),
+        (True, True): _put_query(True, True)}
+_PUT_ITEMS = {(False, False): _put_items_query(False), (True, False): _put_items_query(True),
+              (True, True): _put_items_query(True, True)}
+#: A run opened in the scope's session, leased (``runs.opening_insert``), and a checkpoint
+#: of the scope's run stored under that lease, in one statement, both or neither: the open
+#: is gated on the scope (the scope's run is the new one, of the session's actor, or one
+#: already there), and the put on the open. The new run holds its lease and is active, so
+#: the fence holds by itself; a scope naming the new run finds it among ``opened``, which
+#: the statement's snapshot does not show in ``runs``.
+_OPEN_AND_PUT = (
+    "WITH opened AS (" + opening_insert(
+        "AND ((%(run)s = %(new_run)s AND actor_id = %(actor)s) "
+        f"OR EXISTS ({_RUN_IN_SCOPE})) ", "rid, actor_id") + "), "
+    f"holder AS (SELECT rid FROM ({_RUN_IN_SCOPE} FOR KEY SHARE) h "
+    "UNION ALL SELECT rid FROM opened WHERE %(run)s = %(new_run)s), "
+    + _upsert("WHERE EXISTS (SELECT 1 FROM opened) ")
+    + "SELECT (SELECT actor_id FROM opened), p.cid, p.create_time, p.inserted, w.* "
+    "FROM (SELECT 1) one LEFT JOIN put p ON true LEFT JOIN LATERAL ("
+    + _WRITES_OF.format(cid="p.cid AND NOT p.inserted") + ") w ON true")
 _PUT_WRITES = {fenced: _writes_query(fenced) for fenced in (False, True)}
 # The run in scope, and the checkpoint asked for (the newest when no id is given) with its
 # pending writes: one statement, so one snapshot.
@@ -314,7 +350,7 @@ class CheckpointsInPostgres(PostgresCore):
 
         async def run(cur: Cursor) -> CheckpointRecord:
             # A replaced checkpoint keeps its cid (its place), create_time and writes.
-            await cur.execute(_PUT[fence is not None], params, last=True, binary=True)
+            await cur.execute(_PUT[fence is not None, False], params, last=True, binary=True)
             row = await cur.fetchone()
             assert row is not None  # the statement always returns its one row
             _refuse(scope, fence, row)
@@ -329,17 +365,69 @@ class CheckpointsInPostgres(PostgresCore):
                                         checkpoint: NewCheckpoint, fence: Fence | None,
                                         items: Sequence[NewItem], first_seq: int,
                                         now: datetime) -> tuple[CheckpointRecord, list[Item]]:
+        return await self._put_with_items(tenant, scope, checkpoint, fence, items, first_seq,
+                                          now, None)
+
+    async def put_checkpoint_ending_run(
+            self, tenant: str, scope: CheckpointScope, checkpoint: NewCheckpoint,
+            fence: Fence, status: str, step_count: int | None, items: Sequence[NewItem],
+            first_seq: int | None, now: datetime) -> tuple[CheckpointRecord, list[Item]]:
+        ending = {"end_status": status, "step_count": step_count}
+        if first_seq is not None:
+            return await self._put_with_items(tenant, scope, checkpoint, fence, items,
+                                              first_seq, now, ending)
+        params = {**_put_args(tenant, scope, checkpoint, fence, now), **ending}
+
+        async def run(cur: Cursor) -> tuple[CheckpointRecord, list[Item]]:
+            await cur.execute(_PUT[True, True], params, last=True, binary=True)
+            row = await cur.fetchone()
+            assert row is not None  # the statement always returns its one row
+            _refuse(scope, fence, row)
+            return _stored(scope, checkpoint, row[4], row[5], row[6:12]), []
+
+        # synchronous, as close_run: a run's end is not a checkpoint
+        return await self._write(tenant, run)
+
+    async def put_checkpoint_opening_run(
+            self, tenant: str, scope: CheckpointScope, checkpoint: NewCheckpoint, run_id: str,
+            framework: str, thread_key: str | None, owner: str, ttl_seconds: float,
+            now: datetime) -> tuple[model.Run, CheckpointRecord]:
+        args = opening_args(tenant, scope.store, scope.session_id, run_id, framework,
+                            thread_key, owner, ttl_seconds, now)
+        params = {**_put_args(tenant, scope, checkpoint, None, now), **args}
+
+        async def run(cur: Cursor) -> tuple[model.Run, CheckpointRecord]:
+            await cur.execute(_OPEN_AND_PUT, params, last=True, binary=True)
+            row = await cur.fetchone()
+            assert row is not None  # the statement always returns its one row
+            if row[0] is None:  # nothing was stored: the open's refusal, else the scope's
+                raise (await open_refusal(cur, tenant, scope.store, scope.session_id, run_id)
+                       or RunNotFound(run_id=scope.run_id))
+            return opened_run(args, row[0]), _stored(scope, checkpoint, row[2], row[3],
+                                                     row[4:10])
+
+        # synchronous, as open_run: a run is not a checkpoint
+        return await self._write(tenant, run)
+
+    async def _put_with_items(self, tenant: str, scope: CheckpointScope,
+                              checkpoint: NewCheckpoint, fence: Fence | None,
+                              items: Sequence[NewItem], first_seq: int, now: datetime,
+                              ending: dict[str, Any] | None
+                              ) -> tuple[CheckpointRecord, list[Item]]:
+        """A put with items, ``ending`` (the parameters of ``_ENDED``) the fence's run or
+        not."""
         sessions = cast(_Appender, self)
         params = {**sessions._append_params(tenant, scope.store, scope.session_id, items, now),
-                  **_put_args(tenant, scope, checkpoint, fence, now), "first_seq": first_seq}
+                  **_put_args(tenant, scope, checkpoint, fence, now), "first_seq": first_seq,
+                  **(ending or {})}
         embedded = any(it.embedding is not None for it in items)
         span = 0  # of the ids queued with this put's
+        query = _PUT_ITEMS[fence is not None, ending is not None]
 
         async def run(cur: Cursor) -> tuple[CheckpointRecord, list[Item]]:
             nonlocal span
             # with vectors to write, the transaction stays open for them
-            await cur.execute(_PUT_ITEMS[fence is not None], params, last=not embedded,
-                              binary=True)
+            await cur.execute(query, params, last=not embedded, binary=True)
             row = await cur.fetchone()
             assert row is not None  # the statement always returns its one row
             _refuse(scope, fence, row)

@@ -47,7 +47,7 @@ from ._core import Cursor, PostgresCore
 with requires("postgres", "the PostgreSQL backend"):
     from psycopg import sql
 
-__all__ = ["RunsInPostgres"]
+__all__ = ["RunsInPostgres", "open_refusal", "opened_run", "opening_args", "opening_insert"]
 
 
 def _run(row: Sequence[Any]) -> Run:
@@ -79,6 +79,66 @@ async def _refusal(cur: Cursor, tenant: str, run_id: str, fencing_token: int | N
         f"run {run_id!r} changed in an unexpected way; retry")
 
 
+def opening_insert(gate: str = "", returning: str = "actor_id") -> str:
+    """The ``INSERT`` that opens run ``%(new_run)s`` in session ``%(session)s`` (of
+    ``%(tenant)s`` and ``%(store)s``), running, leased as ``%(owner)s``, ``%(expires)s``
+    and ``%(new_token)s`` say (``opening_lease``); when ``gate`` (``AND ...``) holds too.
+    It stores nothing for a session that is not there, a run id that is taken or a session
+    with an active run, and returns ``returning`` of the run it stored."""
+    return (
+        "INSERT INTO runs (sid, tenant, run_id, store, session_id, actor_id, framework, "
+        "thread_key, status, status_since, started_at, lease_owner, lease_expires_at, "
+        "fencing_token) SELECT sid, tenant, %(new_run)s, store, session_id, actor_id, "
+        "%(framework)s, %(thread_key)s, 'running', %(now)s, %(now)s, %(owner)s, "
+        "%(expires)s, %(new_token)s FROM sessions WHERE tenant = %(tenant)s "
+        f"AND store = %(store)s AND session_id = %(session)s {gate}"
+        f"ON CONFLICT DO NOTHING RETURNING {returning}")
+
+
+def opening_args(tenant: str, store: str, session_id: str, run_id: str, framework: str,
+                 thread_key: str | None, owner: str | None, ttl_seconds: float,
+                 now: datetime) -> dict[str, Any]:
+    """The parameters of :func:`opening_insert`."""
+    expires, token = opening_lease(owner, ttl_seconds, now)
+    return {"tenant": tenant, "store": store, "session": session_id, "new_run": run_id,
+            "framework": framework, "thread_key": thread_key, "owner": owner,
+            "expires": expires, "new_token": token, "now": now}
+
+
+def opened_run(args: dict[str, Any], actor_id: str) -> Run:
+    """The run :func:`opening_insert` stored with ``args``."""
+    return Run(
+        run_id=args["new_run"], store=args["store"], session_id=args["session"],
+        actor_id=actor_id, framework=args["framework"], thread_key=args["thread_key"],
+        status="running", awaiting=None, step_count=0, usd_cost=0.0, started_at=args["now"],
+        ended_at=None, lease_owner=args["owner"], lease_expires_at=args["expires"],
+        fencing_token=args["new_token"],
+    )
+
+
+async def open_refusal(cur: Cursor, tenant: str, store: str, session_id: str,
+                       run_id: str) -> errors.OwnstateError | None:
+    """Why :func:`opening_insert` stored nothing: no session, the run id is taken, or the
+    session already has an active run; None when none of these holds (its gate did not)."""
+    await cur.execute(
+        "SELECT s.sid, "
+        " EXISTS (SELECT 1 FROM runs WHERE tenant = %s AND run_id = %s), "
+        f" (SELECT run_id FROM runs r WHERE r.sid = s.sid AND {_sql.ACTIVE}) "
+        "FROM sessions s WHERE s.tenant = %s AND s.store = %s AND s.session_id = %s",
+        (tenant, run_id, tenant, store, session_id))
+    row = await cur.fetchone()
+    if row is None:
+        return errors.SessionNotFound(store=store, session_id=session_id)
+    if row[1]:
+        return errors.AlreadyExists(run_id=run_id)
+    if row[2] is not None:
+        return errors.ActiveRunExists(store=store, session_id=session_id, run_id=row[2])
+    return None
+
+
+_OPEN = opening_insert()
+
+
 class RunsInPostgres(PostgresCore, Signalled):
     """The runs port on PostgreSQL."""
 
@@ -87,51 +147,18 @@ class RunsInPostgres(PostgresCore, Signalled):
     async def open_run(self, tenant: str, store: str, session_id: str, run_id: str,
                        framework: str, thread_key: str | None, owner: str | None,
                        ttl_seconds: float, now: datetime) -> Run:
-        expires, token = opening_lease(owner, ttl_seconds, now)
+        args = opening_args(tenant, store, session_id, run_id, framework, thread_key, owner,
+                            ttl_seconds, now)
 
         async def run(cur: Cursor) -> Run:
-            await cur.execute(
-                "INSERT INTO runs (sid, tenant, run_id, store, session_id, actor_id, "
-                "framework, thread_key, status, status_since, started_at, lease_owner, "
-                "lease_expires_at, fencing_token) "
-                "SELECT sid, tenant, %s, store, session_id, actor_id, %s, %s, 'running', "
-                "%s, %s, %s, %s, %s FROM sessions "
-                "WHERE tenant = %s AND store = %s AND session_id = %s "
-                "ON CONFLICT DO NOTHING RETURNING actor_id",
-                (run_id, framework, thread_key, now, now, owner, expires, token,
-                 tenant, store, session_id), last=True)
+            await cur.execute(_OPEN, args, last=True)
             row = await cur.fetchone()
             if row is None:
-                raise await self._open_refusal(cur, tenant, store, session_id, run_id)
-            return Run(
-                run_id=run_id, store=store, session_id=session_id, actor_id=row[0],
-                framework=framework, thread_key=thread_key, status="running", awaiting=None,
-                step_count=0, usd_cost=0.0, started_at=now, ended_at=None, lease_owner=owner,
-                lease_expires_at=expires, fencing_token=token,
-            )
+                raise (await open_refusal(cur, tenant, store, session_id, run_id)
+                       or errors.BackendUnavailable("the run could not be stored; retry"))
+            return opened_run(args, row[0])
 
         return await self._write(tenant, run)
-
-    @staticmethod
-    async def _open_refusal(cur: Cursor, tenant: str, store: str, session_id: str,
-                            run_id: str) -> errors.OwnstateError:
-        """Why the insert stored nothing: no session, the run id is taken, or the session
-        already has an active run."""
-        await cur.execute(
-            "SELECT s.sid, "
-            " EXISTS (SELECT 1 FROM runs WHERE tenant = %s AND run_id = %s), "
-            f" (SELECT run_id FROM runs r WHERE r.sid = s.sid AND {_sql.ACTIVE}) "
-            "FROM sessions s WHERE s.tenant = %s AND s.store = %s AND s.session_id = %s",
-            (tenant, run_id, tenant, store, session_id))
-        row = await cur.fetchone()
-        if row is None:
-            return errors.SessionNotFound(store=store, session_id=session_id)
-        if row[1]:
-            return errors.AlreadyExists(run_id=run_id)
-        if row[2] is not None:
-            return errors.ActiveRunExists(
-                store=store, session_id=session_id, run_id=row[2])
-        return errors.BackendUnavailable("the run could not be stored; retry")
 
     async def get_run(self, tenant: str, run_id: str) -> Run:
         async def run(cur: Cursor) -> Run:
