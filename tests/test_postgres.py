@@ -846,7 +846,8 @@ def test_a_step_s_checkpoint_writes_and_read_are_one_round_trip_each(schema: str
 
 def _commit_modes(backend: PostgresBackend) -> dict[str, str]:
     """Each write of a LangGraph step against ``backend``, and the ``synchronous_commit``
-    its transaction committed with (read back inside that transaction)."""
+    its transaction committed with and the ``plan_cache_mode`` it ran with (read back
+    inside that transaction, ``commit/plans``)."""
     from ownstate.backends.ports.checkpoints import Fence
     from ownstate.backends.postgres import _core
     from ownstate.model import CheckpointScope
@@ -858,7 +859,9 @@ def _commit_modes(backend: PostgresBackend) -> dict[str, str]:
         if commit and not self._read:  # the commit's own setting, as the server has it
             async def probe() -> None:
                 await statement()
-                cur = await self._conn.execute("SELECT current_setting('synchronous_commit')")
+                cur = await self._conn.execute(
+                    "SELECT current_setting('synchronous_commit') || '/' || "
+                    "current_setting('plan_cache_mode')")
                 row = await cur.fetchone()
                 seen.append(str(row[0]) if row else "")
 
@@ -908,8 +911,11 @@ def test_checkpoint_writes_commit_without_waiting_for_the_disk(schema: str,
     # A step's checkpoint and writes need not wait for their WAL flush (checkpoints are
     # disposable, and the step's next item append or run close flushes them anyway);
     # items and runs, the system of record, always do.
+    # Their statements run on generic plans; an append's and a close's as the server
+    # chooses.
     modes = _commit_modes(PostgresBackend(POSTGRES_URL, schema=schema, inline=inline))
-    assert modes == {"append": "on", "put": "off", "put_writes": "off", "close": "on"}
+    assert modes == {"append": "on/auto", "put": "off/force_generic_plan",
+                     "put_writes": "off/force_generic_plan", "close": "on/auto"}
 
 
 def test_synchronous_checkpoints_makes_every_write_wait_for_the_disk(schema: str) -> None:
@@ -919,7 +925,8 @@ def test_synchronous_checkpoints_makes_every_write_wait_for_the_disk(schema: str
                                  synchronous_checkpoints="true"))
     assert isinstance(backend, PostgresBackend)
     modes = _commit_modes(backend)
-    assert modes == {"append": "on", "put": "on", "put_writes": "on", "close": "on"}
+    assert modes == {"append": "on/auto", "put": "on/force_generic_plan",
+                     "put_writes": "on/force_generic_plan", "close": "on/auto"}
     with pytest.raises(InvalidInput, match="synchronous_checkpoints"):
         open_backend(_with(POSTGRES_URL, schema=schema, synchronous_checkpoints="maybe"))
 

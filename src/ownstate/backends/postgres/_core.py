@@ -93,6 +93,11 @@ _SETTINGS = ("SELECT set_config('search_path', %s, true), set_config('TimeZone',
 _SETTINGS_FOR_TENANT = _SETTINGS + ", set_config('ownstate.tenant', %s, true)"
 #: Added to a transaction's settings by a write that may commit without its WAL flush.
 _ASYNC_COMMIT = ", set_config('synchronous_commit', 'off', true)"
+#: Added to a transaction's settings by the checkpoint operations (a framework step's),
+#: whose statements look rows up by key: the server then binds their prepared statements
+#: to the generic plan instead of planning each execution for its parameters, which for
+#: those statements (a put with items has 36) took longer than running them.
+_GENERIC_PLAN = ", set_config('plan_cache_mode', 'force_generic_plan', true)"
 
 
 class BinaryVectors(bytes):
@@ -459,7 +464,7 @@ class PostgresCore:
 
     async def _transaction(self, tenant: str | None, fn: Callable[[Cursor], Awaitable[T]],
                            attempt: _Attempt, read: bool, snapshot: bool,
-                           lazy_commit: bool) -> T:
+                           lazy_commit: bool, generic: bool) -> T:
         async with self._pool.connection() as conn:
             attempt.conn = conn
             if _looks_dead(conn):
@@ -470,8 +475,9 @@ class PostgresCore:
             settings: tuple[str, tuple[str, ...]] = (
                 (_SETTINGS, (self._search_path,)) if tenant is None
                 else (_SETTINGS_FOR_TENANT, (self._search_path, tenant)))
-            if lazy_commit:
-                settings = (settings[0] + _ASYNC_COMMIT, settings[1])
+            if lazy_commit or generic:
+                settings = (settings[0] + (_ASYNC_COMMIT if lazy_commit else "")
+                            + (_GENERIC_PLAN if generic else ""), settings[1])
             held = EXPORT_SNAPSHOT.get()
             cur = Cursor(conn, settings, attempt, read=read, snapshot=snapshot,
                          adopt=held[1] if snapshot and held is not None and held[0] is self
@@ -489,14 +495,15 @@ class PostgresCore:
             return result
 
     async def _run(self, tenant: str | None, fn: Callable[[Cursor], Awaitable[T]], *,
-                   read: bool, snapshot: bool = False, lazy_commit: bool = False) -> T:
+                   read: bool, snapshot: bool = False, lazy_commit: bool = False,
+                   generic: bool = False) -> T:
         await self._open()
         dead = lost_midway = rolled_back = 0
         while True:
             attempt = _Attempt()
             try:
                 return await self._transaction(tenant, fn, attempt, read, snapshot,
-                                               lazy_commit)
+                                               lazy_commit, generic)
             except psycopg.errors.TransactionRollback as exc:
                 # A deadlock or serialisation failure: the server rolled the transaction
                 # back and said so, so running it again is safe.
@@ -524,20 +531,23 @@ class PostgresCore:
                 raise InvalidInput(f"text the database cannot store: {exc}") from exc
 
     async def _read(self, tenant: str | None, fn: Callable[[Cursor], Awaitable[T]], *,
-                    snapshot: bool = False) -> T:
+                    snapshot: bool = False, generic: bool = False) -> T:
         """Run reads, retried on a new connection if one was lost; with ``snapshot``, all
-        of them in one transaction that reads one snapshot (REPEATABLE READ)."""
-        return await self._run(tenant, fn, read=True, snapshot=snapshot)
+        of them in one transaction that reads one snapshot (REPEATABLE READ); with
+        ``generic``, planned generically (``_GENERIC_PLAN``)."""
+        return await self._run(tenant, fn, read=True, snapshot=snapshot, generic=generic)
 
-    async def _write(self, tenant: str | None, fn: Callable[[Cursor], Awaitable[T]]) -> T:
+    async def _write(self, tenant: str | None, fn: Callable[[Cursor], Awaitable[T]], *,
+                     generic: bool = False) -> T:
         """Run a write transaction, retried if its connection was lost before it was
-        committed; lost while committing, it raises BackendUnavailable."""
-        return await self._run(tenant, fn, read=False)
+        committed; lost while committing, it raises BackendUnavailable. ``generic`` as for
+        :meth:`_read`."""
+        return await self._run(tenant, fn, read=False, generic=generic)
 
     async def _write_checkpoint(self, tenant: str | None,
                                 fn: Callable[[Cursor], Awaitable[T]]) -> T:
-        """:meth:`_write` for a transaction that writes checkpoints only: it commits without
-        waiting for its WAL flush unless the backend was made ``synchronous_checkpoints``
-        (see the module docstring)."""
-        return await self._run(tenant, fn, read=False,
+        """:meth:`_write` for a transaction that writes checkpoints only, planned
+        generically: it commits without waiting for its WAL flush unless the backend was
+        made ``synchronous_checkpoints`` (see the module docstring)."""
+        return await self._run(tenant, fn, read=False, generic=True,
                                lazy_commit=not self._synchronous_checkpoints)

@@ -386,7 +386,7 @@ class CheckpointsInPostgres(PostgresCore):
             return _stored(scope, checkpoint, row[4], row[5], row[6:12]), []
 
         # synchronous, as close_run: a run's end is not a checkpoint
-        return await self._write(tenant, run)
+        return await self._write(tenant, run, generic=True)
 
     async def put_checkpoint_opening_run(
             self, tenant: str, scope: CheckpointScope, checkpoint: NewCheckpoint, run_id: str,
@@ -407,7 +407,7 @@ class CheckpointsInPostgres(PostgresCore):
                                                      row[4:10])
 
         # synchronous, as open_run: a run is not a checkpoint
-        return await self._write(tenant, run)
+        return await self._write(tenant, run, generic=True)
 
     async def _put_with_items(self, tenant: str, scope: CheckpointScope,
                               checkpoint: NewCheckpoint, fence: Fence | None,
@@ -445,7 +445,7 @@ class CheckpointsInPostgres(PostgresCore):
 
         while True:
             try:  # synchronous, as an append: its items are not checkpoints
-                made = await self._write(tenant, run)
+                made = await self._write(tenant, run, generic=True)
             except IndexingChanged as changed:
                 sessions._remember_indexing(tenant, scope.store, changed.args[0])
                 params["indexed"] = changed.args[0]
@@ -502,7 +502,7 @@ class CheckpointsInPostgres(PostgresCore):
                 parent_checkpoint_id=row[4], type_tag=row[5], payload=bytes(row[8]),
                 metadata=row[6], create_time=row[7], pending_writes=tuple(_writes(row[9:])))
 
-        return await self._read(tenant, run)
+        return await self._read(tenant, run, generic=True)
 
     @classmethod
     async def _listing(cls, cur: Cursor, tenant: str, scope: CheckpointScope,
