@@ -1,22 +1,37 @@
 """One HTTP connection pool to an ownstate server, and the call every port makes through it.
 
-It may touch httpx (imported on first use, through ``ownstate._extras``), the wire format
-(``ownstate._wire``) and errors; it is the only module of this backend that touches httpx.
+A JSON call to a plain ``http://`` server goes over the keep-alive connections of
+``_connections`` when this transport opened its own client and no proxy is configured for
+the host; everything else (TLS, proxies, a caller's own client, raw answers) goes through
+httpx. Either way a call sends the same request and reads the same answer the same way.
+
+It may touch httpx (imported on first use, through ``ownstate._extras``), its connection
+pool (``_connections``), the wire format (``ownstate._wire``) and errors; it is the only
+module of this backend that touches httpx.
 """
 
 from __future__ import annotations
 
-import json
+import json as _json
+import urllib.request
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
 
 from ... import _wire
 from ..._extras import requires
 from ...errors import BackendUnavailable, InvalidInput
+from ._connections import ConnectionFailed, ConnectionPool
 
 __all__ = ["Transport"]
 
 Params = Mapping[str, str | int | float | bool | None]
+
+#: Characters a path keeps as they are (httpx's choice): the ports quote ids themselves.
+_PATH_SAFE = "/%!$&'()*+,;=:@~"
+#: Request headers a call may carry over the pool (others go through httpx).
+_POOLED_HEADERS = frozenset({"content-type"})
+_KEEPALIVE = 32
 
 
 class Transport:
@@ -38,6 +53,29 @@ class Transport:
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
         if client is not None and token:
             self.client.headers["authorization"] = f"Bearer {token}"
+        self._timeout = timeout
+        self._pool, self._prefix, self._headers = self._direct(base_url, headers) \
+            if self._owns else (None, "", {})
+
+    @staticmethod
+    def _direct(base_url: str, headers: dict[str, str]
+                ) -> tuple[ConnectionPool | None, str, dict[str, str]]:
+        """The pool for calls to ``base_url`` that need nothing httpx adds (see the module
+        docstring), with the path prefix and headers every call carries; no pool when they
+        might."""
+        parts = urlsplit(base_url)
+        host = parts.hostname
+        if parts.scheme != "http" or not host or not all(
+                v.isascii() and v.isprintable() for v in headers.values()):
+            return None, "", {}
+        proxies = urllib.request.getproxies()
+        if ("http" in proxies or "all" in proxies) and not urllib.request.proxy_bypass(host):
+            return None, "", {}
+        port = parts.port or 80
+        shown = f"[{host}]" if ":" in host else host
+        pool = ConnectionPool(host, port, host_header=shown if port == 80 else f"{shown}:{port}",
+                              max_keepalive=_KEEPALIVE)
+        return pool, quote(parts.path.rstrip("/"), safe=_PATH_SAFE), headers
 
     async def call(self, method: str, path: str, *, params: Params | None = None,
                    json: Any = None, content: bytes | None = None,
@@ -48,11 +86,46 @@ class Transport:
         Raises the error a problem answer names, or
         :class:`~ownstate.errors.BackendUnavailable` when the server cannot be reached.
         """
+        if self._pool is not None and (headers is None or _POOLED_HEADERS.issuperset(
+                name.lower() for name in headers)):
+            return await self._pooled(method, path, params, json, content, headers, timeout)
         response = await self.raw(method, path, params=params, json=json, content=content,
                                   headers=headers, timeout=timeout)
         if not response.content:
             return None
         return _parse(response.content)
+
+    async def _pooled(self, method: str, path: str, params: Params | None, body: Any,
+                      content: bytes | None, headers: Mapping[str, str] | None,
+                      timeout: float | None) -> Any:
+        """:meth:`call` over the connection pool."""
+        assert self._pool is not None
+        sent = dict(self._headers)
+        if body is not None:
+            try:  # exactly as httpx encodes a json= body
+                content = _json.dumps(body, ensure_ascii=False, separators=(",", ":"),
+                                      allow_nan=False).encode("utf-8")
+            except UnicodeError as exc:
+                raise _not_unicode() from exc
+            sent["content-type"] = "application/json"
+        if headers:
+            sent.update(headers)
+        target = self._prefix + quote(path, safe=_PATH_SAFE)
+        query = {k: _query_value(v) for k, v in (params or {}).items() if v is not None}
+        if query:
+            target += "?" + urlencode(query, quote_via=quote)
+        try:
+            answer = await self._pool.request(method, target, sent, content,
+                                              self._timeout if timeout is None else timeout)
+        except ConnectionFailed as exc:
+            raise BackendUnavailable(f"the ownstate server is unreachable: {exc}") from exc
+        if 200 <= answer.status < 300:
+            return _parse(answer.content) if answer.content else None
+        try:
+            problem = _json.loads(answer.content)
+        except ValueError:
+            problem = None
+        raise _wire.error_from_problem(answer.status, problem)
 
     async def raw(self, method: str, path: str, *, params: Params | None = None,
                   json: Any = None, content: bytes | None = None,
@@ -66,8 +139,7 @@ class Transport:
             response = await self.client.request(method, path, params=query, json=json,
                                                  content=content, headers=headers, **extra)
         except UnicodeError as exc:
-            raise InvalidInput("text must be valid Unicode: lone surrogates cannot be sent",
-                               field="request") from exc
+            raise _not_unicode() from exc
         except self._httpx.HTTPError as exc:
             raise BackendUnavailable(f"the ownstate server is unreachable: {exc}") from exc
         if response.is_success:
@@ -79,14 +151,21 @@ class Transport:
         raise _wire.error_from_problem(response.status_code, body)
 
     async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
         if self._owns:
             await self.client.aclose()
+
+
+def _not_unicode() -> InvalidInput:
+    return InvalidInput("text must be valid Unicode: lone surrogates cannot be sent",
+                        field="request")
 
 
 def _parse(body: bytes) -> Any:
     # The json module, not a faster parser: stored data must come back exactly, and the
     # fast ones turn integers beyond 64 bits into floats.
-    return json.loads(body)
+    return _json.loads(body)
 
 
 def _query_value(value: str | int | float | bool) -> str:
