@@ -15,7 +15,12 @@ from typing import Any
 
 import pytest
 
-from ownstate.backends.http._connections import ConnectionFailed, ConnectionPool
+from ownstate.backends.http._connections import (
+    ConnectionFailed,
+    ConnectionPool,
+    Exchange,
+    build_request,
+)
 from ownstate.backends.http._transport import Transport
 from ownstate.errors import BackendUnavailable, NotFound
 
@@ -201,10 +206,11 @@ async def test_a_cancelled_call_does_not_leave_its_connection_behind() -> None:
 async def test_a_header_that_would_end_its_line_is_refused_unsent() -> None:
     async with scripted(lambda head, n: ok({})) as (script, port):
         connections = pool(port)
-        with pytest.raises(ConnectionFailed, match="line break"):
+        with pytest.raises(ConnectionFailed, match="refuses to send"):
             await connections.request("GET", "/", {"x-a": "1\r\nx-b: 2"}, None, 5)
         await connections.close()
     assert script.heads == []
+    assert script.connections == 0  # refused before a connection was taken
 
 
 @run
@@ -257,3 +263,33 @@ def test_proxies_https_and_a_callers_client_go_through_httpx(
     assert Transport("http://db.example:8080", "tok")._pool is None
     monkeypatch.setenv("NO_PROXY", "db.example")
     assert Transport("http://db.example:8080", "tok")._pool is not None
+
+
+def test_an_exchange_reads_an_answer_however_it_arrives_and_says_when_to_reuse() -> None:
+    host = "127.0.0.1:1"
+    exchange = Exchange()
+    sent = b"".join(exchange.send(build_request(host, "POST", "/x", {"a": "1"}, b"{}"), b"{}"))
+    assert sent == b"POST /x HTTP/1.1\r\nhost: 127.0.0.1:1\r\na: 1\r\ncontent-length: 2\r\n\r\n{}"
+    answer = (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nx-a: 1\r\nX-A: 2\r\n"
+              b"transfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
+    *partial, last = [exchange.receive(answer[i:i + 1]) for i in range(len(answer))]
+    assert partial == [None] * len(partial)
+    assert last is not None
+    assert (last.status, last.content) == (200, b"{}")
+    assert last.headers["x-a"] == "1, 2"
+    assert exchange.reusable()
+
+    for answer, reusable in [(ok({}), True), (ok({}, "connection: close"), False),
+                             (ok({}).replace(b"HTTP/1.1", b"HTTP/1.0", 1), False),
+                             (ok({}) + b"HTTP/1.1 200 OK\r\n", False)]:  # sent unasked
+        exchange = Exchange()
+        exchange.send(build_request(host, "GET", "/", {}, None), None)
+        assert exchange.receive(answer) is not None
+        assert exchange.reusable() is reusable
+
+    for answer in [b"SSH-2.0-OpenSSH_9.6\r\n\r\n", b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\n{",
+                   b"HTTP/1.1 200 OK\r\ncontent-encoding: br\r\ncontent-length: 2\r\n\r\n{}"]:
+        exchange = Exchange()
+        exchange.send(build_request(host, "GET", "/", {}, None), None)
+        with pytest.raises(ConnectionFailed):
+            exchange.receive(answer) or exchange.receive(b"")  # then closed

@@ -3,21 +3,24 @@
 
 A request through ``httpx`` costs the client about 0.6 ms of CPU on loopback, four times
 what the server spends answering a cached ``whoami``: URL merging, header models, cookie
-extraction, an auth and a redirect flow, then httpcore's pool and h11's pure-Python
-parser. A turn of an agent is two such requests. For the requests this client makes itself
-(a method, a path already quoted, a few headers, a JSON or byte body; a whole answer read at
-once) a request line, the header lines and a ``Content-Length`` or chunked body are all
-there is, at a twelfth of the cost (docs/benchmarks.md, 2026-12-07).
+extraction, an auth and a redirect flow, then httpcore's pool on top of h11. The requests
+this client makes itself (a method, a path already quoted, a few headers, a JSON or byte
+body; a whole answer read at once) need none of that, only the HTTP/1.1 protocol, which
+h11 does here as it does under httpcore: it frames each request, refuses a header it may
+not send, parses the answer (``Content-Length`` or chunked bodies, 1xx answers, HTTP/1.0)
+and says whether the connection may carry another request (docs/benchmarks.md,
+2026-12-07).
 
-It speaks only what those calls need, and :class:`~._transport.Transport` uses it only
-where that is all that can happen: a client it opened itself (not one it was given), an
-``http://`` URL, and no proxy configured for the host. TLS, proxies, streaming and uploads
-through a caller's client stay with httpx. As with httpx's pool, an idle connection is
-dropped once the server has closed it or after ``keepalive_expiry`` seconds, and a request
-is never sent twice: a connection that fails mid-request raises
+:class:`Exchange` is that protocol without any I/O (h11 fed and drained); the pool around
+it only moves bytes. :class:`~._transport.Transport` uses the pool only where nothing
+else can happen: a client it opened itself (not one it was given), an ``http://`` URL, and
+no proxy configured for the host. TLS, proxies, streaming and uploads through a caller's
+client stay with httpx. As with httpx's pool, an idle connection is dropped once the
+server has closed it or after ``keepalive_expiry`` seconds, each read has its own timeout,
+and a request is never sent twice: a connection that fails mid-request raises
 :class:`ConnectionFailed`, which the transport reports as the server being unreachable.
 
-It may touch nothing else of ownstate's: only asyncio and the standard library.
+It may touch nothing else of ownstate's: only h11, asyncio and the standard library.
 """
 
 from __future__ import annotations
@@ -28,18 +31,20 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["Answer", "ConnectionFailed", "ConnectionPool"]
+import h11
 
-#: A header value that could end the header line early (and so smuggle another).
-_UNSAFE = frozenset("\r\n\x00")
-#: Bodies above this are read a piece at a time, each piece under its own timeout (as
-#: httpx times out each read, not the whole body).
+__all__ = ["Answer", "ConnectionFailed", "ConnectionPool", "Exchange", "build_request"]
+
+#: How much is read from the socket at a time, each read under its own timeout (as
+#: httpx times out each read, not the whole answer).
 _PIECE = 64 * 1024
+#: Methods whose request says it has no body when it has none (as httpx does).
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
 class ConnectionFailed(Exception):
     """The server could not be reached, closed the connection, timed out, or answered
-    with something that is not HTTP/1.1 this module reads."""
+    with something that is not HTTP/1.1; or the request was refused unsent."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +56,109 @@ class Answer:
     content: bytes
 
 
-class _Connection:
-    __slots__ = ("idle_since", "reader", "writer")
+class Exchange:
+    """The HTTP/1.1 of one connection, one request and answer at a time, without I/O: h11
+    frames what is sent and parses what is received.
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
+    :meth:`send` gives the bytes of a request from :func:`build_request` to write,
+    :meth:`receive` takes the bytes read until the answer is whole, and :meth:`reusable`
+    then says whether the connection may carry the next request (and readies it for
+    that). Any I/O loop drives it the same way.
+    """
+
+    __slots__ = ("_content", "_h11", "_headers", "_status")
+
+    def __init__(self) -> None:
+        self._h11 = h11.Connection(h11.CLIENT)
+        self._status = 0
+        self._headers: dict[str, str] = {}
+        self._content: list[bytes] = []
+
+    def send(self, request: h11.Request, body: bytes | None) -> list[bytes]:
+        """The bytes that send ``request`` (from :func:`build_request`) and its body, in
+        pieces to write in order (one, unless a large body is not to be copied)."""
+        send = self._h11.send_with_data_passthrough
+        events = [request, h11.Data(data=body), h11.EndOfMessage()] if body else [
+            request, h11.EndOfMessage()]
+        pieces = [piece for event in events for piece in send(event) or ()]
+        return pieces if body and len(body) >= _PIECE else [b"".join(pieces)]
+
+    def receive(self, data: bytes) -> Answer | None:
+        """Take ``data`` read from the connection (``b""``: it was closed); the answer once
+        it is whole, else None (read more).
+
+        Raises :class:`ConnectionFailed` for an answer that is not HTTP/1.1 h11 reads, one
+        cut short, or a body in an encoding this client does not read."""
+        connection = self._h11
+        try:
+            connection.receive_data(data)
+            while True:
+                event = connection.next_event()
+                if event is h11.NEED_DATA:
+                    return None
+                if isinstance(event, h11.Data):
+                    self._content.append(event.data)
+                elif isinstance(event, h11.Response):
+                    self._status = event.status_code
+                    headers = self._headers
+                    for name, value in event.headers:
+                        key, text = name.decode("latin-1"), value.decode("latin-1")
+                        # repeated fields are one list (RFC 9110 5.3); set-cookie is not read
+                        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+                elif isinstance(event, h11.EndOfMessage):
+                    return self._answer()
+                elif isinstance(event, h11.ConnectionClosed):
+                    raise ConnectionFailed("the server closed the connection without answering")
+                # InformationalResponse (1xx): the answer follows
+        except h11.RemoteProtocolError as exc:
+            raise ConnectionFailed(f"RemoteProtocolError: {exc}") from exc
+
+    def _answer(self) -> Answer:
+        content = b"".join(self._content)
+        headers = self._headers
+        encoding = headers.get("content-encoding", "identity").lower()
+        if encoding != "identity":
+            content = _decode(content, encoding)
+        answer = Answer(self._status, headers, content)
+        self._status, self._headers, self._content = 0, {}, []
+        return answer
+
+    def reusable(self) -> bool:
+        """After a whole answer: whether the connection may carry another request (both
+        sides done, nothing left unread, no ``connection: close`` nor HTTP/1.0); if so it
+        is ready for the next one."""
+        connection = self._h11
+        if (connection.our_state is not h11.DONE or connection.their_state is not h11.DONE
+                or connection.trailing_data != (b"", False)):
+            return False
+        connection.start_next_cycle()
+        return True
+
+
+def build_request(host: str, method: str, target: str, headers: Mapping[str, str],
+                  body: bytes | None) -> h11.Request:
+    """One request to ``host`` (``target``: the path and query, quoted) for
+    :meth:`Exchange.send`, checked by h11 before any connection is used.
+
+    Raises :class:`ConnectionFailed` for a request h11 refuses to send (a header value
+    with a line break, say)."""
+    fields = [("host", host), *headers.items()]
+    if body is not None:
+        fields.append(("content-length", str(len(body))))
+    elif method in _BODY_METHODS:
+        fields.append(("content-length", "0"))
+    try:
+        return h11.Request(method=method, target=target, headers=fields)
+    except (h11.LocalProtocolError, UnicodeEncodeError) as exc:
+        raise ConnectionFailed(f"a request h11 refuses to send: {exc}") from exc
+
+
+class _Connection:
+    __slots__ = ("exchange", "idle_since", "reader", "writer")
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 exchange: Exchange) -> None:
+        self.reader, self.writer, self.exchange = reader, writer, exchange
         self.idle_since = 0.0
 
     def usable(self, now: float, expiry: float) -> bool:
@@ -75,7 +178,7 @@ class ConnectionPool:
     def __init__(self, host: str, port: int, *, host_header: str, max_connections: int = 64,
                  max_keepalive: int = 32, keepalive_expiry: float = 5.0) -> None:
         self.host, self.port = host, port
-        self._host_line = f"host: {host_header}\r\n"
+        self._host = host_header
         self._idle: list[_Connection] = []
         self._slots = asyncio.Semaphore(max_connections)
         self._max_keepalive = max_keepalive
@@ -87,18 +190,16 @@ class ConnectionPool:
         """Send one request (``target``: the path and query, quoted) and read its whole
         answer, each step within ``timeout`` seconds.
 
-        Raises :class:`ConnectionFailed`, also for a header that holds a line break."""
-        try:
-            head = self._head(method, target, headers, body)
-        except (ValueError, UnicodeEncodeError) as exc:
-            raise ConnectionFailed(str(exc)) from exc
+        Raises :class:`ConnectionFailed`, also for a request h11 refuses to send."""
+        checked = build_request(self._host, method, target, headers, body)  # refused unsent
         async with self._slots:
             connection = await self._connection(timeout)
             reusable = False
             try:
-                answer, reusable = await self._exchange(connection, head, body, timeout)
-            except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
-                    TimeoutError, ValueError, zlib.error) as exc:
+                pieces = connection.exchange.send(checked, body)
+                answer = await self._exchange(connection, pieces, timeout)
+                reusable = connection.exchange.reusable()
+            except (OSError, TimeoutError) as exc:
                 raise ConnectionFailed(f"{type(exc).__name__}: {exc}" if str(exc)
                                        else type(exc).__name__) from exc
             finally:
@@ -108,20 +209,6 @@ class ConnectionPool:
                 else:
                     connection.close()
             return answer
-
-    def _head(self, method: str, target: str, headers: Mapping[str, str],
-              body: bytes | None) -> bytes:
-        lines = [f"{method} {target} HTTP/1.1\r\n", self._host_line]
-        for name, value in headers.items():
-            if not _UNSAFE.isdisjoint(value) or not _UNSAFE.isdisjoint(name):
-                raise ValueError(f"the header {name!r} holds a line break")
-            lines.append(f"{name}: {value}\r\n")
-        if body is not None:
-            lines.append(f"content-length: {len(body)}\r\n")
-        elif method in ("POST", "PUT", "PATCH"):
-            lines.append("content-length: 0\r\n")
-        lines.append("\r\n")
-        return "".join(lines).encode("ascii")
 
     async def _connection(self, timeout: float) -> _Connection:
         now = time.monotonic()
@@ -136,28 +223,21 @@ class ConnectionPool:
         except (OSError, TimeoutError) as exc:
             raise ConnectionFailed(f"cannot connect to {self.host}:{self.port}: "
                                    f"{type(exc).__name__}: {exc}") from exc
-        return _Connection(reader, writer)
+        return _Connection(reader, writer, Exchange())
 
-    async def _exchange(self, connection: _Connection, head: bytes, body: bytes | None,
-                        timeout: float) -> tuple[Answer, bool]:
-        """The answer, and whether the connection may carry another request."""
-        writer, reader = connection.writer, connection.reader
-        writer.write(head + body if body is not None and len(body) < _PIECE else head)
-        if body is not None and len(body) >= _PIECE:
-            writer.write(body)
+    @staticmethod
+    async def _exchange(connection: _Connection, pieces: list[bytes], timeout: float
+                        ) -> Answer:
+        reader, exchange = connection.reader, connection.exchange
+        connection.writer.writelines(pieces)
         async with asyncio.timeout(timeout):
-            await writer.drain()
-            while True:
-                status, version, headers = _parse_head(await reader.readuntil(b"\r\n\r\n"))
-                if not 100 <= status < 200:
-                    break
-        content = await _read_body(reader, headers, status, method_head=head.startswith(
-            b"HEAD "), timeout=timeout)
-        encoding = headers.get("content-encoding", "identity").lower()
-        if encoding != "identity":
-            content = _decode(content, encoding)
-        keep = version == "HTTP/1.1" and "close" not in headers.get("connection", "").lower()
-        return Answer(status, headers, content), keep
+            await connection.writer.drain()
+        while True:
+            async with asyncio.timeout(timeout):
+                received = await reader.read(_PIECE)
+            answer = exchange.receive(received)
+            if answer is not None:
+                return answer
 
     async def close(self) -> None:
         """Close every idle connection; requests in flight close theirs when done."""
@@ -167,73 +247,16 @@ class ConnectionPool:
             connection.close()
 
 
-def _parse_head(raw: bytes) -> tuple[int, str, dict[str, str]]:
-    lines = raw.decode("latin-1").split("\r\n")
-    version, _, rest = lines[0].partition(" ")
-    code = rest[:3]
-    if not version.startswith("HTTP/1.") or not code.isdigit():
-        raise ValueError(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, colon, value = line.partition(":")
-        if not colon:
-            raise ValueError(f"a malformed header line: {line[:80]!r}")
-        name = name.strip().lower()
-        value = value.strip()
-        # repeated fields are one list (RFC 9110 5.3); set-cookie is never read here
-        headers[name] = f"{headers[name]}, {value}" if name in headers else value
-    return int(code), version, headers
-
-
-async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str], status: int, *,
-                     method_head: bool, timeout: float) -> bytes:
-    if method_head or status in (204, 304):
-        return b""
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        pieces: list[bytes] = []
-        while True:
-            async with asyncio.timeout(timeout):
-                size_line = await reader.readuntil(b"\r\n")
-            size = int(size_line.split(b";", 1)[0].strip(), 16)
-            if size == 0:
-                async with asyncio.timeout(timeout):
-                    while await reader.readuntil(b"\r\n") != b"\r\n":
-                        pass  # trailer fields, unread
-                return b"".join(pieces)
-            pieces.append(await _read_exactly(reader, size, timeout))
-            async with asyncio.timeout(timeout):
-                if await reader.readexactly(2) != b"\r\n":
-                    raise ValueError("a malformed chunk")
-    length = headers.get("content-length")
-    if length is None:
-        raise ValueError("an answer with neither Content-Length nor chunked encoding")
-    if not length.isdigit():
-        raise ValueError(f"a malformed Content-Length: {length[:40]!r}")
-    return await _read_exactly(reader, int(length), timeout)
-
-
-async def _read_exactly(reader: asyncio.StreamReader, size: int, timeout: float) -> bytes:
-    if size <= _PIECE:
-        async with asyncio.timeout(timeout):
-            return await reader.readexactly(size)
-    pieces: list[bytes] = []
-    while size:
-        async with asyncio.timeout(timeout):
-            piece = await reader.readexactly(min(size, _PIECE))
-        pieces.append(piece)
-        size -= len(piece)
-    return b"".join(pieces)
-
-
 def _decode(content: bytes, encoding: str) -> bytes:
     """A body the server compressed although it was not asked to (a proxy may)."""
-    if encoding in ("gzip", "x-gzip"):
-        return zlib.decompress(content, 16 + zlib.MAX_WBITS)
-    if encoding == "deflate":
-        try:
-            return zlib.decompress(content)
-        except zlib.error:
-            return zlib.decompress(content, -zlib.MAX_WBITS)
-    raise ValueError(f"an answer in an encoding this client does not read: {encoding!r}")
+    try:
+        if encoding in ("gzip", "x-gzip"):
+            return zlib.decompress(content, 16 + zlib.MAX_WBITS)
+        if encoding == "deflate":
+            try:
+                return zlib.decompress(content)
+            except zlib.error:
+                return zlib.decompress(content, -zlib.MAX_WBITS)
+    except zlib.error as exc:
+        raise ConnectionFailed(f"an answer that does not decode as {encoding}: {exc}") from exc
+    raise ConnectionFailed(f"an answer in an encoding this client does not read: {encoding!r}")

@@ -5,9 +5,9 @@ A JSON call to a plain ``http://`` server goes over the keep-alive connections o
 the host; everything else (TLS, proxies, a caller's own client, raw answers) goes through
 httpx. Either way a call sends the same request and reads the same answer the same way.
 
-It may touch httpx (imported on first use, through ``ownstate._extras``), its connection
-pool (``_connections``), the wire format (``ownstate._wire``) and errors; it is the only
-module of this backend that touches httpx.
+It may touch httpx and its connection pool (``_connections``, on h11), both imported on
+first use through ``ownstate._extras``, the wire format (``ownstate._wire``) and errors; it
+is the only module of this backend that touches httpx.
 """
 
 from __future__ import annotations
@@ -15,13 +15,15 @@ from __future__ import annotations
 import json as _json
 import urllib.request
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from ... import _wire
 from ..._extras import requires
 from ...errors import BackendUnavailable, InvalidInput
-from ._connections import ConnectionFailed, ConnectionPool
+
+if TYPE_CHECKING:
+    from ._connections import ConnectionPool
 
 __all__ = ["Transport"]
 
@@ -45,7 +47,10 @@ class Transport:
                  client: Any = None) -> None:
         with requires("http", "the remote client (http:// URLs)"):
             import httpx
+
+            from . import _connections
         self._httpx = httpx
+        self._connections = _connections
         headers = {"authorization": f"Bearer {token}"} if token else {}
         self._owns = client is None
         self.client: Any = client if client is not None else httpx.AsyncClient(
@@ -57,8 +62,7 @@ class Transport:
         self._pool, self._prefix, self._headers = self._direct(base_url, headers) \
             if self._owns else (None, "", {})
 
-    @staticmethod
-    def _direct(base_url: str, headers: dict[str, str]
+    def _direct(self, base_url: str, headers: dict[str, str]
                 ) -> tuple[ConnectionPool | None, str, dict[str, str]]:
         """The pool for calls to ``base_url`` that need nothing httpx adds (see the module
         docstring), with the path prefix and headers every call carries; no pool when they
@@ -73,8 +77,9 @@ class Transport:
             return None, "", {}
         port = parts.port or 80
         shown = f"[{host}]" if ":" in host else host
-        pool = ConnectionPool(host, port, host_header=shown if port == 80 else f"{shown}:{port}",
-                              max_keepalive=_KEEPALIVE)
+        pool = self._connections.ConnectionPool(
+            host, port, host_header=shown if port == 80 else f"{shown}:{port}",
+            max_keepalive=_KEEPALIVE)
         return pool, quote(parts.path.rstrip("/"), safe=_PATH_SAFE), headers
 
     async def call(self, method: str, path: str, *, params: Params | None = None,
@@ -117,7 +122,7 @@ class Transport:
         try:
             answer = await self._pool.request(method, target, sent, content,
                                               self._timeout if timeout is None else timeout)
-        except ConnectionFailed as exc:
+        except self._connections.ConnectionFailed as exc:
             raise BackendUnavailable(f"the ownstate server is unreachable: {exc}") from exc
         if 200 <= answer.status < 300:
             return _parse(answer.content) if answer.content else None
