@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from ownstate.backends.http._connections import (
+    BlockingPool,
     ConnectionFailed,
     ConnectionPool,
     Exchange,
@@ -293,3 +294,106 @@ def test_an_exchange_reads_an_answer_however_it_arrives_and_says_when_to_reuse()
         exchange.send(build_request(host, "GET", "/", {}, None), None)
         with pytest.raises(ConnectionFailed):
             exchange.receive(answer) or exchange.receive(b"")  # then closed
+
+
+def blocking(port: int, **options: Any) -> BlockingPool:
+    return BlockingPool("127.0.0.1", port, host_header=f"127.0.0.1:{port}", **options)
+
+
+@run
+async def test_blocking_connections_behave_as_the_asyncio_ones() -> None:
+    # the scripted server runs on this loop; the blocking calls on worker threads
+    async with scripted(lambda head, n: ok({"n": n}), close_after=2) as (script, port):
+        connections = blocking(port)
+        for n in (1, 2, 3):
+            await asyncio.sleep(0.05)  # the server's close arrives while idle (after 2)
+            answer = await asyncio.to_thread(connections.request, "POST", "/x", {}, b"{}", 5)
+            assert json.loads(answer.content) == {"n": n}
+        connections.close()
+    assert script.connections == 2
+    assert script.bodies == [b"{}"] * 3  # each request sent once
+
+    async with scripted(lambda head, n: ok({})) as (script, port):
+        connections = blocking(port, keepalive_expiry=0.05)
+        await asyncio.to_thread(connections.request, "GET", "/", {}, None, 5)
+        await asyncio.sleep(0.1)
+        await asyncio.to_thread(connections.request, "GET", "/", {}, None, 5)
+        connections.close()
+    assert script.connections == 2
+
+    def reply(head: bytes, n: int) -> bytes | None:
+        return ok({}) if n > 1 else b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n{"
+
+    async with scripted(reply) as (script, port):
+        connections = blocking(port)
+        with pytest.raises(ConnectionFailed, match=r"TimeoutError|timed out"):
+            await asyncio.to_thread(connections.request, "GET", "/", {}, None, 0.2)
+        answer = await asyncio.to_thread(connections.request, "GET", "/", {}, None, 5)
+        assert answer.status == 200
+        with pytest.raises(ConnectionFailed, match="refuses to send"):
+            connections.request("GET", "/", {"x-a": "1\r\nx-b: 2"}, None, 5)
+        connections.close()
+    assert script.connections == 2
+    assert len(script.heads) == 2
+
+
+@run
+async def test_threads_share_the_blocking_connections() -> None:
+    async with scripted(lambda head, n: ok({"n": n})) as (script, port):
+        connections = blocking(port, max_keepalive=4)
+        answers = await asyncio.gather(*(asyncio.to_thread(
+            connections.request, "GET", "/", {}, None, 5) for _ in range(16)))
+        connections.close()
+    assert sorted(json.loads(a.content)["n"] for a in answers) == list(range(1, 17))
+    assert script.connections <= 16
+
+
+def test_an_inline_transport_blocks_instead_of_waiting_on_a_loop(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import httpx
+
+    monkeypatch.delenv("HTTP_PROXY", raising=False)
+    monkeypatch.delenv("ALL_PROXY", raising=False)
+    assert Transport("http://127.0.0.1:1", "tok", inline=True).inline
+    assert not Transport("http://127.0.0.1:1", "tok").inline
+    assert not Transport("https://example.com", "tok", inline=True).inline
+    assert not Transport("http://127.0.0.1:1", "tok", inline=True,
+                         client=httpx.AsyncClient(base_url="http://127.0.0.1:1")).inline
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")
+    assert not Transport("http://db.example:8080", "tok", inline=True).inline
+
+    async def serve() -> None:
+        async with scripted(lambda head, n: ok({"n": n})) as (script, port):
+            transport = Transport(f"http://127.0.0.1:{port}", "tok", inline=True)
+
+            def driven() -> Any:  # as the sync client's portal drives it: no loop
+                coro = transport.call("GET", "/x", params={"a": 1})
+                with pytest.raises(StopIteration) as done:
+                    coro.send(None)
+                return done.value.value
+
+            assert await asyncio.to_thread(driven) == {"n": 1}
+            await transport.close()
+        assert script.heads[0].startswith(b"GET /x?a=1 HTTP/1.1\r\n")
+
+    monkeypatch.delenv("HTTP_PROXY")
+    asyncio.run(serve())
+
+
+def test_a_sync_client_relays_inline_calls_off_the_callers_loop() -> None:
+    import ownstate
+
+    whoami = {"api_version": 1, "tenant": "t", "principal": "p", "admin": True}
+
+    async def main() -> None:
+        async with scripted(lambda head, n: ok(whoami)) as (_, port):
+            client = await asyncio.to_thread(ownstate.connect, f"http://127.0.0.1:{port}",
+                                             token="tok")
+            assert client.runs_inline
+            # An adapter relaying a call for async code: the call runs on this loop, and
+            # the request goes to a worker thread, so the server (on this loop too) answers.
+            await asyncio.wait_for(client.relay_coroutine(
+                client.backend.setup(migrate=False)), 5)
+            await asyncio.to_thread(client.close)
+
+    asyncio.run(main())

@@ -97,7 +97,7 @@ def test_a_client_says_whether_its_backend_works_on_the_callers_thread(target) -
     import asyncio
 
     with target.connect() as client:
-        assert client.runs_inline is (target.name in {"memory", "sqlite"})
+        assert client.runs_inline is (target.name in {"memory", "sqlite", "http"})
         assert client.runs_inline is client.backend.runs_inline
 
     async def asynchronously() -> bool:

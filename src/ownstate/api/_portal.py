@@ -4,13 +4,15 @@ The sync client is the async client, driven from sync code, so the two cannot dr
 portal is how a coroutine gets run:
 
 - :class:`InlinePortal` drives it to completion on the calling thread. It serves backends
-  whose operations never suspend (memory, and SQLite as the sync client opens it), so a
-  call costs no thread hop and concurrent threads really run concurrently.
+  whose operations never suspend (memory, and SQLite and a plain ``http://`` server as
+  the sync client opens them), so a call costs no thread hop and concurrent threads
+  really run concurrently.
 - :class:`ThreadPortal` hands it to an event loop on a daemon thread and waits. It serves
   backends bound to one event loop (a PostgreSQL or Redis connection pool).
 
 It runs the coroutines it is given, on a thread and an event loop of its own making. It may
-touch only the async pager (:mod:`._paging`) and the model, never a backend.
+touch only the async pager (:mod:`._paging`), the model and the inline flag
+(``ownstate._inline``), never a backend.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import threading
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
+from .._inline import driven_inline
 from ..model import Page
 from ._paging import AsyncPager
 
@@ -60,10 +63,13 @@ class InlinePortal(Portal):
     """Drives each coroutine on the calling thread, with no event loop.
 
     Only for coroutines that never wait on the loop: a bare ``yield`` (``asyncio.sleep(0)``)
-    is stepped over; anything that needs a running loop fails loudly.
+    is stepped over; anything that needs a running loop fails loudly. While it drives one,
+    :data:`ownstate._inline.driven_inline` is set: the backend may block this thread. A
+    coroutine relayed for async code runs on that code's loop, without it.
     """
 
     def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        token = driven_inline.set(True)
         try:
             while True:
                 if coro.send(None) is not None:
@@ -71,6 +77,7 @@ class InlinePortal(Portal):
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
         finally:
+            driven_inline.reset(token)
             coro.close()
 
     async def relay(self, coro: Coroutine[Any, Any, T]) -> T:

@@ -18,6 +18,7 @@ never a database or the server's code.
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
@@ -42,18 +43,22 @@ WHOAMI = f"{API}/whoami"
 
 class HttpBackend(SessionsOverHttp, FactsOverHttp, RunsOverHttp, CheckpointsOverHttp,
                   AssetsOverHttp, AccessOverHttp, Backend):
-    """Every port as requests to an ownstate server (httpx's async client).
+    """Every port as requests to an ownstate server.
 
     Give it a URL and a token, or a ready ``httpx.AsyncClient`` (``client=``, with its
-    ``base_url`` set; it is used and never closed). Raises
-    :class:`~ownstate.errors.InvalidInput` for a malformed URL or a missing ``httpx``.
+    ``base_url`` set; it is used and never closed). With ``inline=True`` (how the sync
+    client opens a URL), calls to a plain ``http://`` server with no proxy block the
+    calling thread and the backend :attr:`runs_inline`. Raises
+    :class:`~ownstate.errors.InvalidInput` for a malformed URL, and
+    :class:`~ownstate.errors.MissingExtra` without ``httpx``.
     """
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
         {Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.TEXT_SEARCH,
          Capability.SERVER_RANKED})
 
-    def __init__(self, url: str, token: str | None = None, *, client: Any = None) -> None:
+    def __init__(self, url: str, token: str | None = None, *, client: Any = None,
+                 inline: bool = False) -> None:
         parts = urlsplit(url)
         try:
             port = parts.port  # a malformed port raises ValueError
@@ -71,15 +76,21 @@ class HttpBackend(SessionsOverHttp, FactsOverHttp, RunsOverHttp, CheckpointsOver
             raise InvalidInput("URL options timeout= and replay_cache= must be numbers",
                                field="url") from exc
         self._replay = ReplayCache(replay) if replay > 0 else None
+        self._replay_lock = threading.Lock()
         token = token or (unquote(parts.password) if parts.password else None) \
             or os.environ.get("OWNSTATE_TOKEN")
         host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
         netloc = host if port is None else f"{host}:{port}"
         self.base_url = urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
-        self._http = Transport(self.base_url, token, timeout=timeout, client=client)
+        self._http = Transport(self.base_url, token, timeout=timeout, client=client,
+                               inline=inline)
         self.principal = None
         self.admin = False
         self._tenant: str | None = None
+
+    @property
+    def runs_inline(self) -> bool:
+        return self._http.inline
 
     @property
     def bound_tenant(self) -> str | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Mapping
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -82,5 +83,7 @@ class HttpBase:
     _http: Transport
     #: the items of sessions replayed lately, or None when turned off (``replay_cache=0``)
     _replay: ReplayCache | None
+    #: held around each use of ``_replay`` (an inline client's threads share it)
+    _replay_lock: threading.Lock
     #: the principal the API key belongs to, once ``setup()`` has asked the server
     principal: str | None

@@ -1,5 +1,5 @@
-"""Keep-alive HTTP/1.1 connections on asyncio streams, for the JSON calls to a plain
-``http://`` server.
+"""Keep-alive HTTP/1.1 connections on asyncio streams (or blocking sockets), for the JSON
+calls to a plain ``http://`` server.
 
 A request through ``httpx`` costs the client about 0.6 ms of CPU on loopback, four times
 what the server spends answering a cached ``whoami``: URL merging, header models, cookie
@@ -11,14 +11,16 @@ not send, parses the answer (``Content-Length`` or chunked bodies, 1xx answers, 
 and says whether the connection may carry another request (docs/benchmarks.md,
 2026-12-07).
 
-:class:`Exchange` is that protocol without any I/O (h11 fed and drained); the pool around
-it only moves bytes. :class:`~._transport.Transport` uses the pool only where nothing
-else can happen: a client it opened itself (not one it was given), an ``http://`` URL, and
-no proxy configured for the host. TLS, proxies, streaming and uploads through a caller's
-client stay with httpx. As with httpx's pool, an idle connection is dropped once the
-server has closed it or after ``keepalive_expiry`` seconds, each read has its own timeout,
-and a request is never sent twice: a connection that fails mid-request raises
-:class:`ConnectionFailed`, which the transport reports as the server being unreachable.
+:class:`Exchange` is that protocol without any I/O (h11 fed and drained); the pools around
+it only move bytes: :class:`ConnectionPool` on asyncio streams, :class:`BlockingPool` on
+blocking sockets for a sync client that runs its calls on the caller's threads.
+:class:`~._transport.Transport` uses a pool only where nothing else can happen: a client
+it opened itself (not one it was given), an ``http://`` URL, and no proxy configured for
+the host. TLS, proxies and a caller's client stay with httpx. As with httpx's pool, an
+idle connection is dropped once the server has closed it or after ``keepalive_expiry``
+seconds, each read has its own timeout, and a request is never sent twice: a connection
+that fails mid-request raises :class:`ConnectionFailed`, which the transport reports as
+the server being unreachable.
 
 It may touch nothing else of ownstate's: only h11, asyncio and the standard library.
 """
@@ -26,6 +28,8 @@ It may touch nothing else of ownstate's: only h11, asyncio and the standard libr
 from __future__ import annotations
 
 import asyncio
+import socket
+import threading
 import time
 import zlib
 from collections.abc import Mapping
@@ -33,7 +37,8 @@ from dataclasses import dataclass
 
 import h11
 
-__all__ = ["Answer", "ConnectionFailed", "ConnectionPool", "Exchange", "build_request"]
+__all__ = ["Answer", "BlockingPool", "ConnectionFailed", "ConnectionPool", "Exchange",
+           "build_request"]
 
 #: How much is read from the socket at a time, each read under its own timeout (as
 #: httpx times out each read, not the whole answer).
@@ -243,6 +248,105 @@ class ConnectionPool:
         """Close every idle connection; requests in flight close theirs when done."""
         self._closed = True
         idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.close()
+
+
+class _Socket:
+    __slots__ = ("exchange", "idle_since", "sock")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock, self.exchange = sock, Exchange()
+        self.idle_since = 0.0
+
+    def usable(self, now: float, expiry: float) -> bool:
+        """Whether an idle connection may carry another request: not idle too long, and
+        nothing to read on it (the server has neither closed it nor sent anything
+        unasked)."""
+        if now - self.idle_since >= expiry:
+            return False
+        self.sock.setblocking(False)
+        try:
+            self.sock.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        finally:
+            self.sock.setblocking(True)
+        return False  # closed (b"") or sent something unasked
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class BlockingPool:
+    """The connections of :class:`ConnectionPool` over blocking sockets, for a sync
+    client that runs its calls on the caller's threads: the same limits, the same
+    :class:`Exchange`; any of those threads may call :meth:`request` at once."""
+
+    def __init__(self, host: str, port: int, *, host_header: str, max_connections: int = 64,
+                 max_keepalive: int = 32, keepalive_expiry: float = 5.0) -> None:
+        self.host, self.port = host, port
+        self._host = host_header
+        self._idle: list[_Socket] = []
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._max_keepalive = max_keepalive
+        self._expiry = keepalive_expiry
+        self._closed = False
+
+    def request(self, method: str, target: str, headers: Mapping[str, str],
+                body: bytes | None, timeout: float) -> Answer:
+        """As :meth:`ConnectionPool.request`, blocking the calling thread."""
+        checked = build_request(self._host, method, target, headers, body)  # refused unsent
+        with self._slots:
+            connection = self._connection(timeout)
+            reusable = False
+            try:
+                sock, exchange = connection.sock, connection.exchange
+                sock.settimeout(timeout)  # for each send and each read
+                for piece in exchange.send(checked, body):
+                    sock.sendall(piece)
+                while (answer := exchange.receive(sock.recv(_PIECE))) is None:
+                    pass
+                reusable = exchange.reusable()
+            except OSError as exc:  # TimeoutError is one
+                raise ConnectionFailed(f"{type(exc).__name__}: {exc}" if str(exc)
+                                       else type(exc).__name__) from exc
+            finally:
+                with self._lock:
+                    keep = reusable and not self._closed and len(self._idle) < self._max_keepalive
+                    if keep:
+                        connection.idle_since = time.monotonic()
+                        self._idle.append(connection)
+                if not keep:
+                    connection.close()
+            return answer
+
+    def _connection(self, timeout: float) -> _Socket:
+        now = time.monotonic()
+        while True:
+            with self._lock:
+                connection = self._idle.pop() if self._idle else None
+            if connection is None:
+                break
+            if connection.usable(now, self._expiry):
+                return connection
+            connection.close()
+        try:
+            sock = socket.create_connection((self.host, self.port), timeout=timeout)
+        except OSError as exc:
+            raise ConnectionFailed(f"cannot connect to {self.host}:{self.port}: "
+                                   f"{type(exc).__name__}: {exc}") from exc
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as asyncio does
+        return _Socket(sock)
+
+    def close(self) -> None:
+        """Close every idle connection; requests in flight close theirs when done."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
         for connection in idle:
             connection.close()
 

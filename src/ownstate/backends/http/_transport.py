@@ -1,17 +1,21 @@
 """One HTTP connection pool to an ownstate server, and the call every port makes through it.
 
-A JSON call to a plain ``http://`` server goes over the keep-alive connections of
+A call to a plain ``http://`` server goes over the keep-alive connections of
 ``_connections`` when this transport opened its own client and no proxy is configured for
-the host; everything else (TLS, proxies, a caller's own client, raw answers) goes through
-httpx. Either way a call sends the same request and reads the same answer the same way.
+the host: on asyncio streams, or, for a sync client that runs inline (``inline=True``), on
+blocking sockets that never wait on an event loop. Everything else (TLS, proxies, a
+caller's own client) goes through httpx. Either way a call sends the same request and
+reads the same answer the same way.
 
 It may touch httpx and its connection pool (``_connections``, on h11), both imported on
-first use through ``ownstate._extras``, the wire format (``ownstate._wire``) and errors; it
-is the only module of this backend that touches httpx.
+first use through ``ownstate._extras``, the wire format (``ownstate._wire``), the inline
+flag (``ownstate._inline``) and errors; it is the only module of this backend that
+touches httpx.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json as _json
 import urllib.request
 from collections.abc import Mapping
@@ -20,10 +24,11 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from ... import _wire
 from ..._extras import requires
+from ..._inline import driven_inline
 from ...errors import BackendUnavailable, InvalidInput
 
 if TYPE_CHECKING:
-    from ._connections import ConnectionPool
+    from ._connections import BlockingPool, ConnectionPool
 
 __all__ = ["Transport"]
 
@@ -31,8 +36,6 @@ Params = Mapping[str, str | int | float | bool | None]
 
 #: Characters a path keeps as they are (httpx's choice): the ports quote ids themselves.
 _PATH_SAFE = "/%!$&'()*+,;=:@~"
-#: Request headers a call may carry over the pool (others go through httpx).
-_POOLED_HEADERS = frozenset({"content-type"})
 _KEEPALIVE = 32
 
 
@@ -44,7 +47,7 @@ class Transport:
     """
 
     def __init__(self, base_url: str, token: str | None, *, timeout: float = 30.0,
-                 client: Any = None) -> None:
+                 client: Any = None, inline: bool = False) -> None:
         with requires("http", "the remote client (http:// URLs)"):
             import httpx
 
@@ -53,34 +56,51 @@ class Transport:
         self._connections = _connections
         headers = {"authorization": f"Bearer {token}"} if token else {}
         self._owns = client is None
-        self.client: Any = client if client is not None else httpx.AsyncClient(
-            base_url=base_url, headers=headers, timeout=timeout,
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
+        self._timeout = timeout
+        self._pool: ConnectionPool | None = None
+        self._blocking: BlockingPool | None = None
+        self._prefix, self._headers = "", headers
+        direct = self._direct(base_url, headers) if self._owns else None
+        if direct is not None:
+            host, port, host_header, self._prefix = direct
+            kind = _connections.BlockingPool if inline else _connections.ConnectionPool
+            pool = kind(host, port, host_header=host_header, max_keepalive=_KEEPALIVE)
+            if isinstance(pool, _connections.BlockingPool):
+                self._blocking = pool
+            else:
+                self._pool = pool
+        self.client: Any = client
+        if client is None and direct is None:
+            self.client = httpx.AsyncClient(
+                base_url=base_url, headers=headers, timeout=timeout,
+                limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
         if client is not None and token:
             self.client.headers["authorization"] = f"Bearer {token}"
-        self._timeout = timeout
-        self._pool, self._prefix, self._headers = self._direct(base_url, headers) \
-            if self._owns else (None, "", {})
 
-    def _direct(self, base_url: str, headers: dict[str, str]
-                ) -> tuple[ConnectionPool | None, str, dict[str, str]]:
-        """The pool for calls to ``base_url`` that need nothing httpx adds (see the module
-        docstring), with the path prefix and headers every call carries; no pool when they
-        might."""
+    @property
+    def inline(self) -> bool:
+        """Whether every call blocks the calling thread instead of waiting on an event
+        loop (``inline=True`` and a server this transport reaches over its own
+        connections)."""
+        return self._blocking is not None
+
+    @staticmethod
+    def _direct(base_url: str, headers: dict[str, str]) -> tuple[str, int, str, str] | None:
+        """Where the connections for calls to ``base_url`` go when it needs nothing httpx
+        adds (see the module docstring): host, port, ``host`` header and the path prefix
+        every call carries; None when it might."""
         parts = urlsplit(base_url)
         host = parts.hostname
         if parts.scheme != "http" or not host or not all(
                 v.isascii() and v.isprintable() for v in headers.values()):
-            return None, "", {}
+            return None
         proxies = urllib.request.getproxies()
         if ("http" in proxies or "all" in proxies) and not urllib.request.proxy_bypass(host):
-            return None, "", {}
+            return None
         port = parts.port or 80
         shown = f"[{host}]" if ":" in host else host
-        pool = self._connections.ConnectionPool(
-            host, port, host_header=shown if port == 80 else f"{shown}:{port}",
-            max_keepalive=_KEEPALIVE)
-        return pool, quote(parts.path.rstrip("/"), safe=_PATH_SAFE), headers
+        return (host, port, shown if port == 80 else f"{shown}:{port}",
+                quote(parts.path.rstrip("/"), safe=_PATH_SAFE))
 
     async def call(self, method: str, path: str, *, params: Params | None = None,
                    json: Any = None, content: bytes | None = None,
@@ -91,20 +111,24 @@ class Transport:
         Raises the error a problem answer names, or
         :class:`~ownstate.errors.BackendUnavailable` when the server cannot be reached.
         """
-        if self._pool is not None and (headers is None or _POOLED_HEADERS.issuperset(
-                name.lower() for name in headers)):
-            return await self._pooled(method, path, params, json, content, headers, timeout)
-        response = await self.raw(method, path, params=params, json=json, content=content,
-                                  headers=headers, timeout=timeout)
-        if not response.content:
-            return None
-        return _parse(response.content)
+        if self._pool is None and self._blocking is None:
+            response = await self.raw(method, path, params=params, json=json,
+                                      content=content, headers=headers, timeout=timeout)
+            return _parse(response.content) if response.content else None
+        answer = await self._direct_call(method, path, params, json, content, headers, timeout)
+        return _parse(answer) if answer else None
 
-    async def _pooled(self, method: str, path: str, params: Params | None, body: Any,
-                      content: bytes | None, headers: Mapping[str, str] | None,
-                      timeout: float | None) -> Any:
-        """:meth:`call` over the connection pool."""
-        assert self._pool is not None
+    async def content(self, method: str, path: str) -> bytes:
+        """The body of a 2xx answer as it is (an asset's bytes); raises as :meth:`call`."""
+        if self._pool is None and self._blocking is None:
+            return bytes((await self.raw(method, path)).content)
+        return await self._direct_call(method, path, None, None, None, None, None)
+
+    async def _direct_call(self, method: str, path: str, params: Params | None, body: Any,
+                           content: bytes | None, headers: Mapping[str, str] | None,
+                           timeout: float | None) -> bytes:
+        """The body of a 2xx answer, over this transport's own connections (blocking the
+        thread when it runs inline)."""
         sent = dict(self._headers)
         if body is not None:
             try:  # exactly as httpx encodes a json= body
@@ -119,13 +143,21 @@ class Transport:
         query = {k: _query_value(v) for k, v in (params or {}).items() if v is not None}
         if query:
             target += "?" + urlencode(query, quote_via=quote)
+        wait = self._timeout if timeout is None else timeout
         try:
-            answer = await self._pool.request(method, target, sent, content,
-                                              self._timeout if timeout is None else timeout)
+            if self._blocking is not None:
+                if driven_inline.get() or not _loop_running():
+                    answer = self._blocking.request(method, target, sent, content, wait)
+                else:  # relayed on an event loop (see ownstate._inline): keep it running
+                    answer = await asyncio.to_thread(self._blocking.request, method, target,
+                                                     sent, content, wait)
+            else:
+                assert self._pool is not None
+                answer = await self._pool.request(method, target, sent, content, wait)
         except self._connections.ConnectionFailed as exc:
             raise BackendUnavailable(f"the ownstate server is unreachable: {exc}") from exc
         if 200 <= answer.status < 300:
-            return _parse(answer.content) if answer.content else None
+            return answer.content
         try:
             problem = _json.loads(answer.content)
         except ValueError:
@@ -158,8 +190,18 @@ class Transport:
     async def close(self) -> None:
         if self._pool is not None:
             await self._pool.close()
-        if self._owns:
+        if self._blocking is not None:
+            self._blocking.close()
+        if self._owns and self.client is not None:
             await self.client.aclose()
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _not_unicode() -> InvalidInput:

@@ -224,24 +224,33 @@ class SessionsOverHttp(HttpBase):
         :mod:`ownstate.backends._replay`): a replay moves only what is new."""
         assert self._replay is not None
         key = (tenant, store, session_id)
-        entry = self._replay.get(key)
-        if entry is not None and 0 <= after < entry.last_seq:
-            columns, data = entry.slice(after, after + limit)
-            anchor = after + len(data)
+        # The lock: a sync client running inline calls this from several threads at once.
+        held = None
+        with self._replay_lock:
+            entry = self._replay.get(key)
+            if entry is not None and 0 <= after < entry.last_seq:
+                columns, data = entry.slice(after, after + limit)
+                anchor = after + len(data)
+                held = entry.item_id(anchor)
+        if entry is not None and held is not None:
             # At least one item comes from the cache (after < last_seq), so the anchored
             # request asks for at most ``limit`` items, as any other listing does.
             rows = await self._fetch_items(store, session_id, False,
                                            limit - len(data) + 1, anchor - 1)
-            if rows and rows[0].seq == anchor and rows[0].item_id == entry.item_id(anchor):
+            if rows and rows[0].seq == anchor and rows[0].item_id == held:
                 added = rows[1:]
                 # The cache keeps copies, so handing out these objects is safe.
-                self._replay.extend(key, entry, [_meta(i) for i in added],
-                                    [i.data for i in added])
+                with self._replay_lock:
+                    self._replay.extend(key, entry, [_meta(i) for i in added],
+                                        [i.data for i in added])
                 return build_items(session_id, data, *columns) + added
-            self._replay.drop(key)
+            with self._replay_lock:
+                self._replay.drop(key)
         found = await self._fetch_items(store, session_id, False, limit, after)
         if after == 0 and found:
-            self._replay.put(key, Replay(0, [_meta(i) for i in found], [i.data for i in found]))
+            replay = Replay(0, [_meta(i) for i in found], [i.data for i in found])
+            with self._replay_lock:
+                self._replay.put(key, replay)
         return found
 
     async def get_item(self, tenant: str, store: str, session_id: str, item_id: str) -> Item:
