@@ -93,6 +93,7 @@ def test_a_server_command_without_its_extra_is_one_line(blocked: list[str], comm
     (["psycopg"], "ownstate.connect('postgresql://nobody@127.0.0.1:1/none')", "postgres"),
     (["redis"], "ownstate.connect('redis://127.0.0.1:1/0')", "redis"),
     (["httpx"], "ownstate.connect('http://127.0.0.1:1', token='x')", "http"),
+    (["h11"], "ownstate.connect('http://127.0.0.1:1', token='x')", "http"),
     (["fastapi"], "__import__('ownstate.server').server.create_app('memory://')", "server"),
     (["langgraph"], "import ownstate.adapters.langgraph", "langgraph"),
     (["langchain_core"], "import ownstate.adapters.langgraph", "langgraph"),
@@ -103,7 +104,7 @@ def test_a_server_command_without_its_extra_is_one_line(blocked: list[str], comm
     (["httpx"], "__import__('ownstate.distill').distill.ChatCompletionsExtractor('m')",
      "distill"),
     (["mcp"], "__import__('ownstate.mcp').mcp.http_app('memory://')", "mcp"),
-], ids=["postgres", "redis", "http", "server", "langgraph", "langchain-core",
+], ids=["postgres", "redis", "http", "http-h11", "server", "langgraph", "langchain-core",
         "langchain-format", "openai-agents", "adk", "claude", "distill", "mcp"])
 def test_every_missing_extra_is_a_typed_error_naming_it(blocked: list[str], code: str,
                                                         extra: str) -> None:

@@ -714,6 +714,35 @@ def test_the_sync_client_runs_postgresql_on_the_calling_thread(url: str) -> None
         session.append_items([{"role": "user", "content": "late"}])
 
 
+def test_a_call_relayed_for_async_code_leaves_its_event_loop_running(url: str) -> None:
+    """An adapter's async method on a sync client relays its call to the caller's event
+    loop; an inline backend then blocks a worker thread, not that loop."""
+    async def slow(cur: Cursor) -> None:
+        await cur.execute("SELECT pg_sleep(0.4)")
+
+    with ownstate.connect(url) as client:
+        assert client.runs_inline
+        backend = client.backend
+        assert isinstance(backend, PostgresBackend)
+
+        async def scenario() -> int:
+            ticks = 0
+
+            async def tick() -> None:
+                nonlocal ticks
+                while True:
+                    await asyncio.sleep(0.01)
+                    ticks += 1
+
+            ticker = asyncio.create_task(tick())
+            await client.relay_coroutine(backend._read(None, slow))
+            ticker.cancel()
+            return ticks
+
+        assert asyncio.run(scenario()) >= 10  # the loop ran while the server slept
+        client.session_stores.create("still-inline")  # a sync call stays on this thread
+
+
 def test_an_inline_waiter_is_woken_by_a_decision_made_elsewhere(
         admin: Any, url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A sync client's waiter has no event loop; its backend listens for decisions on a

@@ -92,13 +92,15 @@ def test_build_item_makes_the_same_frozen_item() -> None:
 
 def test_a_client_says_whether_its_backend_works_on_the_callers_thread(target) -> None:
     """Adapters ask the client, not its backend, whether coroutines may run one after
-    another on the calling thread: a sync client on a database it reaches itself does
-    (PostgreSQL over psycopg's sync connections), an async client only on the in-memory
-    one, and nothing over ownstate's HTTP or Redis does."""
+    another on the calling thread: a sync client does on every backend it drives over
+    blocking calls (PostgreSQL over psycopg's sync connections, a plain http:// server
+    over sockets of its own), but not on Redis; an async client only on the in-memory
+    one."""
     import asyncio
 
     with target.connect() as client:
-        assert client.runs_inline is (target.name in {"memory", "sqlite", "postgres"})
+        assert client.runs_inline is (target.name in {"memory", "sqlite", "postgres",
+                                                      "http"})
         assert client.runs_inline is client.backend.runs_inline
 
     async def asynchronously() -> bool:

@@ -4,15 +4,16 @@ The sync client is the async client, driven from sync code, so the two cannot dr
 portal is how a coroutine gets run:
 
 - :class:`InlinePortal` drives it to completion on the calling thread. It serves backends
-  whose operations never suspend (memory, and SQLite and PostgreSQL as the sync client
-  opens them), so a call costs no thread hop and concurrent threads really run
-  concurrently.
+  whose operations never suspend (memory, and SQLite, PostgreSQL and a plain ``http://``
+  server as the sync client opens them), so a call costs no thread hop and concurrent
+  threads really run concurrently.
 - :class:`ThreadPortal` hands it to an event loop on a daemon thread and waits. It serves
   backends bound to one event loop (a Redis connection pool, a remote server's client, a
   PostgreSQL backend made over an async pool).
 
 It runs the coroutines it is given, on a thread and an event loop of its own making. It may
-touch only the async pager (:mod:`._paging`) and the model, never a backend.
+touch only the async pager (:mod:`._paging`), the model and the inline flag
+(``ownstate._inline``), never a backend.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import threading
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
+from .._inline import drive
 from ..model import Page
 from ._paging import AsyncPager
 
@@ -62,18 +64,13 @@ class InlinePortal(Portal):
     """Drives each coroutine on the calling thread, with no event loop.
 
     Only for coroutines that never wait on the loop: a bare ``yield`` (``asyncio.sleep(0)``)
-    is stepped over; anything that needs a running loop fails loudly.
+    is stepped over; anything that needs a running loop fails loudly. While it drives one,
+    :data:`ownstate._inline.driven_inline` is set: the backend may block this thread. A
+    coroutine relayed for async code runs on that code's loop, without it.
     """
 
     def call(self, coro: Coroutine[Any, Any, T]) -> T:
-        try:
-            while True:
-                if coro.send(None) is not None:
-                    raise RuntimeError("an inline ownstate backend waited on an event loop")
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        finally:
-            coro.close()
+        return drive(coro)
 
     async def relay(self, coro: Coroutine[Any, Any, T]) -> T:
         return await coro

@@ -132,7 +132,7 @@ def open_backend(url: str, *, inline: bool = False, token: str | None = None) ->
     if scheme in ("http", "https"):
         from .http import HttpBackend
 
-        return HttpBackend(url, token)
+        return HttpBackend(url, token, inline=inline)
     for entry in entry_points(group=ENTRY_POINT_GROUP, name=scheme):
         backend = entry.load()(url)
         if not isinstance(backend, Backend):

@@ -44,6 +44,7 @@ __all__ = [
     "test_concurrent_creation_of_one_session_id",
     "test_concurrent_pops_take_each_item_once",
     "test_concurrent_retries_of_one_idempotency_key",
+    "test_replays_from_threads_sharing_one_client_while_it_grows",
 ]
 
 T = TypeVar("T")
@@ -144,6 +145,30 @@ def test_concurrent_appends_through_one_client(client: ownstate.Client) -> None:
 
     returned = dict(enumerate(_in_threads(WRITERS, write)))
     _check_history(_history(session), plans, returned)
+
+
+def test_replays_from_threads_sharing_one_client_while_it_grows(
+        client: ownstate.Client) -> None:
+    """Threads sharing one sync client replay a session while others append to it: each
+    replay is the session as it was at some moment (seqs 1..n, every item as stored), as
+    a backend's replay cache must keep it under threads that really run at once."""
+    session = _new_session(client)
+    writers, readers = WRITERS // 2, WRITERS // 2
+    plans = {w: _plan(w, BATCHES) for w in range(writers)}
+
+    def work(n: int) -> list[list[ownstate.Item]]:
+        if n < writers:
+            for batch in plans[n]:
+                session.append_items(batch)
+            return []
+        return [_history(session) for _ in range(BATCHES)]
+
+    replays = [replay for done in _in_threads(writers + readers, work) for replay in done]
+    final = {it.seq: (it.item_id, it.data) for it in _history(session)}
+    for replay in replays:
+        assert [it.seq for it in replay] == list(range(1, len(replay) + 1))
+        for it in replay:
+            assert final[it.seq] == (it.item_id, it.data)
 
 
 def test_concurrent_appends_with_a_client_per_thread(

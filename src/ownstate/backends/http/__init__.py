@@ -42,18 +42,22 @@ WHOAMI = f"{API}/whoami"
 
 class HttpBackend(SessionsOverHttp, FactsOverHttp, RunsOverHttp, CheckpointsOverHttp,
                   AssetsOverHttp, AccessOverHttp, Backend):
-    """Every port as requests to an ownstate server (httpx's async client).
+    """Every port as requests to an ownstate server.
 
     Give it a URL and a token, or a ready ``httpx.AsyncClient`` (``client=``, with its
-    ``base_url`` set; it is used and never closed). Raises
-    :class:`~ownstate.errors.InvalidInput` for a malformed URL or a missing ``httpx``.
+    ``base_url`` set; it is used and never closed). With ``inline=True`` (how the sync
+    client opens a URL), calls to a plain ``http://`` server with no proxy block the
+    calling thread and the backend :attr:`runs_inline`. Raises
+    :class:`~ownstate.errors.InvalidInput` for a malformed URL, and
+    :class:`~ownstate.errors.MissingExtra` without ``httpx``.
     """
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
         {Capability.MULTIPROCESS, Capability.PERSISTENT, Capability.TEXT_SEARCH,
          Capability.SERVER_RANKED})
 
-    def __init__(self, url: str, token: str | None = None, *, client: Any = None) -> None:
+    def __init__(self, url: str, token: str | None = None, *, client: Any = None,
+                 inline: bool = False) -> None:
         parts = urlsplit(url)
         try:
             port = parts.port  # a malformed port raises ValueError
@@ -76,10 +80,15 @@ class HttpBackend(SessionsOverHttp, FactsOverHttp, RunsOverHttp, CheckpointsOver
         host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
         netloc = host if port is None else f"{host}:{port}"
         self.base_url = urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
-        self._http = Transport(self.base_url, token, timeout=timeout, client=client)
+        self._http = Transport(self.base_url, token, timeout=timeout, client=client,
+                               inline=inline)
         self.principal = None
         self.admin = False
         self._tenant: str | None = None
+
+    @property
+    def runs_inline(self) -> bool:
+        return self._http.inline
 
     @property
     def bound_tenant(self) -> str | None:

@@ -47,8 +47,7 @@ class AssetsOverHttp(HttpBase):
 
     async def get_asset(self, tenant: str, asset_id: str) -> tuple[AssetRef, bytes]:
         ref = await self.get_asset_ref(tenant, asset_id)
-        response = await self._http.raw("GET", f"{_asset_path(asset_id)}/content")
-        return ref, bytes(response.content)
+        return ref, await self._http.content("GET", f"{_asset_path(asset_id)}/content")
 
     async def get_asset_ref(self, tenant: str, asset_id: str) -> AssetRef:
         body = await self._http.call("GET", _asset_path(asset_id))

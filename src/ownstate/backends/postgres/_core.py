@@ -35,15 +35,18 @@ ends by appending items or closing its run has made all of its checkpoints durab
 (``open_backend(..., inline=True)``, as the sync client opens a URL) or given a
 synchronous ``psycopg_pool.ConnectionPool``: the same operations then await psycopg's
 synchronous connections through ``_inline``, never suspend, and run on the calling
-thread; see :attr:`PostgresCore.runs_inline`.
+thread; see :attr:`PostgresCore.runs_inline`. A call relayed for async code (an adapter's
+async method on a sync client) runs on a worker thread instead, so that code's event loop
+is never blocked (``ownstate._inline``).
 
 It may touch psycopg and psycopg_pool (through ``ownstate._extras``), its synchronous
-wrappers (``_inline``), the replay cache (``backends._replay``) and errors, never the API
-above it.
+wrappers (``_inline``), whether a call is driven inline (``ownstate._inline``), the replay
+cache (``backends._replay``) and errors, never the API above it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import select
 import weakref
@@ -52,6 +55,7 @@ from contextvars import ContextVar
 from typing import Any, TypeVar, cast
 
 from ..._extras import requires
+from ..._inline import drive, relayed
 from ...errors import BackendUnavailable, Conflict, InvalidInput, OwnstateError
 from .._replay import ReplayCache
 from ._inline import InlineConnection, InlinePool
@@ -497,6 +501,16 @@ class PostgresCore:
     async def _run(self, tenant: str | None, fn: Callable[[Cursor], Awaitable[T]], *,
                    read: bool, snapshot: bool = False, lazy_commit: bool = False,
                    generic: bool = False) -> T:
+        attempts = self._attempts(tenant, fn, read=read, snapshot=snapshot,
+                                  lazy_commit=lazy_commit, generic=generic)
+        if self._inline and relayed():
+            # an inline backend's call relayed for async code (``ownstate._inline``): its
+            # blocking calls go to a worker thread, so that code's event loop keeps running
+            return await asyncio.to_thread(drive, attempts)
+        return await attempts
+
+    async def _attempts(self, tenant: str | None, fn: Callable[[Cursor], Awaitable[T]], *,
+                        read: bool, snapshot: bool, lazy_commit: bool, generic: bool) -> T:
         await self._open()
         dead = lost_midway = rolled_back = 0
         while True:
