@@ -379,8 +379,8 @@ class PostgresCore:
     closes; its connections must be in autocommit mode). With ``inline`` or a synchronous
     pool, it runs inline (see the module docstring): for a sync client only. ``schema``
     is the PostgreSQL schema that holds ownstate's tables, so several applications can
-    share one database. ``replay_cache`` is how many
-    items the replay cache may hold (see ``_replay``; 0 turns it off).
+    share one database. ``replay_cache`` is how many items the replay cache may hold (see
+    ``_replay``; 0 turns it off).
     ``synchronous_checkpoints`` makes checkpoint writes wait for their WAL flush like every
     other write (see the module docstring for what the default gives up).
     """
