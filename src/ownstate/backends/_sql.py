@@ -17,7 +17,8 @@ from ..model import CLOSED_RUN_STATUSES, CheckpointScope, RetentionPolicy, RunUs
 
 __all__ = ["ACTIVE", "CHECKPOINT_COLUMNS", "COPY_CHECKPOINTS", "COPY_WRITES", "FACT_COLUMNS",
            "FORK_VECTORS", "F_FACT_COLUMNS", "RUN_COLUMNS", "RUN_ROWID", "RUN_STATE", "SCOPED_RUN",
-           "WRITE_COLUMNS", "awaiting_filter", "before_mark", "believed_at", "item_page",
+           "WRITE_COLUMNS", "awaiting_filter", "before_mark", "believed_at", "close_run_set",
+           "item_page",
            "listing_conditions", "outstanding_filter", "retention_reasons", "runs_filter",
            "scope_params", "session_listing"]
 
@@ -40,6 +41,16 @@ F_FACT_COLUMNS = ", ".join("f." + c for c in FACT_COLUMNS.split(", "))
 #: a run that may still change
 ACTIVE = "status IN ('running', 'awaiting_human')"
 #: what a refused run write is checked against (``run_refusal``), by tenant and run id
+def close_run_set(status: str, now: str, cost: str, steps: str) -> str:
+    """The ``SET`` list of ending a run (``close_run``, and a checkpoint write that ends
+    its fencing run): the status ``status`` since ``now``, the lease gone, ``cost`` added to
+    its cost and its step count replaced by ``steps`` unless that is NULL. Each argument is
+    a placeholder or SQL text (``now`` appears twice)."""
+    return (f"status = {status}, status_since = {now}, ended_at = {now}, "
+            f"lease_owner = NULL, lease_expires_at = NULL, usd_cost = usd_cost + {cost}, "
+            f"step_count = coalesce({steps}, step_count)")
+
+
 RUN_STATE = ("SELECT status, fencing_token, lease_owner, lease_expires_at FROM runs "
              "WHERE tenant = {p} AND run_id = {p}")
 

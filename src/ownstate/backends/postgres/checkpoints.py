@@ -124,10 +124,9 @@ def _upsert(gate: str) -> str:
 #: The ``WITH`` entry of a fenced write that ends its fence's run, once the checkpoint is
 #: stored (which the fence gated), as ``close_run`` with the fence's token ends it.
 _ENDED = (
-    ", ended AS (UPDATE runs SET status = %(end_status)s, status_since = %(now)s, "
-    "ended_at = %(now)s, lease_owner = NULL, lease_expires_at = NULL, "
-    "step_count = coalesce(%(step_count)s::bigint, step_count) "
-    "WHERE tenant = %(tenant)s AND run_id = %(fence_run)s AND fencing_token = %(token)s "
+    ", ended AS (UPDATE runs SET "
+    + _sql.close_run_set("%(end_status)s", "%(now)s", "0", "%(step_count)s::bigint")
+    + " WHERE tenant = %(tenant)s AND run_id = %(fence_run)s AND fencing_token = %(token)s "
     "AND EXISTS (SELECT 1 FROM put) RETURNING 1) ")
 
 

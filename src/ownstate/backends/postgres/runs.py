@@ -137,6 +137,7 @@ async def open_refusal(cur: Cursor, tenant: str, store: str, session_id: str,
 
 
 _OPEN = opening_insert()
+_CLOSE = _sql.close_run_set("%s", "%s", "%s::double precision", "%s::bigint")
 
 
 class RunsInPostgres(PostgresCore, Signalled):
@@ -247,11 +248,7 @@ class RunsInPostgres(PostgresCore, Signalled):
                         now: datetime) -> Run:
         async def run(cur: Cursor) -> Run:
             await cur.execute(
-                "UPDATE runs SET status = %s, status_since = %s, ended_at = %s, "
-                "lease_owner = NULL, lease_expires_at = NULL, "
-                "usd_cost = usd_cost + %s::double precision, "
-                "step_count = coalesce(%s::bigint, step_count) "
-                f"WHERE tenant = %s AND run_id = %s AND {_sql.ACTIVE} "
+                f"UPDATE runs SET {_CLOSE} WHERE tenant = %s AND run_id = %s AND {_sql.ACTIVE} "
                 "AND (%s::bigint IS NULL OR fencing_token = %s) "
                 f"RETURNING {_sql.RUN_COLUMNS}",
                 (status, now, now, usd_cost or 0.0, step_count, tenant, run_id,

@@ -40,6 +40,8 @@ from ._core import SqliteCore, write
 __all__ = ["CheckpointsInSqlite"]
 
 _SCOPED_RUN = _sql.SCOPED_RUN.format(p="?")
+#: how a checkpoint write ends its fencing run: as ``close_run``, adding no cost
+_ENDING = _sql.close_run_set("?", "?", "0", "?")
 _FENCE_WHERE = "tenant = ? AND run_id = ? AND store = ? AND session_id = ? AND actor_id = ?"
 #: the state of a fence's run, when it is the scope's run
 _FENCE_ALONE = f"SELECT status, fencing_token FROM runs WHERE {_FENCE_WHERE}"
@@ -205,9 +207,7 @@ class CheckpointsInSqlite(SqliteCore):
                 record = self._store_checkpoint(conn, tenant, scope, checkpoint, now)
                 # the fence held in this transaction: the run is active with its token
                 conn.execute(
-                    "UPDATE runs SET status = ?, status_since = ?, ended_at = ?, "
-                    "lease_owner = NULL, lease_expires_at = NULL, "
-                    "step_count = coalesce(?, step_count) "
+                    f"UPDATE runs SET {_ENDING} "
                     "WHERE tenant = ? AND run_id = ? AND fencing_token = ?",
                     (status, stamp, stamp, step_count, tenant, fence.run_id,
                      fence.fencing_token))

@@ -78,6 +78,9 @@ def _fenced_update(conn: sqlite3.Connection, tenant: str, run_id: str,
         return _run(row)
 
 
+_CLOSE = _sql.close_run_set("?", "?", "?", "?")
+
+
 class RunsInSqlite(SqliteCore, Signalled):
     # runs ------------------------------------------------------------------------------
 
@@ -213,10 +216,7 @@ class RunsInSqlite(SqliteCore, Signalled):
         stamp = format_time(now)
 
         return await self._run(lambda conn: _fenced_update(
-            conn, tenant, run_id, fencing_token,
-            "status = ?, status_since = ?, ended_at = ?, lease_owner = NULL, "
-            "lease_expires_at = NULL, usd_cost = usd_cost + ?, "
-            "step_count = coalesce(?, step_count)",
+            conn, tenant, run_id, fencing_token, _CLOSE,
             (status, stamp, stamp, usd_cost or 0.0, step_count)))
 
     async def outstanding(self, tenant: str, status: str, framework: str | None,
