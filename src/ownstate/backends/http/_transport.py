@@ -25,7 +25,7 @@ from urllib.parse import quote, urlencode, urlsplit
 from ... import _wire
 from ..._extras import requires
 from ..._inline import relayed
-from ...errors import BackendUnavailable, InvalidInput
+from ...errors import BackendUnavailable, InvalidInput, OwnstateError
 
 if TYPE_CHECKING:
     from ._connections import BlockingPool, ConnectionPool
@@ -63,12 +63,12 @@ class Transport:
         direct = self._direct(base_url, headers) if self._owns else None
         if direct is not None:
             host, port, host_header, self._prefix = direct
-            kind = _connections.BlockingPool if inline else _connections.ConnectionPool
-            pool = kind(host, port, host_header=host_header, max_keepalive=_KEEPALIVE)
-            if isinstance(pool, _connections.BlockingPool):
-                self._blocking = pool
+            if inline:
+                self._blocking = _connections.BlockingPool(
+                    host, port, host_header=host_header, max_keepalive=_KEEPALIVE)
             else:
-                self._pool = pool
+                self._pool = _connections.ConnectionPool(
+                    host, port, host_header=host_header, max_keepalive=_KEEPALIVE)
         self.client: Any = client
         if client is None and direct is None:
             self.client = httpx.AsyncClient(
@@ -158,11 +158,7 @@ class Transport:
             raise BackendUnavailable(f"the ownstate server is unreachable: {exc}") from exc
         if 200 <= answer.status < 300:
             return answer.content
-        try:
-            problem = _json.loads(answer.content)
-        except ValueError:
-            problem = None
-        raise _wire.error_from_problem(answer.status, problem)
+        raise _refused(answer.status, answer.content)
 
     async def raw(self, method: str, path: str, *, params: Params | None = None,
                   json: Any = None, content: bytes | None = None,
@@ -181,11 +177,7 @@ class Transport:
             raise BackendUnavailable(f"the ownstate server is unreachable: {exc}") from exc
         if response.is_success:
             return response
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
-        raise _wire.error_from_problem(response.status_code, body)
+        raise _refused(response.status_code, response.content)
 
     async def close(self) -> None:
         if self._pool is not None:
@@ -194,6 +186,15 @@ class Transport:
             self._blocking.close()
         if self._owns and self.client is not None:
             await self.client.aclose()
+
+
+def _refused(status: int, body: bytes) -> OwnstateError:
+    """The error a non-2xx answer names (its problem+json body, if it is JSON)."""
+    try:
+        problem = _json.loads(body)
+    except ValueError:
+        problem = None
+    return _wire.error_from_problem(status, problem)
 
 
 def _not_unicode() -> InvalidInput:
