@@ -34,6 +34,7 @@ import time
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
 import h11
 
@@ -176,6 +177,68 @@ class _Connection:
         self.writer.close()
 
 
+class _Kept(Protocol):
+    idle_since: float
+
+    def usable(self, now: float, expiry: float) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+K = TypeVar("K", bound=_Kept)
+
+
+class _Idle(Generic[K]):
+    """The connections a pool keeps between requests: at most ``most``, each for at most
+    ``expiry`` seconds. Threads may share it (no lock is held across I/O)."""
+
+    def __init__(self, most: int, expiry: float) -> None:
+        self._kept: list[K] = []
+        self._lock = threading.Lock()
+        self._most = most
+        self._expiry = expiry
+        self._closed = False
+
+    def take(self) -> K | None:
+        """An idle connection that may carry another request, or None; the ones found
+        unusable on the way are closed."""
+        now = time.monotonic()
+        while True:
+            with self._lock:
+                connection = self._kept.pop() if self._kept else None
+            if connection is None or connection.usable(now, self._expiry):
+                return connection
+            connection.close()
+
+    def give_back(self, connection: K, reusable: bool) -> None:
+        """Keep a connection done with its request, when ``reusable`` and there is room;
+        else close it."""
+        with self._lock:
+            keep = reusable and not self._closed and len(self._kept) < self._most
+            if keep:
+                connection.idle_since = time.monotonic()
+                self._kept.append(connection)
+        if not keep:
+            connection.close()
+
+    def close(self) -> None:
+        """Close every kept connection; those in use are closed when given back."""
+        with self._lock:
+            self._closed = True
+            kept, self._kept = self._kept, []
+        for connection in kept:
+            connection.close()
+
+
+def _failed(exc: BaseException) -> ConnectionFailed:
+    return ConnectionFailed(f"{type(exc).__name__}: {exc}" if str(exc)
+                            else type(exc).__name__)
+
+
+def _unreachable(host: str, port: int, exc: BaseException) -> ConnectionFailed:
+    return ConnectionFailed(f"cannot connect to {host}:{port}: {type(exc).__name__}: {exc}")
+
+
 class ConnectionPool:
     """At most ``max_connections`` connections to ``host:port``, ``max_keepalive`` of them
     kept idle between requests, each for at most ``keepalive_expiry`` seconds."""
@@ -184,11 +247,8 @@ class ConnectionPool:
                  max_keepalive: int = 32, keepalive_expiry: float = 5.0) -> None:
         self.host, self.port = host, port
         self._host = host_header
-        self._idle: list[_Connection] = []
+        self._idle: _Idle[_Connection] = _Idle(max_keepalive, keepalive_expiry)
         self._slots = asyncio.Semaphore(max_connections)
-        self._max_keepalive = max_keepalive
-        self._expiry = keepalive_expiry
-        self._closed = False
 
     async def request(self, method: str, target: str, headers: Mapping[str, str],
                       body: bytes | None, timeout: float) -> Answer:
@@ -205,29 +265,20 @@ class ConnectionPool:
                 answer = await self._exchange(connection, pieces, timeout)
                 reusable = connection.exchange.reusable()
             except (OSError, TimeoutError) as exc:
-                raise ConnectionFailed(f"{type(exc).__name__}: {exc}" if str(exc)
-                                       else type(exc).__name__) from exc
+                raise _failed(exc) from exc
             finally:
-                if reusable and not self._closed and len(self._idle) < self._max_keepalive:
-                    connection.idle_since = time.monotonic()
-                    self._idle.append(connection)
-                else:
-                    connection.close()
+                self._idle.give_back(connection, reusable)
             return answer
 
     async def _connection(self, timeout: float) -> _Connection:
-        now = time.monotonic()
-        while self._idle:
-            connection = self._idle.pop()
-            if connection.usable(now, self._expiry):
-                return connection
-            connection.close()
+        idle = self._idle.take()
+        if idle is not None:
+            return idle
         try:
             async with asyncio.timeout(timeout):
                 reader, writer = await asyncio.open_connection(self.host, self.port)
         except (OSError, TimeoutError) as exc:
-            raise ConnectionFailed(f"cannot connect to {self.host}:{self.port}: "
-                                   f"{type(exc).__name__}: {exc}") from exc
+            raise _unreachable(self.host, self.port, exc) from exc
         return _Connection(reader, writer, Exchange())
 
     @staticmethod
@@ -246,10 +297,7 @@ class ConnectionPool:
 
     async def close(self) -> None:
         """Close every idle connection; requests in flight close theirs when done."""
-        self._closed = True
-        idle, self._idle = self._idle, []
-        for connection in idle:
-            connection.close()
+        self._idle.close()
 
 
 class _Socket:
@@ -289,12 +337,8 @@ class BlockingPool:
                  max_keepalive: int = 32, keepalive_expiry: float = 5.0) -> None:
         self.host, self.port = host, port
         self._host = host_header
-        self._idle: list[_Socket] = []
-        self._lock = threading.Lock()
+        self._idle: _Idle[_Socket] = _Idle(max_keepalive, keepalive_expiry)
         self._slots = threading.BoundedSemaphore(max_connections)
-        self._max_keepalive = max_keepalive
-        self._expiry = keepalive_expiry
-        self._closed = False
 
     def request(self, method: str, target: str, headers: Mapping[str, str],
                 body: bytes | None, timeout: float) -> Answer:
@@ -312,43 +356,25 @@ class BlockingPool:
                     pass
                 reusable = exchange.reusable()
             except OSError as exc:  # TimeoutError is one
-                raise ConnectionFailed(f"{type(exc).__name__}: {exc}" if str(exc)
-                                       else type(exc).__name__) from exc
+                raise _failed(exc) from exc
             finally:
-                with self._lock:
-                    keep = reusable and not self._closed and len(self._idle) < self._max_keepalive
-                    if keep:
-                        connection.idle_since = time.monotonic()
-                        self._idle.append(connection)
-                if not keep:
-                    connection.close()
+                self._idle.give_back(connection, reusable)
             return answer
 
     def _connection(self, timeout: float) -> _Socket:
-        now = time.monotonic()
-        while True:
-            with self._lock:
-                connection = self._idle.pop() if self._idle else None
-            if connection is None:
-                break
-            if connection.usable(now, self._expiry):
-                return connection
-            connection.close()
+        idle = self._idle.take()
+        if idle is not None:
+            return idle
         try:
             sock = socket.create_connection((self.host, self.port), timeout=timeout)
         except OSError as exc:
-            raise ConnectionFailed(f"cannot connect to {self.host}:{self.port}: "
-                                   f"{type(exc).__name__}: {exc}") from exc
+            raise _unreachable(self.host, self.port, exc) from exc
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as asyncio does
         return _Socket(sock)
 
     def close(self) -> None:
         """Close every idle connection; requests in flight close theirs when done."""
-        with self._lock:
-            self._closed = True
-            idle, self._idle = self._idle, []
-        for connection in idle:
-            connection.close()
+        self._idle.close()
 
 
 def _decode(content: bytes, encoding: str) -> bytes:
