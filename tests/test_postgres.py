@@ -808,9 +808,22 @@ def _step_writes(backend: PostgresBackend, scope: Any, fence: Any
     ]
 
 
+#: How statements that open or commit a transaction are sent: in one trip below psycopg's
+#: cursor (``_trip``), or through the cursor in psycopg's pipeline (where ``_trip`` cannot).
+@pytest.fixture
+def sending(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    from ownstate.backends.postgres import _trip
+
+    if request.param == "cursor":
+        monkeypatch.setattr(_trip, "available", False)
+    return str(request.param)
+
+
 @MODES
+@pytest.mark.parametrize("sending", ["trip", "cursor"], indirect=True)
 def test_a_step_s_checkpoint_writes_and_read_are_one_round_trip_each(schema: str,
-                                                                     inline: bool) -> None:
+                                                                     inline: bool,
+                                                                     sending: str) -> None:
     # A LangGraph step stores a checkpoint and a task's writes under a fence, and reads
     # the latest checkpoint; an invocation's first put opens its run and its last ends it:
     # each is one statement that checks what it must (scope, fence, checkpoint) and
@@ -820,12 +833,15 @@ def test_a_step_s_checkpoint_writes_and_read_are_one_round_trip_each(schema: str
     from ownstate.model import CheckpointScope
 
     sent: list[int] = []
-    original = _core.Cursor._send
+    original, original_trip = _core.Cursor._send, _core.Cursor._trip
 
     async def counted(self: Cursor, statement: Any, *, commit: bool) -> None:
         sent.append(1)
         await original(self, statement, commit=commit)
 
+    async def counted_trip(self: Cursor, *args: Any, commit: bool) -> None:
+        sent.append(1)
+        await original_trip(self, *args, commit=commit)
     async def scenario() -> dict[str, int]:
         backend = await _backend(schema, inline=inline)
         trips: dict[str, int] = {}
@@ -840,6 +856,7 @@ def test_a_step_s_checkpoint_writes_and_read_are_one_round_trip_each(schema: str
             scope = CheckpointScope("a", "steps", "s", holder.run_id)
             fence = Fence(run.run_id, run.fencing_token)
             _core.Cursor._send = counted  # type: ignore[method-assign]
+            _core.Cursor._trip = counted_trip  # type: ignore[method-assign]
             try:
                 for name, call in (
                     *_step_writes(backend, scope, fence),
@@ -856,6 +873,7 @@ def test_a_step_s_checkpoint_writes_and_read_are_one_round_trip_each(schema: str
                     trips[name] = len(sent)
             finally:
                 _core.Cursor._send = original  # type: ignore[method-assign]
+                _core.Cursor._trip = original_trip  # type: ignore[method-assign]
             got = await backend.get_checkpoint("default", scope, "", "c1")
             assert got is not None
             assert got.pending_writes == (PendingWrite("task", 0, "ch", "t", b"w"),)
@@ -873,6 +891,15 @@ def test_a_step_s_checkpoint_writes_and_read_are_one_round_trip_each(schema: str
                                        "put_ending_run": 1, "put_opening_run": 1}
 
 
+async def _made_probe_table(cur: Cursor) -> None:
+    await cur.execute("CREATE TABLE modes_probe (n bigserial, seen text)", last=True)
+
+
+async def _taken_probes(cur: Cursor) -> list[str]:
+    await cur.execute("DELETE FROM modes_probe RETURNING n, seen", last=True)
+    return [seen for _, seen in sorted(await cur.fetchall())]
+
+
 def _commit_modes(backend: PostgresBackend) -> dict[str, str]:
     """Each write of a LangGraph step against ``backend``, and the ``synchronous_commit``
     its transaction committed with and the ``plan_cache_mode`` it ran with (read back
@@ -882,22 +909,42 @@ def _commit_modes(backend: PostgresBackend) -> dict[str, str]:
     from ownstate.model import CheckpointScope
 
     seen: list[str] = []
-    original = _core.Cursor._send
+    active = [False]  # while a write of the step runs
+    writing = [False]  # while a trip of it commits a write
+    original, original_trip, trip_class = _core.Cursor._send, _core.Cursor._trip, _core.Trip
+    probe = ("SELECT current_setting('synchronous_commit') || '/' || "
+             "current_setting('plan_cache_mode')")
 
     async def observed(self: Cursor, statement: Any, *, commit: bool) -> None:
-        if commit and not self._read:  # the commit's own setting, as the server has it
-            async def probe() -> None:
+        if active[0] and commit and not self._read:  # the commit's own, as the server has it
+            async def probed() -> None:
                 await statement()
-                cur = await self._conn.execute(
-                    "SELECT current_setting('synchronous_commit') || '/' || "
-                    "current_setting('plan_cache_mode')")
+                cur = await self._conn.execute(probe)
                 row = await cur.fetchone()
                 seen.append(str(row[0]) if row else "")
 
-            await original(self, probe, commit=commit)
+            await original(self, probed, commit=commit)
             return
         await original(self, statement, commit=commit)
 
+    async def traced(self: Cursor, *args: Any, commit: bool) -> None:
+        writing[0] = active[0] and commit and not self._read
+        try:
+            await original_trip(self, *args, commit=commit)
+        finally:
+            writing[0] = False
+
+    class Probed(_core.Trip):
+        """A trip that commits, with the settings read by a statement before its last,
+        kept where its transaction's writes go (``modes_probe``)."""
+
+        def __init__(self, conn: Any, raw: Any, statements: Any, keep: int) -> None:
+            statements = list(statements)
+            if writing[0]:
+                statements.insert(keep, _core.Statement(
+                    f"INSERT INTO modes_probe (seen) ({probe})"))
+                keep += 1
+            super().__init__(conn, raw, statements, keep)
     async def scenario() -> dict[str, str]:
         await backend.setup(migrate=True)
         modes: dict[str, str] = {}
@@ -908,7 +955,10 @@ def _commit_modes(backend: PostgresBackend) -> dict[str, str]:
                                             None, "me", 60.0, _BASE)
             scope = CheckpointScope("a", "modes", "s", holder.run_id)
             fence = Fence(holder.run_id, holder.fencing_token)
+            await backend._write(None, _made_probe_table)
             _core.Cursor._send = observed  # type: ignore[method-assign]
+            _core.Trip = Probed  # type: ignore[misc]
+            _core.Cursor._trip = traced  # type: ignore[method-assign]
             try:
                 for name, call in (
                     ("append", lambda: backend.append_items(
@@ -919,10 +969,17 @@ def _commit_modes(backend: PostgresBackend) -> dict[str, str]:
                         _BASE)),
                 ):
                     seen.clear()
-                    await call()
+                    active[0] = True
+                    try:
+                        await call()
+                    finally:
+                        active[0] = False
+                    seen.extend(await backend._write(None, _taken_probes))
                     modes[name] = ",".join(seen)
             finally:
                 _core.Cursor._send = original  # type: ignore[method-assign]
+                _core.Trip = trip_class  # type: ignore[misc]
+                _core.Cursor._trip = original_trip  # type: ignore[method-assign]
             got = await backend.get_checkpoint("default", scope, "", None)
             assert got is not None
             assert got.payload == b"p"
@@ -935,8 +992,9 @@ def _commit_modes(backend: PostgresBackend) -> dict[str, str]:
 
 
 @MODES
-def test_checkpoint_writes_commit_without_waiting_for_the_disk(schema: str,
-                                                               inline: bool) -> None:
+@pytest.mark.parametrize("sending", ["trip", "cursor"], indirect=True)
+def test_checkpoint_writes_commit_without_waiting_for_the_disk(schema: str, inline: bool,
+                                                               sending: str) -> None:
     # A step's checkpoint and writes need not wait for their WAL flush (checkpoints are
     # disposable, and the step's next item append or run close flushes them anyway);
     # items and runs, the system of record, always do.

@@ -130,6 +130,9 @@ class InlineConnection:
     def pipeline(self) -> _Entered:
         return _Entered(self.raw.pipeline())
 
+    async def wait(self, gen: Any) -> Any:
+        return self.raw.wait(gen)
+
     async def close(self) -> None:
         self.raw.close()
 
