@@ -111,7 +111,9 @@ class Source:
         if self.url.startswith("sqlite"):
             path = Path(self.url.split(":///", 1)[1])
             return hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mtime_ns
-        return [self.execute(f"SELECT * FROM {t} ORDER BY 1, 2") for t in
+        # rows ordered by their text: a table's leading columns may be json, which has no
+        # ordering (ADK 2.15's app_states)
+        return [self.execute(f"SELECT * FROM {t} AS r ORDER BY r::text") for t in
                 ("sessions", "events", "app_states", "user_states")]
 
 
