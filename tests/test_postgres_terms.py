@@ -149,11 +149,9 @@ def _appended(conn: object, cases: Sequence[list[str]], tenant: str
     """Each case's terms as an append sends them (one ``tsvector[]`` and one ``int4[]``),
     read back beside the same terms in text form; and the counts the append logs."""
     from ownstate.backends.postgres import _core
+    from ownstate.backends.postgres._arrays import BinaryInts, BinaryVectors
 
-    conn.adapters.register_dumper(  # type: ignore[attr-defined]
-        _core.BinaryVectors, _core._BinaryVectorsDumper)
-    conn.adapters.register_dumper(  # type: ignore[attr-defined]
-        _core.BinaryInts, _core._BinaryIntsDumper)
+    _core._teach(conn)  # type: ignore[arg-type]
     prefix = scope_prefix(tenant)
     seen: Counter[str] = Counter()
     vectors, lens = items_terms_binary(prefix, cases, seen)
@@ -162,7 +160,7 @@ def _appended(conn: object, cases: Sequence[list[str]], tenant: str
         "tsvectorsend(u.v) = tsvectorsend(t.txt::tsvector), u.l "
         "FROM unnest(%s::tsvector[], %s::int[]) WITH ORDINALITY AS u (v, l, n) "
         "JOIN unnest(%s::text[]) WITH ORDINALITY AS t (txt, n) ON t.n = u.n ORDER BY u.n",
-        (_core.BinaryVectors(vectors), _core.BinaryInts(lens),
+        (BinaryVectors(vectors), BinaryInts(lens),
          [_vector(prefix, found)[0] for found in cases])).fetchall()
     return rows, seen
 

@@ -62,6 +62,7 @@ from ..._inline import drive, relayed
 from ...errors import BackendUnavailable, Conflict, InvalidInput, OwnstateError
 from .._replay import ReplayCache
 from . import _trip
+from ._arrays import BinaryBigints, BinaryByteas, BinaryInts, BinaryTexts, BinaryVectors
 from ._inline import InlineConnection, InlinePool
 from ._trip import Statement, Trip
 
@@ -74,7 +75,7 @@ with requires("postgres", "the PostgreSQL backend"):
     from psycopg.pq import Format, TransactionStatus
     from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-__all__ = ["EXPORT_SNAPSHOT", "BinaryInts", "BinaryVectors", "Cursor", "PostgresCore", "translate"]
+__all__ = ["EXPORT_SNAPSHOT", "Cursor", "PostgresCore", "translate"]
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
@@ -109,34 +110,25 @@ _ASYNC_COMMIT = ", set_config('synchronous_commit', 'off', true)"
 _GENERIC_PLAN = ", set_config('plan_cache_mode', 'force_generic_plan', true)"
 
 
-class BinaryVectors(bytes):
-    """A ``tsvector[]`` in its binary form (``_tsvector``), which this backend's
-    connections send as it is: psycopg would dump a list of tsvectors element by element
-    in Python."""
+def _sent_as_it_is(cls: type[bytes], type_name: str) -> type[Dumper]:
+    """A binary dumper of ``cls`` (bytes in the wire form of ``type_name``'s array)."""
 
-    __slots__ = ()
+    class Sent(Dumper):
+        format = Format.BINARY
+        oid = types[type_name].array_oid
 
+        def dump(self, obj: bytes) -> bytes:
+            return obj
 
-class BinaryInts(bytes):
-    """An ``int4[]`` in its binary form (``_tsvector``), sent as it is."""
-
-    __slots__ = ()
-
-
-class _BinaryVectorsDumper(Dumper):
-    format = Format.BINARY
-    oid = types["tsvector"].array_oid
-
-    def dump(self, obj: BinaryVectors) -> bytes:
-        return obj
+    Sent.__name__ = f"_{cls.__name__}Dumper"
+    return Sent
 
 
-class _BinaryIntsDumper(Dumper):
-    format = Format.BINARY
-    oid = types["int4"].array_oid
-
-    def dump(self, obj: BinaryInts) -> bytes:
-        return obj
+#: The arrays this backend builds in their binary form (``_arrays``, ``_tsvector``), which
+#: its connections send as they are: psycopg would dump each element in Python.
+_ARRAY_DUMPERS = [(cls, _sent_as_it_is(cls, name)) for cls, name in (
+    (BinaryVectors, "tsvector"), (BinaryInts, "int4"), (BinaryTexts, "text"),
+    (BinaryBigints, "int8"), (BinaryByteas, "bytea"))]
 
 
 #: The connections that know how to send those arrays: every connection the backend
@@ -160,8 +152,8 @@ def _raw(conn: AsyncConnection[Any]) -> Any:
 
 
 def _teach(conn: AsyncConnection[Any]) -> None:
-    conn.adapters.register_dumper(BinaryVectors, _BinaryVectorsDumper)
-    conn.adapters.register_dumper(BinaryInts, _BinaryIntsDumper)
+    for cls, dumper in _ARRAY_DUMPERS:
+        conn.adapters.register_dumper(cls, dumper)
     _TAUGHT.add(_raw(conn))
 
 

@@ -15,7 +15,7 @@ lexeme), the same first positions of each, and a position past the largest a
 server sorts the lexemes itself.
 
 An append sends its items' terms in the same form, as one ``tsvector[]`` parameter made
-here whole in ``array_recv``'s form (``BinaryVectors`` in ``_core``), and their numbers of
+here whole in ``array_recv``'s form (``BinaryVectors`` in ``_arrays``), and their numbers of
 terms as an ``int4[]`` made the same way: the server reads the terms with
 ``tsvector_recv`` instead of parsing their text (``tsvector_in`` checks the class of every
 character, which cost the server more than anything else an indexed append does but the

@@ -50,6 +50,7 @@ from .. import _sql
 from ..ports.checkpoints import Fence, NewCheckpoint, page_cut
 from ..ports.runs import RunState, run_refusal
 from ..ports.sessions import NewItem
+from ._arrays import bigints, byteas, texts
 from ._core import Cursor, PostgresCore
 from ._vector_rows import store_item_vectors
 from .items_search import QUEUED_SPAN
@@ -156,9 +157,9 @@ def _writes_query(fenced: bool) -> str:
         "put AS (INSERT INTO checkpoint_writes (cid, tenant, task_id, idx, channel, "
         "type_tag, task_path, size, payload) "
         "SELECT t.cid, %(tenant)s, w.task_id, w.idx, w.channel, w.type_tag, w.task_path, "
-        "octet_length(w.payload), w.payload FROM target t, unnest(%(task_ids)s::text[], "
-        "%(idxs)s::bigint[], %(channels)s::text[], %(type_tags)s::text[], "
-        "%(task_paths)s::text[], %(payloads)b::bytea[]) WITH ORDINALITY "
+        "octet_length(w.payload), w.payload FROM target t, unnest(%(task_ids)b::text[], "
+        "%(idxs)b::bigint[], %(channels)b::text[], %(type_tags)b::text[], "
+        "%(task_paths)b::text[], %(payloads)b::bytea[]) WITH ORDINALITY "
         f"AS w (task_id, idx, channel, type_tag, task_path, payload, n) {fencing.gate}"
         "ORDER BY w.n "
         "ON CONFLICT (cid, task_id, idx) DO UPDATE SET channel = excluded.channel, "
@@ -463,11 +464,12 @@ class CheckpointsInPostgres(PostgresCore):
         rows = list(unique.values())
         params = {**_scope_args(tenant, scope, fence), "namespace": namespace,
                   "checkpoint_id": checkpoint_id,
-                  "task_ids": [w.task_id for w in rows], "idxs": [w.index for w in rows],
-                  "channels": [w.channel for w in rows],
-                  "type_tags": [w.type_tag for w in rows],
-                  "task_paths": [w.task_path for w in rows],
-                  "payloads": [w.payload for w in rows]}
+                  "task_ids": texts([w.task_id for w in rows]),
+                  "idxs": bigints([w.index for w in rows]),
+                  "channels": texts([w.channel for w in rows]),
+                  "type_tags": texts([w.type_tag for w in rows]),
+                  "task_paths": texts([w.task_path for w in rows]),
+                  "payloads": byteas([w.payload for w in rows])}
 
         async def run(cur: Cursor) -> None:
             await cur.execute(_PUT_WRITES[fence is not None], params, last=True)

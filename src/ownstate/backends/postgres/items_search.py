@@ -47,7 +47,8 @@ from ..._jsontext import decode_json
 from ...model import ItemHit, build_item
 from ..ports import search as rules
 from ..ports.search import item_text, terms
-from ._core import BinaryInts, BinaryVectors, Cursor, PostgresCore
+from ._arrays import BinaryInts, BinaryVectors
+from ._core import Cursor, PostgresCore
 from ._tsvector import items_terms_binary
 from .search import ADD_COUNTS, logged_counts, ranked, scope_prefix, term_counts_sql
 

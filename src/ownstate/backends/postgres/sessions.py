@@ -21,6 +21,7 @@ from .._replay import Meta, Replay
 from .._sql import FORK_VECTORS, item_page, session_listing
 from ..ports.sessions import NewItem, SessionOrder, changed_labels, forked_record
 from . import items_search
+from ._arrays import bigints, texts
 from ._core import Cursor, PostgresCore
 from ._statistics import LOG
 from ._vector_rows import store_item_vectors
@@ -399,7 +400,7 @@ class SessionsInPostgres(PostgresCore):
         params = self._append_params(tenant, store, session_id, items, now)
         if idempotency is not None:
             params.update(key=idempotency[0], hash=idempotency[1],
-                          item_ids=json.dumps(params["ids"]))
+                          item_ids=json.dumps([it.item_id for it in items]))
 
         embedded = any(it.embedding is not None for it in items)
         span = 0  # of the ids queued before this append
@@ -469,11 +470,14 @@ class SessionsInPostgres(PostgresCore):
         taken) to index its items or not."""
         return {
             "tenant": tenant, "store": store, "session_id": session_id, "n": len(items),
-            "now": now, "ids": [it.item_id for it in items],
-            "formats": [it.format for it in items], "data": [it.data_json for it in items],
-            "roles": [it.role for it in items], "types": [it.type for it in items],
-            "tools": [it.tool_name for it in items], "models": [it.model for it in items],
-            "ins": [it.in_tokens for it in items], "outs": [it.out_tokens for it in items],
+            "now": now, "ids": texts([it.item_id for it in items]),
+            "formats": texts([it.format for it in items]),
+            "data": texts([it.data_json for it in items]),
+            "roles": texts([it.role for it in items]), "types": texts([it.type for it in items]),
+            "tools": texts([it.tool_name for it in items]),
+            "models": texts([it.model for it in items]),
+            "ins": bigints([it.in_tokens for it in items]),
+            "outs": bigints([it.out_tokens for it in items]),
             "indexed": self._indexes_items.get((tenant, store), True),
         }
 
