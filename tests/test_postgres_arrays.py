@@ -51,7 +51,8 @@ def conn() -> Iterator[Any]:
     made.close()
 
 
-TEXTS = [[], ["a"], ["", None, "été", "雪 ❄", "x" * 70_000], [None], [None, None]]
+TEXTS = [[], ["a"], ["", None, "été", "雪 ❄", "x" * 70_000] * 3, ["s"] * 16, [None],
+         [None, None]]
 BIGINTS = [[], [0], [-(2**63), 2**63 - 1, None, -1, 42], [None]]
 BYTEAS = [[], [b""], [b"\x00\xff" * 1000, None, bytearray(b"ab"), memoryview(b"cd")]]
 
@@ -111,3 +112,17 @@ def test_an_append_of_text_the_database_refuses_stores_nothing(conn: Any) -> Non
             assert [i.data["content"] for i in session.list_items()] == ["kept"]
     finally:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def test_a_list_past_short_is_left_to_psycopg(conn: Any) -> None:
+    from ownstate.backends.postgres._arrays import SHORT
+
+    long_texts: list[str | None] = ["t"] * (SHORT + 1)
+    long_ints: list[int | None] = [7] * (SHORT + 1)
+    long_bytes: list[bytes | None] = [b"b"] * (SHORT + 1)
+    assert texts(long_texts) is long_texts
+    assert bigints(long_ints) is long_ints
+    assert byteas(long_bytes) is long_bytes
+    assert conn.execute("SELECT %b::text[], %b::bigint[], %b::bytea[]",
+                        (long_texts, long_ints, long_bytes)).fetchone() == (
+        long_texts, long_ints, long_bytes)

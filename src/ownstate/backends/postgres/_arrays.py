@@ -4,9 +4,11 @@ connections send as they are (``_core``): one-dimensional ``text[]``, ``bigint[]
 append's items, a step's pending writes), and the ``tsvector[]`` and ``int4[]`` of item
 search terms (built by ``_tsvector``).
 
-psycopg dumps a list parameter in Python element by element, with a lookup of the
-elements' dumper for each list: for the nine short arrays of a put with items, most of
-that statement's conversion. Built here in one pass each.
+psycopg dumps a list parameter with a lookup of its elements' dumper for each list,
+about 5 us a list whatever its length: for the nine short arrays of a put with items,
+most of that statement's conversion. Built here in one pass each, a short list costs
+about a third of that; past ``SHORT`` elements psycopg's compiled loop is the faster,
+and the list is left to it.
 
 The wire form: dimensions (1, or 0 for an empty array), whether any element is NULL, the
 element type's id, then the length and lower bound (1), then each element as its length
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from itertools import chain
 
 __all__ = ["BinaryBigints", "BinaryByteas", "BinaryInts", "BinaryTexts", "BinaryVectors",
            "bigints", "byteas", "texts"]
@@ -34,6 +35,9 @@ _EMPTY = struct.Struct(">iiI")
 _LENGTH = struct.Struct(">i").pack
 _NULL = _LENGTH(-1)
 _BIGINT = struct.Struct(">iq").pack  # an element: its length (8) and value
+#: the longest list built here (measured: psycopg's own dumping is faster from about 16
+#: to 32 elements on)
+SHORT = 16
 
 
 class BinaryVectors(bytes):
@@ -72,12 +76,14 @@ def _header(oid: int, values: Sequence[object], nulls: bool) -> bytes:
     return _HEADER.pack(1, 1 if nulls else 0, oid, len(values), 1)
 
 
-def _elements(raw: Sequence[bytes | None]) -> chain[bytes]:
-    return chain.from_iterable((_NULL,) if b is None else (_LENGTH(len(b)), b) for b in raw)
+def _elements(raw: Sequence[bytes | None]) -> list[bytes]:
+    return [_NULL if b is None else _LENGTH(len(b)) + b for b in raw]
 
 
 def texts(values: list[str | None]) -> BinaryTexts | list[str | None]:
     """``values`` (strings or None) as a binary ``text[]``."""
+    if len(values) > SHORT:
+        return values
     try:
         raw = [None if v is None else v.encode() for v in values]
     except UnicodeEncodeError:
@@ -88,8 +94,10 @@ def texts(values: list[str | None]) -> BinaryTexts | list[str | None]:
     return BinaryTexts(b"".join((_header(TEXT_OID, raw, nulls), *_elements(raw))))
 
 
-def byteas(values: Sequence[bytes | None]) -> BinaryByteas:
+def byteas(values: list[bytes | None]) -> BinaryByteas | list[bytes | None]:
     """``values`` (bytes-like or None) as a binary ``bytea[]``."""
+    if len(values) > SHORT:
+        return values
     raw = [None if v is None else bytes(v) for v in values]
     nulls = None in raw
     return BinaryByteas(b"".join((_header(BYTEA_OID, raw, nulls), *_elements(raw))))
@@ -97,6 +105,8 @@ def byteas(values: Sequence[bytes | None]) -> BinaryByteas:
 
 def bigints(values: list[int | None]) -> BinaryBigints | list[int | None]:
     """``values`` (integers or None) as a binary ``bigint[]``."""
+    if len(values) > SHORT:
+        return values
     nulls = None in values
     try:
         return BinaryBigints(b"".join((_header(BIGINT_OID, values, nulls), *(

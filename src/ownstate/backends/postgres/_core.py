@@ -42,7 +42,8 @@ async method on a sync client) runs on a worker thread instead, so that code's e
 is never blocked (``ownstate._inline``).
 
 It may touch psycopg and psycopg_pool (through ``ownstate._extras``), its synchronous
-wrappers (``_inline``), the round trip below its cursors (``_trip``), whether a call is driven inline (``ownstate._inline``), the replay
+wrappers (``_inline``), the round trip below its cursors (``_trip``), the arrays built in
+binary (``_arrays``), whether a call is driven inline (``ownstate._inline``), the replay
 cache (``backends._replay``) and errors, never the API above it.
 """
 
