@@ -182,8 +182,8 @@ def test_the_shape_check_refuses_with_its_message(local_url: str, item: dict[str
 def encoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """The append's encoding with orjson (the ``speedups`` extra) and without it."""
     if request.param == "standard":
-        monkeypatch.setattr(limits, "_fast_text", None)
-    elif limits._fast_text is None:
+        monkeypatch.setattr(limits, "_fast_dumps", None)
+    elif limits._fast_dumps is None:
         pytest.skip("orjson is not installed")
     return str(request.param)
 

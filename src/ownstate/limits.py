@@ -226,8 +226,12 @@ class Limits:
                     index=index,
                 )
             plain = _plain_copy(item) if type(item) is dict else None
-            raw = (_fast_text(item) if _fast_text is not None and plain is not None
-                   and not plain[1] else None)
+            raw = None
+            if plain is not None and not plain[1] and _fast_dumps is not None:
+                try:
+                    raw = _fast_dumps(item)
+                except _FastRefused:  # a lone surrogate: refused below, in our words
+                    raw = None
             if raw is not None:
                 size = len(raw)
                 text = raw.decode()
@@ -450,31 +454,21 @@ def _plain_copy(value: dict[str, Any]) -> tuple[dict[str, Any], bool] | None:
     return top, floats
 
 
-def _orjson_text() -> Callable[[object], bytes | None] | None:
-    """orjson's compact encoding (the optional extra ``speedups``), where it is installed:
-    for a value :func:`_plain_copy` accepted that holds no float, the same text as the
-    standard encoder's (``tests/test_append_path.py`` compares them), in about a fifth of
-    its time. Floats are left to the standard encoder, which spells some differently
-    (``1e-07`` where orjson writes ``1e-7``) and refuses NaN and the infinities, which
-    orjson writes as ``null``; so are strings with a lone surrogate, which orjson refuses
-    and the standard encoder passes on to the size check's refusal (None: encode it
-    there)."""
-    try:
-        import orjson
-    except ImportError:
-        return None
-    dumps, refused = orjson.dumps, orjson.JSONEncodeError
+try:
+    from orjson import JSONEncodeError as _FastRefused
+    from orjson import dumps as _orjson_dumps
+except ImportError:
+    _FastRefused = TypeError  # type: ignore[misc,assignment]
+    _orjson_dumps = None  # type: ignore[assignment]
 
-    def text(value: object) -> bytes | None:
-        try:
-            return dumps(value)
-        except refused:
-            return None
-
-    return text
-
-
-_fast_text = _orjson_text()
+#: orjson's compact encoding (the optional extra ``speedups``), where it is installed:
+#: for a value :func:`_plain_copy` accepted that holds no float, the same text as the
+#: standard encoder's (``tests/test_append_path.py`` compares them), in about a fifth of
+#: its time. Floats are left to the standard encoder, which spells some differently
+#: (``1e-07`` where orjson writes ``1e-7``) and refuses NaN and the infinities, which
+#: orjson writes as ``null``; so are strings with a lone surrogate, which orjson refuses
+#: (``JSONEncodeError``) and the standard encoder passes on to the size check's refusal.
+_fast_dumps: Callable[[object], bytes] | None = _orjson_dumps
 
 
 def _no_constant(name: str) -> object:
