@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import math
+import sqlite3
 import uuid
 from pathlib import Path
 
@@ -171,5 +174,88 @@ def test_the_shape_check_refuses_with_its_message(local_url: str, item: dict[str
         with pytest.raises(ownstate.InvalidInput) as raised:
             session.append_items([{"role": "user", "content": "fine"}, item])
         assert str(raised.value) == str(expected.value)
+        assert (raised.value.field, raised.value.index) == ("items", 1)
+        assert list(session.list_items()) == []
+
+
+@pytest.fixture(params=["orjson", "standard"])
+def encoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The append's encoding with orjson (the ``speedups`` extra) and without it."""
+    if request.param == "standard":
+        monkeypatch.setattr(limits, "_fast_dumps", None)
+    elif limits._fast_dumps is None:
+        pytest.skip("orjson is not installed")
+    return str(request.param)
+
+
+# Every code point but the surrogates, in a key and in a value; integers at their bounds;
+# floats that orjson spells otherwise than the standard encoder (1e-7 for 1e-07) and
+# their neighbours; a float beside a plain item is no reason to spell the rest otherwise.
+_EVERY_CHAR = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+SPELLED = [
+    *({"role": "user", "content": [_EVERY_CHAR[n:n + 0x30000]]}  # each within 1 MiB
+      for n in range(0, len(_EVERY_CHAR), 0x30000)),
+    {_EVERY_CHAR[:0x3000]: {"": _EVERY_CHAR[:0x3000]}},
+    {"n": [2**63 - 1, -(2**63), 0, -1, True, False, None], "e": [], "o": {}, "d": [[{}]]},
+    {"x": [1e-07, 1e16, 1e22, 5e-324, 1.7976931348623157e308, -0.0, 0.1, 1.0, 2.5e-05]},
+    {"role": "assistant", "content": [{"type": "output_text", "text": "caf\u00e9 \u2028 \x7f"}],
+     "logprob": -1e-08},
+    {"role": "user", "content": "\"quoted\" \\ back\\slash \n\t\r\b\f\x00\x1f"},
+    {"c": _nested(127, "leaf")},
+]
+
+
+def test_stored_text_is_the_standard_compact_encoding(local_url: str, encoder: str) -> None:
+    """What an append stores is, character for character, what ``json.dumps`` makes of the
+    item (compact, ``ensure_ascii=False``), with orjson or without it."""
+    expected = [json.dumps(i, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+                for i in SPELLED]
+    assert limits.Limits().encode_items(SPELLED) == expected
+    assert limits.Limits().encode_items_copied(SPELLED) == (expected, SPELLED)
+    with ownstate.connect(local_url) as client:
+        session = client.session_stores.create(f"spelled-{uuid.uuid4().hex[:8]}",
+                                                 index_items=False).add(actor_id="u")
+        appended = session.append_items(SPELLED)
+        assert [_typed(i.data) for i in appended] == [_typed(i) for i in SPELLED]
+        assert [_typed(i.data) for i in session.list_items(order_by="create_time asc")] == [
+            _typed(i) for i in SPELLED]
+    if local_url.startswith("sqlite"):
+        with sqlite3.connect(local_url.removeprefix("sqlite:///")) as conn:
+            stored = [row[0] for row in conn.execute("SELECT data FROM items ORDER BY seq")]
+        assert stored == expected
+
+
+# What JSON (or every datastore) cannot hold inside otherwise plain items, which orjson
+# would write (NaN as null, an integer up to 2**64 - 1) or refuse in its own words: each
+# refused as without orjson, in encode_json's words (None) or the size check's.
+_SURROGATE = "item 1 holds text that is not valid Unicode (a lone surrogate)"
+REFUSED_PLAIN = {
+    "NaN deep inside": ({"role": "user", "content": [{"score": math.nan}]}, None),
+    "Infinity": ({"role": "user", "x": math.inf}, None),
+    "-Infinity in a list": ({"role": "user", "x": [1, -math.inf]}, None),
+    "int past int64, within uint64": ({"role": "user", "n": [2**64 - 1]}, None),
+    "a lone surrogate": ({"role": "user", "content": "half \ud83d"}, _SURROGATE),
+    "a lone surrogate in a key": ({"role": "user", "c": {"\udfff": 1}}, _SURROGATE),
+}
+
+
+@pytest.mark.parametrize(("item", "message"), list(REFUSED_PLAIN.values()),
+                         ids=list(REFUSED_PLAIN))
+def test_plain_items_json_cannot_hold_are_refused(local_url: str, encoder: str,
+                                                  item: dict[str, object],
+                                                  message: str | None) -> None:
+    if message is None:
+        with pytest.raises(ownstate.InvalidInput) as expected:
+            limits.encode_json(item, field="items", index=1)
+        message = str(expected.value)
+    with pytest.raises(ownstate.InvalidInput) as refused:
+        limits.Limits().encode_items([{"role": "user"}, item])
+    assert str(refused.value) == message
+    with ownstate.connect(local_url) as client:
+        session = client.session_stores.create(f"refused-{uuid.uuid4().hex[:8]}",
+                                                 index_items=False).add(actor_id="u")
+        with pytest.raises(ownstate.InvalidInput) as raised:
+            session.append_items([{"role": "user", "content": "fine"}, item])
+        assert str(raised.value) == message
         assert (raised.value.field, raised.value.index) == ("items", 1)
         assert list(session.list_items()) == []

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from ownstate.formats.derive import DerivedColumns, derive_columns
+from ownstate.formats.derive import DerivedColumns, derive_columns, derived_row
 
 CASES: list[tuple[str, dict[str, Any], DerivedColumns]] = [
     ("plain message", {"role": "user", "content": "hi"},
@@ -69,4 +69,7 @@ CASES: list[tuple[str, dict[str, Any], DerivedColumns]] = [
 @pytest.mark.parametrize(("data", "expected"), [(d, e) for _, d, e in CASES],
                          ids=[name for name, _, _ in CASES])
 def test_derived_columns(data: dict[str, Any], expected: DerivedColumns) -> None:
-    assert derive_columns(data) == expected
+    columns = derive_columns(data)
+    assert type(columns) is DerivedColumns
+    assert columns == expected
+    assert derived_row(data) == tuple(expected)  # what an append stores

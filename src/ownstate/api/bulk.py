@@ -51,7 +51,7 @@ from ..errors import (
     RunNotFound,
     SessionNotFound,
 )
-from ..formats.derive import derive_columns, infer_format
+from ..formats.derive import derived_row, infer_format
 from ..model import (
     CLOSED_RUN_STATUSES,
     JSON,
@@ -256,7 +256,7 @@ def _bundle(s: Scope, session: BulkSession, moment: datetime) -> NewSessionBundl
         fixed_format = _validate.item_format(session.item_format)
         for data, text in zip(session.items, encoded, strict=True):
             items.append(NewItem(_ids.new_id("itm"), text, fixed_format or infer_format(data),
-                                 *derive_columns(data), item_text(data)))
+                                 *derived_row(data), item_text(data)))
     run = session.run
     if run is None:
         return NewSessionBundle(session_id, actor, labels, items, None, [])

@@ -17,7 +17,7 @@ from .. import limits as _validate
 from .._tokens import decode_token, encode_token
 from ..backends import NewItem
 from ..errors import InvalidInput
-from ..formats.derive import derive_columns, infer_format
+from ..formats.derive import derived_row, infer_format
 from ..formats.neutral import check_format, convert
 from ..model import JSON, Item, Page, SessionRecord
 from . import _semantic
@@ -38,8 +38,8 @@ def new_items(scope: _Scope, items: Sequence[dict[str, JSON]],
     """
     encoded, copies = scope.limits.encode_items_copied(items)
     fixed_format = _validate.item_format(format)
-    return [NewItem(item_id, text, fixed_format or infer_format(data), *derive_columns(data),
-                    data=copy)
+    return [NewItem(item_id, text, fixed_format or infer_format(data), *derived_row(data),
+                    None, None, copy)
             for item_id, data, text, copy in zip(_ids.new_ids("itm", len(encoded)), items,
                                                  encoded, copies, strict=True)]
 

@@ -104,10 +104,20 @@ def _nested(data: dict[str, Any]) -> DerivedColumns | None:
 
 
 def derive_columns(data: dict[str, Any]) -> DerivedColumns:
-    """The queryable columns ``data``'s shape states; ``None`` where it states nothing.
+    """The queryable columns ``data``'s shape states; ``None`` where it states nothing."""
+    return DerivedColumns._make(derived_row(data))
+
+
+#: role, type, tool_name, model, in_tokens, out_tokens
+Row = tuple[str | None, str | None, str | None, str | None, int | None, int | None]
+
+
+def derived_row(data: dict[str, Any]) -> Row:
+    """:func:`derive_columns` as a plain tuple, in the same order.
 
     Every append derives them for every item, so the common shapes (a message with a
-    role, a Responses item with a type) are read inline, without a call per column.
+    role, a Responses item with a type) are read inline, without a call per column, and
+    the columns are returned without the named tuple's constructor (a sixth of the time).
     """
     get = data.get
     stated_role = get("role")
@@ -135,7 +145,7 @@ def derive_columns(data: dict[str, Any]) -> DerivedColumns:
         tool_name = None  # what _tool_name finds for such a message, without the call
     else:
         tool_name = _tool_name(data, item_type)
-    return DerivedColumns(role, item_type, tool_name, model, in_tokens, out_tokens)
+    return role, item_type, tool_name, model, in_tokens, out_tokens
 
 
 def infer_format(data: dict[str, Any]) -> str:
