@@ -8,22 +8,14 @@ unless ``OWNSTATE_REQUIRE_BACKENDS`` names postgres.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-POSTGRES_URL = os.environ.get("OWNSTATE_TEST_POSTGRES_URL",
-                              "postgresql://postgres@127.0.0.1:5432/test")
-REQUIRED = "postgres" in os.environ.get("OWNSTATE_REQUIRE_BACKENDS", "")
+psycopg = pytest.importorskip("psycopg")
 
-try:
-    import psycopg
-except ImportError:  # pragma: no cover - only without the postgres extra
-    if REQUIRED:
-        raise
-    pytest.skip("psycopg is not installed (the postgres extra)", allow_module_level=True)
+from conftest import POSTGRES_URL, _require  # noqa: E402
 
 from ownstate.backends.postgres import _core  # noqa: E402
 from ownstate.backends.postgres._arrays import (  # noqa: E402
@@ -39,13 +31,8 @@ from ownstate.backends.postgres._arrays import (  # noqa: E402
 @pytest.fixture
 def conn() -> Iterator[Any]:
     """A connection taught the backend's array types, as its pool's connections are."""
-    try:
-        made = psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as exc:
-        if REQUIRED:
-            pytest.fail(f"PostgreSQL is unreachable ({exc}), and "
-                        "OWNSTATE_REQUIRE_BACKENDS requires it")
-        pytest.skip(f"PostgreSQL is unreachable ({exc})")
+    _require("postgres")
+    made = psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=3)
     _core._teach(made)  # type: ignore[arg-type]
     yield made
     made.close()

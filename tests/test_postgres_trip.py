@@ -10,22 +10,14 @@ skip when the server is unreachable, unless ``OWNSTATE_REQUIRE_BACKENDS`` names 
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
 
-POSTGRES_URL = os.environ.get("OWNSTATE_TEST_POSTGRES_URL",
-                              "postgresql://postgres@127.0.0.1:5432/test")
-REQUIRED = "postgres" in os.environ.get("OWNSTATE_REQUIRE_BACKENDS", "")
+psycopg = pytest.importorskip("psycopg")
 
-try:
-    import psycopg
-except ImportError:  # pragma: no cover - only without the postgres extra
-    if REQUIRED:
-        raise
-    pytest.skip("psycopg is not installed (the postgres extra)", allow_module_level=True)
+from conftest import POSTGRES_URL, _require  # noqa: E402
 
 from ownstate.backends.postgres._trip import Statement, Trip  # noqa: E402
 
@@ -37,14 +29,9 @@ _INSERT = "INSERT INTO trip_rows (k, v) VALUES (%s, %s) RETURNING k, v"
 def conn() -> Iterator[Any]:
     """A connection that prepares a statement the second time it runs, as the backend's
     pool makes them, with a temporary table ``trip_rows`` (``k`` unique)."""
-    try:
-        made = psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=3,
-                               prepare_threshold=1)
-    except psycopg.OperationalError as exc:
-        if REQUIRED:
-            pytest.fail(f"PostgreSQL is unreachable ({exc}), and "
-                        "OWNSTATE_REQUIRE_BACKENDS requires it")
-        pytest.skip(f"PostgreSQL is unreachable ({exc})")
+    _require("postgres")
+    made = psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=3,
+                           prepare_threshold=1)
     made.execute("CREATE TEMP TABLE trip_rows (k int PRIMARY KEY, v text)")
     yield made
     made.close()
@@ -136,14 +123,11 @@ def test_statements_the_server_forgot_are_forgotten_by_the_connection(conn: Any)
 
 
 def test_an_async_connection_sends_the_same_trip() -> None:
+    _require("postgres")
+
     async def scenario() -> list[Any]:
-        try:
-            made = await psycopg.AsyncConnection.connect(
-                POSTGRES_URL, autocommit=True, connect_timeout=3, prepare_threshold=1)
-        except psycopg.OperationalError as exc:
-            if REQUIRED:
-                pytest.fail(f"PostgreSQL is unreachable ({exc})")
-            pytest.skip(f"PostgreSQL is unreachable ({exc})")
+        made = await psycopg.AsyncConnection.connect(
+            POSTGRES_URL, autocommit=True, connect_timeout=3, prepare_threshold=1)
         try:
             seen = []
             for n in range(3):
