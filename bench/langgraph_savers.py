@@ -18,6 +18,10 @@ writers and the client's event loop too, during the turn). Run by hand (not in C
 ``items_with_checkpoints=False``: a step's new messages appended in a call of their own
 before its checkpoint is put, as before the two were stored in one transaction.
 
+``--databases sqlite`` (or ``postgres``) runs only the savers of that database (the
+comparison each ratio makes is within one database, so the figures of the other are not
+needed; fewer savers make a run shorter and its lockstep tighter).
+
 ``--synchronous-checkpoints`` adds a saver: ``OwnstateSaver`` on PostgreSQL with
 ``synchronous_checkpoints=true``, whose checkpoint writes wait for their WAL flush like
 every other write (the default does not), in the same lockstep.
@@ -94,7 +98,10 @@ def main() -> None:
     parser.add_argument("--separate-appends", action="store_true",
                         help="also OwnstateSaver on both databases with "
                              "items_with_checkpoints=False")
+    parser.add_argument("--databases", choices=["both", "sqlite", "postgres"],
+                        default="both", help="run only the savers of one database")
     args = parser.parse_args()
+    lite, pg = args.databases != "postgres", args.databases != "sqlite"
     pairs = conversation(args.turns)
     questions = [p[0]["content"] for p in pairs]
     answers = [p[1]["content"][0]["text"] for p in pairs]
@@ -102,47 +109,49 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="ownstate-bench-lg-"))
     suffix = uuid.uuid4().hex[:8]
     schemas = {"OwnstateSaver (postgres)": f"bench_os_{suffix}",
-               "PostgresSaver": f"bench_lg_{suffix}"}
+               "PostgresSaver": f"bench_lg_{suffix}"} if pg else {}
     synchronous = "OwnstateSaver (postgres, synchronous checkpoints)"
-    if args.synchronous_checkpoints:
+    if args.synchronous_checkpoints and pg:
         schemas[synchronous] = f"bench_oss_{suffix}"
     separate = {"sqlite": "OwnstateSaver (sqlite, separate appends)",
                 "postgres": "OwnstateSaver (postgres, separate appends)"}
-    if args.separate_appends:
+    if args.separate_appends and pg:
         schemas[separate["postgres"]] = f"bench_osa_{suffix}"
     closers: list[Any] = []
     try:
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-            conn.execute(f"CREATE SCHEMA {schemas['PostgresSaver']}")
-        pg_conn = psycopg.connect(
-            POSTGRES_URL, autocommit=True, prepare_threshold=0, row_factory=dict_row,
-            options=f"-c search_path={schemas['PostgresSaver']}")
-        closers.append(pg_conn.close)
-        pg_saver = PostgresSaver(pg_conn)  # type: ignore[arg-type]
-        pg_saver.setup()
-        lite_conn = sqlite3.connect(tmp / "langgraph.db", check_same_thread=False)
-        closers.append(lite_conn.close)
-        own_lite = OwnstateSaver.from_url(f"sqlite:///{tmp}/ownstate.db")
-        closers.append(own_lite.close)
-        own_pg = OwnstateSaver.from_url(
-            f"{POSTGRES_URL}?schema={schemas['OwnstateSaver (postgres)']}")
-        closers.append(own_pg.close)
-        graphs = {
-            "OwnstateSaver (sqlite)": build_graph(own_lite, answers),
-            "SqliteSaver": build_graph(SqliteSaver(lite_conn), answers),
-            "OwnstateSaver (postgres)": build_graph(own_pg, answers),
-            "PostgresSaver": build_graph(pg_saver, answers),
-        }
-        if args.synchronous_checkpoints:
+        graphs = {}
+        if lite:
+            lite_conn = sqlite3.connect(tmp / "langgraph.db", check_same_thread=False)
+            closers.append(lite_conn.close)
+            own_lite = OwnstateSaver.from_url(f"sqlite:///{tmp}/ownstate.db")
+            closers.append(own_lite.close)
+            graphs["OwnstateSaver (sqlite)"] = build_graph(own_lite, answers)
+            graphs["SqliteSaver"] = build_graph(SqliteSaver(lite_conn), answers)
+        if pg:
+            with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+                conn.execute(f"CREATE SCHEMA {schemas['PostgresSaver']}")
+            pg_conn = psycopg.connect(
+                POSTGRES_URL, autocommit=True, prepare_threshold=0, row_factory=dict_row,
+                options=f"-c search_path={schemas['PostgresSaver']}")
+            closers.append(pg_conn.close)
+            pg_saver = PostgresSaver(pg_conn)  # type: ignore[arg-type]
+            pg_saver.setup()
+            own_pg = OwnstateSaver.from_url(
+                f"{POSTGRES_URL}?schema={schemas['OwnstateSaver (postgres)']}")
+            closers.append(own_pg.close)
+            graphs["OwnstateSaver (postgres)"] = build_graph(own_pg, answers)
+            graphs["PostgresSaver"] = build_graph(pg_saver, answers)
+        if args.synchronous_checkpoints and pg:
             own_sync = OwnstateSaver.from_url(
                 f"{POSTGRES_URL}?schema={schemas[synchronous]}&synchronous_checkpoints=true")
             closers.append(own_sync.close)
             graphs[synchronous] = build_graph(own_sync, answers)
-        if args.separate_appends:
+        if args.separate_appends and lite:
             own_lite_apart = OwnstateSaver.from_url(f"sqlite:///{tmp}/ownstate-apart.db",
                                                     items_with_checkpoints=False)
             closers.append(own_lite_apart.close)
             graphs[separate["sqlite"]] = build_graph(own_lite_apart, answers)
+        if args.separate_appends and pg:
             own_pg_apart = OwnstateSaver.from_url(
                 f"{POSTGRES_URL}?schema={schemas[separate['postgres']]}",
                 items_with_checkpoints=False)
@@ -167,17 +176,16 @@ def main() -> None:
             state = graphs[name].get_state(config)
             assert len(state.values["messages"]) == 2 * args.turns, name
 
-        stored = {
-            "OwnstateSaver (sqlite)": sqlite_bytes(tmp / "ownstate.db"),
-            "SqliteSaver": sqlite_bytes(tmp / "langgraph.db"),
-            "OwnstateSaver (postgres)": postgres_bytes(schemas["OwnstateSaver (postgres)"]),
-            "PostgresSaver": postgres_bytes(schemas["PostgresSaver"]),
-        }
-        if args.synchronous_checkpoints:
-            stored[synchronous] = postgres_bytes(schemas[synchronous])
-        if args.separate_appends:
-            stored[separate["sqlite"]] = sqlite_bytes(tmp / "ownstate-apart.db")
-            stored[separate["postgres"]] = postgres_bytes(schemas[separate["postgres"]])
+        stored: dict[str, int] = {}
+        if lite:
+            stored["OwnstateSaver (sqlite)"] = sqlite_bytes(tmp / "ownstate.db")
+            stored["SqliteSaver"] = sqlite_bytes(tmp / "langgraph.db")
+            if args.separate_appends:
+                stored[separate["sqlite"]] = sqlite_bytes(tmp / "ownstate-apart.db")
+        for name, schema in schemas.items():
+            stored[name] = postgres_bytes(schema)
+        # stored bytes are compared with PostgresSaver's, last turns with its last turns
+        base = "PostgresSaver" if pg else "SqliteSaver"
         window = min(WINDOW, args.turns)
         first = {n: median_ms(times[n][:window]) for n in names}
         last = {n: median_ms(times[n][-window:]) for n in names}
@@ -188,22 +196,23 @@ def main() -> None:
             own = "SqliteSaver" if "sqlite" in name or name == "SqliteSaver" else "PostgresSaver"
             rows.append([
                 name, f"{stored[name] / 1e6:.2f} MB",
-                f"{stored[name] / stored['PostgresSaver']:.4f}",
+                f"{stored[name] / stored[base]:.4f}",
                 f"{first[name]:.2f}", f"{last[name]:.2f}",
                 f"{last[name] / first[name]:.2f}",
-                f"{last[name] / last['PostgresSaver']:.3f}",
+                f"{last[name] / last[base]:.3f}",
                 f"{first[name] / first[own]:.2f} / {last[name] / last[own]:.3f} ({own})",
                 f"{first_cpu[name]:.2f}", f"{first_cpu[name] / first_cpu[own]:.2f}"])
-        print_table(["saver", "stored", "stored / PostgresSaver", "first 20 ms",
-                     "last 20 ms", "last / first", "last / PostgresSaver last",
+        print_table(["saver", "stored", f"stored / {base}", "first 20 ms",
+                     "last 20 ms", "last / first", f"last / {base} last",
                      "first / last vs its database's LangGraph saver",
                      "first 20 CPU ms", "first 20 CPU vs it"], rows)
     finally:
         for close in reversed(closers):
             close()
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-            for schema in schemas.values():
-                conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        if schemas:
+            with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+                for schema in schemas.values():
+                    conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
 
 if __name__ == "__main__":

@@ -237,6 +237,48 @@ def test_writers_of_one_process_queue_for_the_file_before_they_begin(tmp_path: P
         asyncio.run(core.close())
 
 
+def test_overlapping_writes_take_the_writing_connection_in_turn(tmp_path: Path) -> None:
+    # Each connection has a page cache of its own, which SQLite empties when another
+    # connection has committed since: a write that waits for another of its backend then
+    # takes the connection the other wrote on (its cache current), not an idle one of its
+    # own, and a call made after them takes that connection too.
+    core = SqliteCore(tmp_path / "o.db")
+    core._call(lambda conn: conn.execute("CREATE TABLE t (x)"))
+    core._call(lambda conn: core._call(lambda other: None))  # two connections, both idle
+    used: list[sqlite3.Connection] = []
+    inside, release = threading.Event(), threading.Event()
+
+    def hold(conn: sqlite3.Connection) -> None:
+        used.append(conn)
+        with write(conn):
+            conn.execute("INSERT INTO t VALUES (1)")
+            inside.set()
+            release.wait(10)
+
+    def insert(conn: sqlite3.Connection) -> None:
+        used.append(conn)
+        with write(conn):
+            conn.execute("INSERT INTO t VALUES (2)")
+
+    holder = threading.Thread(target=asyncio.run, args=(core._run_write(hold),))
+    holder.start()
+    assert inside.wait(10)
+    waiter = threading.Thread(target=asyncio.run, args=(core._run_write(insert),))
+    waiter.start()
+    waiter.join(0.3)  # it waits for the first write before it takes a connection
+    assert waiter.is_alive()
+    assert len(used) == 1
+    release.set()
+    holder.join(10)
+    waiter.join(10)
+    assert len(used) == 2
+    assert used[1] is used[0]
+    assert core._call(lambda conn: (conn is used[0],
+                                    conn.execute("SELECT x FROM t ORDER BY x").fetchall())
+                      ) == (True, [(1,), (2,)])
+    asyncio.run(core.close())
+
+
 def test_a_writer_kept_waiting_past_the_busy_timeout_fails_and_stores_nothing(
         tmp_path: Path) -> None:
     db = tmp_path / "o.db"

@@ -68,7 +68,7 @@ class AccessInSqlite(SqliteCore):
                 if inserted.rowcount == 0:
                     raise AlreadyExists(key_id=key.key_id)
 
-        await self._run(run)
+        await self._run_write(run)
         return key
 
     async def find_api_key(self, key_id: str) -> tuple[ApiKey, str] | None:
@@ -98,7 +98,7 @@ class AccessInSqlite(SqliteCore):
                     raise KeyNotFound(key_id=key_id)
             return _key(row)
 
-        return await self._run(run)
+        return await self._run_write(run)
 
     # grants ----------------------------------------------------------------------------
 
@@ -122,7 +122,7 @@ class AccessInSqlite(SqliteCore):
                                    key).fetchone()
             return str(row[0]) if row is not None else None
 
-        return await self._run(run)
+        return await self._run_write(run)
 
     async def get_grant(self, tenant: str, kind: str, store: str,
                         principal: str) -> str | None:
@@ -156,4 +156,4 @@ class AccessInSqlite(SqliteCore):
             with write(conn):
                 return drop_grants(conn, tenant, kind, store)
 
-        return await self._run(run)
+        return await self._run_write(run)

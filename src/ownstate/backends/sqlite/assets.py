@@ -74,7 +74,7 @@ class AssetsInSqlite(SqliteCore):
                             media_type=media_type, store=store, session_id=session_id,
                             metadata=dict(metadata), create_time=now)
 
-        return await self._run(run)
+        return await self._run_write(run)
 
     async def get_asset(self, tenant: str, asset_id: str) -> tuple[AssetRef, bytes]:
         def run(conn: sqlite3.Connection) -> tuple[AssetRef, bytes]:
@@ -106,4 +106,4 @@ class AssetsInSqlite(SqliteCore):
                 if deleted.rowcount == 0:
                     raise AssetNotFound(asset_id=asset_id)
 
-        await self._run(run)
+        await self._run_write(run)

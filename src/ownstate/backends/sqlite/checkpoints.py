@@ -158,7 +158,7 @@ class CheckpointsInSqlite(SqliteCore):
                 self._check_fence(conn, tenant, scope, fence)
                 return self._store_checkpoint(conn, tenant, scope, checkpoint, now)
 
-        return await self._run(run)
+        return await self._run_write(run)
 
     async def put_checkpoint_with_items(self, tenant: str, scope: CheckpointScope,
                                         checkpoint: NewCheckpoint, fence: Fence | None,
@@ -175,7 +175,7 @@ class CheckpointsInSqlite(SqliteCore):
                                   now, first_seq)
                 return self._store_checkpoint(conn, tenant, scope, checkpoint, now), appended
 
-        return await self._run(run)
+        return await self._run_write(run)
 
     async def put_checkpoint_opening_run(
             self, tenant: str, scope: CheckpointScope, checkpoint: NewCheckpoint, run_id: str,
@@ -190,7 +190,7 @@ class CheckpointsInSqlite(SqliteCore):
                                   framework, thread_key, owner, ttl_seconds, now)
                 return opened, self._store_checkpoint(conn, tenant, scope, checkpoint, now)
 
-        return await self._run(run)
+        return await self._run_write(run)
 
     async def put_checkpoint_ending_run(
             self, tenant: str, scope: CheckpointScope, checkpoint: NewCheckpoint,
@@ -213,7 +213,7 @@ class CheckpointsInSqlite(SqliteCore):
                      fence.fencing_token))
                 return record, appended
 
-        return await self._run(run)
+        return await self._run_write(run)
 
     def _store_checkpoint(self, conn: sqlite3.Connection, tenant: str, scope: CheckpointScope,
                           checkpoint: NewCheckpoint, now: datetime) -> CheckpointRecord:
@@ -281,7 +281,7 @@ class CheckpointsInSqlite(SqliteCore):
                     [(row[0], tenant, w.task_id, w.index, w.channel, w.type_tag, w.task_path,
                       len(w.payload), w.payload) for w in writes])
 
-        await self._run(run)
+        await self._run_write(run)
 
     # reads -----------------------------------------------------------------------------
 
@@ -388,7 +388,7 @@ class CheckpointsInSqlite(SqliteCore):
                     self._rid(conn, tenant, scope)  # out of scope is RunNotFound, not 0
                 return deleted
 
-        return await self._run(run)
+        return await self._run_write(run)
 
     async def delete_run_checkpoints(self, tenant: str, scope: CheckpointScope) -> int:
         def run(conn: sqlite3.Connection) -> int:
@@ -397,7 +397,7 @@ class CheckpointsInSqlite(SqliteCore):
                 return int(conn.execute("DELETE FROM checkpoints WHERE rid = ? AND tenant = ?",
                                         (rid, tenant)).rowcount)
 
-        return await self._run(run)
+        return await self._run_write(run)
 
     async def delete_session_checkpoints(self, tenant: str, actor_id: str, store: str,
                                          session_id: str) -> int:
@@ -414,7 +414,7 @@ class CheckpointsInSqlite(SqliteCore):
                     "(SELECT rid FROM runs WHERE tenant = ? AND sid = ?)",
                     (tenant, tenant, row[0])).rowcount)
 
-        return await self._run(run)
+        return await self._run_write(run)
 
     async def copy_checkpoints(self, tenant: str, source: CheckpointScope,
                                target: CheckpointScope) -> int:
@@ -436,7 +436,7 @@ class CheckpointsInSqlite(SqliteCore):
                     (destination, origin, tenant))
                 return int(copied)
 
-        return await self._run(run)
+        return await self._run_write(run)
 
     # housekeeping ----------------------------------------------------------------------
 
@@ -469,7 +469,7 @@ class CheckpointsInSqlite(SqliteCore):
                 return model.RetentionReport(checkpoints_deleted=int(deleted),
                                        bytes_freed=sum(d[1] for d in doomed) + int(writes))
 
-        return await self._run(run)
+        return await self._run_write(run)
 
     async def checkpoint_usage(self, tenant: str, run_id: str | None) -> list[RunUsage]:
         sql, params = _sql.usage_query("?", tenant, run_id)

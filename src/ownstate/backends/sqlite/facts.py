@@ -74,7 +74,7 @@ class FactsInSqlite(SqliteCore):
                 start_grants(conn, tenant, "memory_store", name, owner)
             return MemoryStoreRecord(tenant=tenant, name=name, create_time=now)
 
-        return await self._run(run)
+        return await self._run_write(run)
 
     async def get_memory_store(self, tenant: str, name: str) -> MemoryStoreRecord:
         return await self._run(lambda conn: self._require_memory_store(conn, tenant, name))
@@ -105,7 +105,7 @@ class FactsInSqlite(SqliteCore):
                 drop_grants(conn, tenant, "memory_store", name)
                 return int(deleted.rowcount)
 
-        return await self._run(run)
+        return await self._run_write(run)
 
     # facts -----------------------------------------------------------------------------
 
@@ -283,7 +283,7 @@ class FactsInSqlite(SqliteCore):
                 closed[10], closed[12], closed[14] = valid_to, moment, reason
                 return _fact(closed)
 
-        return await self._run(run)
+        return await self._run_write(run)
 
     async def search(self, tenant: str, store: str, query: TextQuery, subject: str | None,
                      valid_at: datetime | None, limit: int) -> list[FactHit]:
@@ -342,4 +342,4 @@ class FactsInSqlite(SqliteCore):
                         (tenant, tenant, subject)).rowcount
                 return {"facts": int(facts), "sessions": int(sessions)}
 
-        return await self._run(run)
+        return await self._run_write(run)

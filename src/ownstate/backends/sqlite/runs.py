@@ -92,7 +92,7 @@ class RunsInSqlite(SqliteCore, Signalled):
                 return self._insert_run(conn, tenant, store, session_id, run_id, framework,
                                         thread_key, owner, ttl_seconds, now)
 
-        return await self._run(run)
+        return await self._run_write(run)
 
     @classmethod
     def _insert_run(cls, conn: sqlite3.Connection, tenant: str, store: str, session_id: str,
@@ -191,7 +191,7 @@ class RunsInSqlite(SqliteCore, Signalled):
                     raise _refusal(conn, tenant, run_id, None, claimant=owner, now=now)
                 return Lease(run_id, owner, int(row[0]), expires)
 
-        return await self._run(run)
+        return await self._run_write(run)
 
     async def heartbeat(self, tenant: str, run_id: str, fencing_token: int,
                         ttl_seconds: float, now: datetime) -> Lease:
@@ -208,7 +208,7 @@ class RunsInSqlite(SqliteCore, Signalled):
                     raise _refusal(conn, tenant, run_id, fencing_token, lease_needed=True)
                 return Lease(run_id, row[0], fencing_token, expires)
 
-        return await self._run(run)
+        return await self._run_write(run)
 
     async def close_run(self, tenant: str, run_id: str, status: str, usd_cost: float | None,
                         step_count: int | None, fencing_token: int | None,
@@ -250,7 +250,7 @@ class RunsInSqlite(SqliteCore, Signalled):
                                            found[1] if found else None)
                 return _run(row)
 
-        decided = await self._run(run)
+        decided = await self._run_write(run)
         self.decision_signal.fire()
         return decided
 
@@ -304,7 +304,7 @@ class RunsInSqlite(SqliteCore, Signalled):
                     "VALUES (?, ?, ?, ?, ?)", (rid, tool_call_id, tenant, result_json, stamp))
             return Effect(run_id, tool_call_id, json.loads(result_json), now, True)
 
-        return await self._run(run)
+        return await self._run_write(run)
 
     async def get_effect(self, tenant: str, run_id: str, tool_call_id: str) -> Effect | None:
         def run(conn: sqlite3.Connection) -> Effect | None:

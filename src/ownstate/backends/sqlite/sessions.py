@@ -95,7 +95,7 @@ class SessionsInSqlite(SqliteCore):
                 start_grants(conn, tenant, "session_store", name, owner)
             return SessionStoreRecord(tenant=tenant, name=name, create_time=now)
 
-        return await self._run(run)
+        return await self._run_write(run)
 
     async def get_store(self, tenant: str, name: str) -> SessionStoreRecord:
         return await self._run(lambda conn: self._require_store(conn, tenant, name))
@@ -120,7 +120,7 @@ class SessionsInSqlite(SqliteCore):
                 drop_grants(conn, tenant, "session_store", name)
                 return int(count)
 
-        return await self._run(run)
+        return await self._run_write(run)
 
     # sessions --------------------------------------------------------------------------
 
@@ -156,7 +156,7 @@ class SessionsInSqlite(SqliteCore):
                 create_time=now, last_activity_time=now,
             )
 
-        return await self._run(run)
+        return await self._run_write(run)
 
     async def get_session(self, tenant: str, store: str, session_id: str) -> SessionRecord:
         return await self._run(
@@ -196,7 +196,7 @@ class SessionsInSqlite(SqliteCore):
                 conn.execute("UPDATE sessions SET metadata = ? WHERE sid = ?", (row[4], row[7]))
             return session_record(row)
 
-        return await self._run(run)
+        return await self._run_write(run)
 
     async def delete_session(self, tenant: str, store: str, session_id: str, force: bool) -> int:
         def run(conn: sqlite3.Connection) -> int:
@@ -220,7 +220,7 @@ class SessionsInSqlite(SqliteCore):
                 # rowcount is unreliable for a statement that begins with WITH
                 return int(conn.execute("SELECT changes()").fetchone()[0])
 
-        return await self._run(run)
+        return await self._run_write(run)
 
     async def fork_session(
         self, tenant: str, store: str, session_id: str, new_session_id: str,
@@ -258,7 +258,7 @@ class SessionsInSqlite(SqliteCore):
                 conn.execute(FORK_VECTORS.format(p="?"), (parent_sid, child_sid))
             return forked_record(parent, new_session_id, now)
 
-        return await self._run(run)
+        return await self._run_write(run)
 
     # items -----------------------------------------------------------------------------
 
@@ -270,7 +270,7 @@ class SessionsInSqlite(SqliteCore):
             with write(conn):
                 return self._append(conn, tenant, store, session_id, items, idempotency, now)
 
-        return await self._run(run)
+        return await self._run_write(run)
 
     def _append(self, conn: sqlite3.Connection, tenant: str, store: str, session_id: str,
                 items: Sequence[NewItem], idempotency: tuple[str, str] | None,
@@ -408,7 +408,7 @@ class SessionsInSqlite(SqliteCore):
                     (count - 1, format_time(now), sid))
                 return found[0]
 
-        return await self._run(run)
+        return await self._run_write(run)
 
     async def clear_items(self, tenant: str, store: str, session_id: str, now: datetime) -> int:
         def run(conn: sqlite3.Connection) -> int:
@@ -420,4 +420,4 @@ class SessionsInSqlite(SqliteCore):
                     (format_time(now), sid))
                 return int(deleted.rowcount)
 
-        return await self._run(run)
+        return await self._run_write(run)

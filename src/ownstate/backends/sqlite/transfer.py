@@ -129,7 +129,7 @@ class TransferInSqlite(SqliteCore):
                     for r in rows])
                 return conn.total_changes - before
 
-        return await self._run(run)
+        return await self._run_write(run)
 
 
 def _cursor_width(part: str) -> tuple[Any, ...]:

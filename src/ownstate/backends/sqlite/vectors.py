@@ -162,7 +162,7 @@ class VectorsInSqlite(SqliteCore):
                         (e.model, e.data, tenant, store, session_id, seq)).rowcount
             return stored
 
-        return await self._run(run)
+        return await self._run_write(run)
 
 
 def _indexes_items(conn: sqlite3.Connection, tenant: str, store: str) -> bool:
