@@ -213,7 +213,7 @@ class Cursor:
     new transaction.
     """
 
-    __slots__ = ("_adopt", "_attempt", "_conn", "_cur", "_open", "_read", "_settings",
+    __slots__ = ("_adopt", "_attempt", "_conn", "_made", "_open", "_read", "_settings",
                  "_snapshot", "_trip_count", "_trip_rows")
 
     def __init__(self, conn: AsyncConnection[Any], settings: tuple[str, tuple[str, ...]],
@@ -221,7 +221,7 @@ class Cursor:
                  adopt: str | None = None) -> None:
         self._conn = conn
         self._adopt = adopt
-        self._cur: AsyncCursor[Any] = conn.cursor()
+        self._made: AsyncCursor[Any] | None = None
         self._settings = settings
         self._attempt = attempt
         self._read = read and not snapshot
@@ -231,6 +231,14 @@ class Cursor:
         #: fetched (None when the last statement went through psycopg's cursor)
         self._trip_rows: deque[Row] | None = None
         self._trip_count = -1
+
+    @property
+    def _cur(self) -> AsyncCursor[Any]:
+        """psycopg's cursor, made when a statement first needs it (an operation whose
+        statements all go by ``_trip`` never does)."""
+        if self._made is None:
+            self._made = self._conn.cursor()
+        return self._made
 
     @property
     def rowcount(self) -> int:
