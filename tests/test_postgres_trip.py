@@ -142,3 +142,12 @@ def test_an_async_connection_sends_the_same_trip() -> None:
             await made.close()
 
     assert asyncio.run(scenario()) == [[(1, "UTC")], [(2, "UTC")], [(3, "UTC")]]
+
+
+def test_a_connection_that_never_prepares_sends_every_trip_unnamed(conn: Any) -> None:
+    # as the pool's connections are made behind a transaction pooler
+    conn.prepare_threshold = None
+    select = Statement("SELECT count(*) FROM trip_rows WHERE k = %s", (1,))
+    for _ in range(4):
+        assert _trip(conn, [_SETTINGS, select]).rows == [(0,)]
+    assert _prepared(conn) == set()
