@@ -151,3 +151,16 @@ def test_a_connection_that_never_prepares_sends_every_trip_unnamed(conn: Any) ->
     for _ in range(4):
         assert _trip(conn, [_SETTINGS, select]).rows == [(0,)]
     assert _prepared(conn) == set()
+
+
+def test_a_prepare_the_server_refuses_is_the_trips_error(conn: Any) -> None:
+    # The statement ran once; at its second run it is prepared, and the prepare fails
+    # (its table is gone): that is the trip's error, not a statement without rows.
+    conn.execute("CREATE TEMP TABLE trip_gone (k int)")
+    select = Statement("SELECT count(*) FROM trip_gone")
+    assert _trip(conn, [_SETTINGS, select]).rows == [(0,)]
+    conn.execute("DROP TABLE trip_gone")
+    with pytest.raises(psycopg.errors.UndefinedTable):
+        _trip(conn, [_SETTINGS, select])
+    conn.execute("CREATE TEMP TABLE trip_gone (k int)")
+    assert _trip(conn, [_SETTINGS, select]).rows == [(0,)]

@@ -139,16 +139,18 @@ class Trip:
 
     def _settle(self, manager: Any, plans: Sequence[tuple[Any, bytes, Any]],
                 fetched: Iterator[list[Any]], tx: Any) -> psycopg.Error | None:
-        """Check the results in order, load the last statement's rows; the first error."""
+        """Check the results in order and load the kept statement's rows; the first
+        error (a prepare's, or the statement's)."""
         error: psycopg.Error | None = None
         kept: Any = None
         for at, (prep, name, key) in enumerate(plans):
-            if prep is Prepare.SHOULD:
-                next(fetched, None)  # the prepare's own result
+            if prep is Prepare.SHOULD and error is None:  # the prepare's own result
+                error = _failed(next(fetched, []), self._conn)
+            elif prep is Prepare.SHOULD:
+                next(fetched, None)
             results = next(fetched, [])
-            failure = _failed(results, self._conn)
             if error is None:
-                error = failure
+                error = _failed(results, self._conn)
             if key is not None:
                 manager.validate(key, prep, name, results)
             if at == self._keep and results:
