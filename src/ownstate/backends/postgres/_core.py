@@ -287,16 +287,8 @@ class Cursor:
         trip of ``_trip``: what ``_send`` pipelines through psycopg's cursor, sent below
         it. (A statement inside an open transaction goes through the cursor alone, which
         sends one without parameters in the simple protocol, several statements at once.)"""
-        statements: list[Statement] = []
         opening = not self._open
-        if opening and not commit:
-            statements.append(Statement(
-                "BEGIN ISOLATION LEVEL REPEATABLE READ" if self._snapshot else "BEGIN"))
-            if self._adopt is not None:  # before any query of the transaction
-                statements.append(Statement(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(
-                    sql.Literal(self._adopt))))
-        if opening:
-            statements.append(Statement(*self._settings))
+        statements = self._opening(explicit=not commit) if opening else []
         if before is not None:
             statements.append(Statement(*before))
         statements.append(Statement(query, params, binary))
@@ -391,7 +383,7 @@ class Cursor:
             # A transaction of one statement: what a pipeline sends before its Sync runs
             # as one implicit transaction, committed at the Sync (or rolled back whole).
             async with self._conn.pipeline():
-                await self._conn.execute(*self._settings)
+                await self._begin(explicit=False)
                 await statement()
         elif opening or commit:
             async with self._conn.pipeline():
@@ -404,13 +396,22 @@ class Cursor:
             await statement()
         self._open = not commit
 
-    async def _begin(self) -> None:
-        await self._conn.execute(
-            "BEGIN ISOLATION LEVEL REPEATABLE READ" if self._snapshot else "BEGIN")
-        if self._adopt is not None:  # before any query of the transaction
-            await self._conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(
-                sql.Literal(self._adopt)))
-        await self._conn.execute(*self._settings)
+    def _opening(self, *, explicit: bool) -> list[Statement]:
+        """The statements that open this cursor's transaction, with ``explicit`` a
+        ``BEGIN`` first (else the transaction is the implicit one of a pipeline)."""
+        opening = []
+        if explicit:
+            opening.append(Statement(
+                "BEGIN ISOLATION LEVEL REPEATABLE READ" if self._snapshot else "BEGIN"))
+            if self._adopt is not None:  # before any query of the transaction
+                opening.append(Statement(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(
+                    sql.Literal(self._adopt))))
+        opening.append(Statement(*self._settings))
+        return opening
+
+    async def _begin(self, *, explicit: bool = True) -> None:
+        for statement in self._opening(explicit=explicit):
+            await self._conn.execute(statement.query, statement.params)
 
     async def _finish(self) -> None:
         """Commit what is still open."""
