@@ -295,9 +295,7 @@ class Cursor:
         keep = len(statements) - 1
         if commit and not opening:
             statements.append(Statement("COMMIT"))
-        if commit and not self._read:
-            self._attempt.committing = True
-        self._attempt.round_trips += 1
+        self._sending(commit=commit)
         trip = Trip(self._conn, _raw(self._conn), statements, keep)
         self._trip_rows = None
         await self._conn.wait(trip.gen())
@@ -370,9 +368,7 @@ class Cursor:
     async def _send(self, statement: Callable[[], Awaitable[Any]], *, commit: bool) -> None:
         self._trip_rows = None
         opening = not self._open
-        if commit and not self._read:
-            self._attempt.committing = True
-        self._attempt.round_trips += 1
+        self._sending(commit=commit)
         if not _PIPELINES:  # pragma: no cover - libpq older than 14
             if opening:
                 await self._begin()
@@ -395,6 +391,12 @@ class Cursor:
         else:
             await statement()
         self._open = not commit
+
+    def _sending(self, *, commit: bool) -> None:
+        """Count a round trip, and whether it carries a write's commit (``_Attempt``)."""
+        if commit and not self._read:
+            self._attempt.committing = True
+        self._attempt.round_trips += 1
 
     def _opening(self, *, explicit: bool) -> list[Statement]:
         """The statements that open this cursor's transaction, with ``explicit`` a

@@ -144,13 +144,10 @@ class Trip:
         error: psycopg.Error | None = None
         kept: Any = None
         for at, (prep, name, key) in enumerate(plans):
-            if prep is Prepare.SHOULD and error is None:  # the prepare's own result
-                error = _failed(next(fetched, []), self._conn)
-            elif prep is Prepare.SHOULD:
-                next(fetched, None)
+            if prep is Prepare.SHOULD:  # the prepare's own result comes first
+                error = error or _failed(next(fetched, []), self._conn)
             results = next(fetched, [])
-            if error is None:
-                error = _failed(results, self._conn)
+            error = error or _failed(results, self._conn)
             if key is not None:
                 manager.validate(key, prep, name, results)
             if at == self._keep and results:
