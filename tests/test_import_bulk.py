@@ -171,12 +171,12 @@ def test_a_batch_analyzes_the_tables_it_doubled(make_url: Callable[[str], str],
 def test_a_batch_whose_analyze_fails_is_stored_all_the_same(
         make_url: Callable[[str], str], monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
-    from ownstate.backends.postgres import bulk as postgres_bulk
+    from ownstate.backends.postgres import _statistics
 
     async def refused(*args: Any) -> list[str]:
         raise ownstate.BackendUnavailable("the server went away")
 
-    monkeypatch.setattr(postgres_bulk, "analyze_grown", refused)
+    monkeypatch.setattr(_statistics, "analyze_grown", refused)
 
     async def main() -> None:
         client = await postgres(make_url("postgres"))

@@ -19,6 +19,19 @@ roles' own) are: a runtime role that does not own the schema relies on autovacuu
 write is committed before: an ANALYZE that fails is logged (``ownstate.postgres``), and
 the write still succeeds.
 
+The writes that open runs do the same, rarely: a conversation grows its tables a few rows
+a turn, and a prepared statement's generic plan (which the checkpoint operations use) is
+made once per connection, at the table's size then. Planned without statistics, or at a
+handful of rows, a lookup of a run by its id or of a checkpoint by its id ties with an
+index on a prefix of its key (``tenant``, ``rid, namespace``) and scans every run of the
+tenant and every checkpoint of the thread; planned at a few pages it scans the table. The
+plan then stays, however large the table grows, until the table's statistics change: at
+500 turns of one LangGraph thread that was two thirds of the server's time a turn. So the
+write that opens the run whose ``rid`` is a power of two from :data:`FIRST_CHECKED` ends
+by analyzing those of :data:`RUN_TABLES` that doubled since their statistics were taken
+(or have none), whatever their size: a few milliseconds at first, log-spaced, each making
+the connections plan those statements again for the table as it is.
+
 It may touch PostgreSQL through ``_core``, and psycopg's SQL composition.
 """
 
@@ -28,12 +41,14 @@ import logging
 from collections.abc import Sequence
 
 from ..._extras import requires
-from ._core import Cursor
+from ...errors import OwnstateError
+from ._core import Cursor, PostgresCore
 
 with requires("postgres", "the PostgreSQL backend"):
     from psycopg import sql
 
-__all__ = ["GROWTH", "LOG", "MIN_PAGES", "analyze_grown"]
+__all__ = ["FIRST_CHECKED", "GROWTH", "LOG", "MIN_PAGES", "RUN_TABLES", "Analyzing",
+           "analyze_grown"]
 
 LOG = logging.getLogger("ownstate.postgres")
 
@@ -42,6 +57,10 @@ LOG = logging.getLogger("ownstate.postgres")
 GROWTH = 2
 #: ... and at least this many pages (1 MB): a smaller table is read whole by any plan.
 MIN_PAGES = 128
+#: The tables the runs of a conversation grow, which the write that opens a run checks.
+RUN_TABLES = ("checkpoint_writes", "checkpoints", "items", "runs", "sessions")
+#: The first ``rid`` whose opening write checks them; then every power of two after it.
+FIRST_CHECKED = 32
 
 _GROWN = (
     "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
@@ -51,12 +70,35 @@ _GROWN = (
     ">= greatest(%s * c.relpages, %s) ORDER BY c.relname")
 
 
-async def analyze_grown(cur: Cursor, schema: str, tables: Sequence[str]) -> list[str]:
+async def analyze_grown(cur: Cursor, schema: str, tables: Sequence[str],
+                        min_pages: int | None = None) -> list[str]:
     """Analyze those of ``tables`` (of ``schema``) that grew as the module docstring
-    says; returns their names."""
-    await cur.execute(_GROWN, (schema, list(tables), GROWTH, MIN_PAGES))
+    says, of at least ``min_pages`` pages (:data:`MIN_PAGES` by default); returns their
+    names."""
+    await cur.execute(_GROWN, (schema, list(tables), GROWTH,
+                               MIN_PAGES if min_pages is None else min_pages))
     grown = [str(r[0]) for r in await cur.fetchall()]
     if grown:
         await cur.execute(sql.SQL("ANALYZE (SKIP_LOCKED) {}").format(
             sql.SQL(", ").join(sql.Identifier(schema, t) for t in grown)))
     return grown
+
+
+class Analyzing(PostgresCore):
+    """The writes that keep statistics current, as the module docstring says."""
+
+    async def _analyze_grown(self, tables: Sequence[str], grown_by: str,
+                             min_pages: int | None = None) -> None:
+        """Analyze those of ``tables`` that grew (:func:`analyze_grown`) in a transaction
+        of its own; a failure is logged, naming what grew them (``grown_by``)."""
+        try:
+            await self._write(None, lambda cur: analyze_grown(cur, self.schema, tables,
+                                                              min_pages))
+        except OwnstateError as exc:  # what grew them is stored: statistics only help plans
+            LOG.warning("analyzing the tables %s grew failed: %s", grown_by, exc)
+
+    async def _run_opened(self, rid: int) -> None:
+        """After the write that opened run ``rid``: analyze those of :data:`RUN_TABLES`
+        that doubled, when ``rid`` is a power of two from :data:`FIRST_CHECKED`."""
+        if rid >= FIRST_CHECKED and not rid & (rid - 1):
+            await self._analyze_grown(RUN_TABLES, "runs", min_pages=1)

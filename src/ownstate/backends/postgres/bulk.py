@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from ...errors import AlreadyExists, OwnstateError, StoreNotFound
+from ...errors import AlreadyExists, StoreNotFound
 from ..ports.bulk import NewSessionBundle
-from ._core import Cursor, PostgresCore
-from ._statistics import LOG, analyze_grown
+from ._core import Cursor
+from ._statistics import Analyzing
 from .search import Vector, add_counts, item_vector
 from .sessions import LOADED_ITEM_COLUMNS, _labels_json
 
@@ -64,7 +64,7 @@ _WRITES = ("INSERT INTO checkpoint_writes (cid, tenant, task_id, idx, channel, t
            "task_path, size, payload) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %b)")
 
 
-class BulkInPostgres(PostgresCore):
+class BulkInPostgres(Analyzing):
     """The bulk port over the PostgreSQL tables."""
 
     async def create_sessions(self, tenant: str, store: str,
@@ -104,10 +104,7 @@ class BulkInPostgres(PostgresCore):
 
         made = await self._write(tenant, run)
         if any(made):
-            try:
-                await self._write(None, lambda cur: analyze_grown(cur, self.schema, _GROWN))
-            except OwnstateError as exc:  # the batch is stored: statistics only help plans
-                LOG.warning("analyzing the tables a bulk write grew failed: %s", exc)
+            await self._analyze_grown(_GROWN, "a bulk write")
         return made
 
 

@@ -51,7 +51,8 @@ from ..ports.checkpoints import Fence, NewCheckpoint, page_cut
 from ..ports.runs import RunState, run_refusal
 from ..ports.sessions import NewItem
 from ._arrays import bigints, byteas, texts
-from ._core import Cursor, PostgresCore
+from ._core import Cursor
+from ._statistics import Analyzing
 from ._vector_rows import store_item_vectors
 from .items_search import QUEUED_SPAN
 from .runs import open_refusal, opened_run, opening_args, opening_insert
@@ -209,7 +210,8 @@ _OPEN_AND_PUT = (
     f"holder AS (SELECT rid FROM ({_RUN_IN_SCOPE} FOR KEY SHARE) h "
     "UNION ALL SELECT rid FROM opened WHERE %(run)s = %(new_run)s), "
     + _upsert("WHERE EXISTS (SELECT 1 FROM opened) ")
-    + "SELECT (SELECT actor_id FROM opened), p.cid, p.create_time, p.inserted, w.* "
+    + "SELECT (SELECT actor_id FROM opened), p.cid, p.create_time, p.inserted, w.*, "
+    "(SELECT rid FROM opened) "
     "FROM (SELECT 1) one LEFT JOIN put p ON true LEFT JOIN LATERAL ("
     + _WRITES_OF.format(cid="p.cid AND NOT p.inserted") + ") w ON true")
 _PUT_WRITES = {fenced: _writes_query(fenced) for fenced in (False, True)}
@@ -285,7 +287,7 @@ def _canonical(value: JSON) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
-class CheckpointsInPostgres(PostgresCore):
+class CheckpointsInPostgres(Analyzing):
     """The checkpoints port on PostgreSQL."""
 
     # helpers ---------------------------------------------------------------------------
@@ -396,18 +398,20 @@ class CheckpointsInPostgres(PostgresCore):
                             thread_key, owner, ttl_seconds, now)
         params = {**_put_args(tenant, scope, checkpoint, None, now), **args}
 
-        async def run(cur: Cursor) -> tuple[model.Run, CheckpointRecord]:
+        async def run(cur: Cursor) -> tuple[model.Run, CheckpointRecord, int]:
             await cur.execute(_OPEN_AND_PUT, params, last=True, binary=True)
             row = await cur.fetchone()
             assert row is not None  # the statement always returns its one row
             if row[0] is None:  # nothing was stored: the open's refusal, else the scope's
                 raise (await open_refusal(cur, tenant, scope.store, scope.session_id, run_id)
                        or RunNotFound(run_id=scope.run_id))
-            return opened_run(args, row[0]), _stored(scope, checkpoint, row[2], row[3],
-                                                     row[4:10])
+            return (opened_run(args, row[0]),
+                    _stored(scope, checkpoint, row[2], row[3], row[4:10]), int(row[10]))
 
         # synchronous, as open_run: a run is not a checkpoint
-        return await self._write(tenant, run, generic=True)
+        opened, stored, rid = await self._write(tenant, run, generic=True)
+        await self._run_opened(rid)
+        return opened, stored
 
     async def _put_with_items(self, tenant: str, scope: CheckpointScope,
                               checkpoint: NewCheckpoint, fence: Fence | None,

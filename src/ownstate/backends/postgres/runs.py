@@ -42,7 +42,8 @@ from ...model import Decision, Effect, Lease, Run
 from .. import _sql
 from .._decisions import Listener, Signalled
 from ..ports.runs import RunState, decision_refusal, opening_lease, run_refusal
-from ._core import Cursor, PostgresCore
+from ._core import Cursor
+from ._statistics import Analyzing
 
 with requires("postgres", "the PostgreSQL backend"):
     from psycopg import sql
@@ -136,11 +137,11 @@ async def open_refusal(cur: Cursor, tenant: str, store: str, session_id: str,
     return None
 
 
-_OPEN = opening_insert()
+_OPEN = opening_insert(returning="actor_id, rid")
 _CLOSE = _sql.close_run_set("%s", "%s", "%s::double precision", "%s::bigint")
 
 
-class RunsInPostgres(PostgresCore, Signalled):
+class RunsInPostgres(Analyzing, Signalled):
     """The runs port on PostgreSQL."""
 
     # runs ------------------------------------------------------------------------------
@@ -151,15 +152,17 @@ class RunsInPostgres(PostgresCore, Signalled):
         args = opening_args(tenant, store, session_id, run_id, framework, thread_key, owner,
                             ttl_seconds, now)
 
-        async def run(cur: Cursor) -> Run:
+        async def run(cur: Cursor) -> tuple[Run, int]:
             await cur.execute(_OPEN, args, last=True)
             row = await cur.fetchone()
             if row is None:
                 raise (await open_refusal(cur, tenant, store, session_id, run_id)
                        or errors.BackendUnavailable("the run could not be stored; retry"))
-            return opened_run(args, row[0])
+            return opened_run(args, row[0]), int(row[1])
 
-        return await self._write(tenant, run)
+        opened, rid = await self._write(tenant, run)
+        await self._run_opened(rid)
+        return opened
 
     async def get_run(self, tenant: str, run_id: str) -> Run:
         async def run(cur: Cursor) -> Run:
