@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
@@ -16,22 +15,14 @@ from typing import Any
 
 import pytest
 
-from ownstate.errors import BackendUnavailable
-from ownstate.model import CheckpointScope
+psycopg = pytest.importorskip("psycopg")
 
-POSTGRES_URL = os.environ.get("OWNSTATE_TEST_POSTGRES_URL",
-                              "postgresql://postgres@127.0.0.1:5432/test")
-REQUIRED = "postgres" in os.environ.get("OWNSTATE_REQUIRE_BACKENDS", "")
+from conftest import POSTGRES_URL, _require  # noqa: E402
 
-try:
-    import psycopg
-except ImportError:  # pragma: no cover - only without the postgres extra
-    if REQUIRED:
-        raise
-    pytest.skip("psycopg is not installed (the postgres extra)", allow_module_level=True)
-
-from ownstate.backends.postgres import PostgresBackend, _statistics  # noqa: E402
 from ownstate.backends.ports.checkpoints import NewCheckpoint  # noqa: E402
+from ownstate.backends.postgres import PostgresBackend, _statistics  # noqa: E402
+from ownstate.errors import BackendUnavailable  # noqa: E402
+from ownstate.model import CheckpointScope  # noqa: E402
 
 _NOW = datetime(2030, 1, 1, tzinfo=UTC)
 _TABLES = ("runs", "sessions", "checkpoints")
@@ -39,17 +30,12 @@ _TABLES = ("runs", "sessions", "checkpoints")
 
 @pytest.fixture
 def schema() -> Iterator[str]:
-    try:
-        admin = psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as exc:
-        if REQUIRED:
-            pytest.fail(f"PostgreSQL is unreachable ({exc}), and "
-                        "OWNSTATE_REQUIRE_BACKENDS requires it")
-        pytest.skip(f"PostgreSQL is unreachable ({exc})")
+    """A schema name nobody uses yet; dropped after the test."""
+    _require("postgres")
     name = f"t_{uuid.uuid4().hex[:12]}"
     yield name
-    admin.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
-    admin.close()
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        admin.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
 
 
 def _counted(schema: str) -> dict[str, float]:
