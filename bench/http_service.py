@@ -7,6 +7,9 @@ as in production), on the same database the library opens directly:
   history in replay order, append one user and one assistant message), through the remote
   client (``ownstate.connect("http://...", token=...)``) and through the library directly,
   in lockstep; medians of the first and last turns and the ratio HTTP / direct.
+- ``requests``: one request at a time through the remote sync client, 1,000 of each kind
+  (a one-store page, an append of two items, a replay of a 400-item session): the median
+  wall time, and the server's and the client's CPU per request.
 - ``load``: 64 concurrent clients (asyncio tasks in one process, each its own
   ``connect_async`` client and session) doing turns for a fixed time: each turn appends a
   user and an assistant message and replays the session's newest 20 items. Throughput,
@@ -16,6 +19,7 @@ Run by hand (not in CI)::
 
     /work/venv/bin/python bench/http_service.py turns --turns 200 --db postgres
     /work/venv/bin/python bench/http_service.py turns --turns 200 --db sqlite
+    /work/venv/bin/python bench/http_service.py requests --db sqlite
     /work/venv/bin/python bench/http_service.py load --clients 64 --seconds 20 --db postgres
 
 PostgreSQL is ``OWNSTATE_BENCH_POSTGRES_URL`` (default
@@ -202,6 +206,48 @@ def ratio(direct_row: list[str], http_row: list[str]) -> str:
     return f"{float(http_row[3]) / float(direct_row[3]):.2f}"
 
 
+# requests --------------------------------------------------------------------------------
+
+
+def bench_requests(args: argparse.Namespace) -> None:
+    print(f"# HTTP requests one at a time ({environment()}; {args.db})\n")
+    pairs = conversation(200)
+    with database(args.db) as url, servers(url) as (processes, bases, token):
+        pid = processes[0].pid
+        client = ownstate.connect(bases[0], token=token)
+        try:
+            store = client.session_stores.create("requests")
+            history = store.add(actor_id="bench", session_id="history")
+            for user, assistant in pairs:  # 400 items, in the replay caches of both sides
+                list(history.list_items(order_by="create_time asc"))
+                history.append_items([user, assistant])
+            appended = store.add(actor_id="bench", session_id="appended")
+            kinds = {
+                "one-store page": lambda: client.session_stores.list_page(page_size=1),
+                "append of two items": lambda: appended.append_items(list(pairs[0])),
+                "replay of 400 items": lambda: list(history.list_items(
+                    order_by="create_time asc")),
+            }
+            rows = []
+            for name, call in kinds.items():
+                for _ in range(50):
+                    call()
+                walls = []
+                server0, client0 = _cpu_seconds([pid]), time.process_time()
+                for _ in range(args.calls):
+                    t0 = time.perf_counter()
+                    call()
+                    walls.append(time.perf_counter() - t0)
+                server_cpu = (_cpu_seconds([pid]) - server0) / args.calls
+                client_cpu = (time.process_time() - client0) / args.calls
+                rows.append([name, f"{statistics.median(walls) * 1000:.3f}",
+                             f"{server_cpu * 1000:.3f}", f"{client_cpu * 1000:.3f}"])
+        finally:
+            client.close()
+    print_table(["request", "wall ms (median)", "server CPU ms", "client CPU ms"], rows)
+    print(f"load average {os.getloadavg()[0]:.1f}")
+
+
 # load ------------------------------------------------------------------------------------
 
 
@@ -377,6 +423,10 @@ def main() -> None:
     turns.add_argument("--rounds", type=int, default=3)
     turns.add_argument("--db", choices=["postgres", "sqlite"], default="postgres")
     turns.set_defaults(run=bench_turns)
+    requests = sub.add_parser("requests")
+    requests.add_argument("--calls", type=int, default=1000)
+    requests.add_argument("--db", choices=["postgres", "sqlite"], default="sqlite")
+    requests.set_defaults(run=bench_requests)
     load = sub.add_parser("load")
     load.add_argument("--clients", type=int, default=64)
     load.add_argument("--seconds", type=float, default=20.0)

@@ -12,6 +12,12 @@ connection to begin its first request. A client that misses it is disconnected. 
 requests uvicorn's own keep-alive timeout applies. The number of header fields is bounded
 by the app (``ServerSettings.max_headers``).
 
+uvicorn writes a response's head and its body to the socket separately: two segments on
+the wire, and a client that wakes for the head only to wait again for the body. The server
+writes a response's head together with the first part of its body when the app sends that
+part in the same step of the event loop (as every JSON answer does), and the head alone at
+the end of that step otherwise (a stream's head is never held back for its first event).
+
 It may touch nothing else of ownstate's: only uvicorn (and its httptools protocol).
 """
 
@@ -21,7 +27,7 @@ import asyncio
 import ipaddress
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -47,9 +53,49 @@ class HttpBounds:
     keep_alive_timeout: int = 5
 
 
+class _JoinedHead:
+    """The transport one response is written through: its first write (the head) is held
+    until the next write (the first part of the body), and both go to the socket as one;
+    a head with no body written in the same step of the loop goes alone at its end. Every
+    later write goes straight through, so flow control is the real transport's."""
+
+    __slots__ = ("_fresh", "_held", "_loop", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport, self._loop = transport, loop
+        self._held: bytes | None = None
+        self._fresh = True
+
+    def write(self, data: bytes) -> None:
+        if self._held is not None:
+            data, self._held = self._held + data, None
+        elif self._fresh:
+            self._fresh = False
+            self._held = bytes(data)
+            self._loop.call_soon(self._flush)
+            return
+        self._transport.write(data)
+
+    def _flush(self) -> None:
+        held, self._held = self._held, None
+        if held is not None and not self._transport.is_closing():
+            self._transport.write(held)
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class _BoundedProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with a bound on each request head and a deadline on
-    receiving each request.
+    receiving each request, which writes each response's head with its body
+    (:class:`_JoinedHead`).
 
     httptools keeps a header's pieces until the header is whole, so the bound is kept
     before the parser sees the bytes: while a head is arriving, at most ``max_head_bytes``
@@ -87,7 +133,11 @@ class _BoundedProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._in_head = False
+        before = self.cycle
         super().on_headers_complete()
+        if self.cycle is not before and self.cycle is not None:  # a request to answer
+            self.cycle.transport = cast(asyncio.Transport,
+                                        _JoinedHead(self.cycle.transport, self.loop))
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
