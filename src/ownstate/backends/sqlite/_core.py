@@ -11,13 +11,13 @@ writers of one process queue on a lock of their own per file before they begin
 (:func:`write`), so a writer waiting for another is woken when it commits rather than at
 SQLite's next poll.
 
-Calls made through an async client run in a small thread pool, so the event loop never
-blocks on disk. The sync client runs them inline on the calling thread, which saves a
-thread hop per call. Either way a call takes an idle connection for as long as it runs
-and gives it back, so there are as many connections as calls ever ran at once, not one
-per thread: a caller that makes short-lived threads (LangGraph runs each step's writes on
-threads of its own) neither opens a connection per thread, with a cold page cache and the
-schema read afresh, nor leaves them open until the backend closes.
+Calls made through an async client run on a few threads of their own (``_workers``), so
+the event loop never blocks on disk. The sync client runs them inline on the calling
+thread, which saves a thread hop per call. Either way a call takes an idle connection for
+as long as it runs and gives it back, so there are as many connections as calls ever ran
+at once, not one per thread: a caller that makes short-lived threads (LangGraph runs each
+step's writes on threads of its own) neither opens a connection per thread, with a cold
+page cache and the schema read afresh, nor leaves them open until the backend closes.
 
 One of them is the backend's writing connection: a write made through
 :meth:`SqliteCore._run_write` queues on its process's lock of the file first and then
@@ -30,17 +30,15 @@ the connection that wrote last still holds them.
 It may touch sqlite3 and, where extensions load and it is installed, sqlite-vec (imported
 only then), the replay cache (``backends._replay``), the dot product of the embeddings,
 the time format (``ownstate._ids``), JSON decoding (``ownstate._jsontext``), the model and
-errors, never the API above it.
+errors, and its worker threads (``_workers``), never the API above it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -59,6 +57,7 @@ from ...errors import (
 )
 from ...model import Item, SessionRecord, SessionStoreRecord, build_item
 from .._replay import ReplayCache
+from ._workers import Workers
 
 __all__ = [
     "ITEM_COLUMNS", "SESSION_COLUMNS", "SqliteCore", "session_record", "to_items", "write",
@@ -231,7 +230,7 @@ class SqliteCore:
         self._writers = _writers(self._path) if self._path is not None else None
         self._opened: list[sqlite3.Connection] = []
         self._opened_lock = threading.Lock()
-        self._executor: ThreadPoolExecutor | None = None
+        self._workers: Workers | None = None
         self._closed = False
         # calls run on several threads at once (the async client's pool, or the threads
         # of a sync client's caller): the cache has a lock of its own
@@ -335,26 +334,27 @@ class SqliteCore:
                 self._idle.append(conn)
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        if self._inline:
+        if self._inline or self._closed:  # a closed backend refuses without a thread
             return self._call(fn)
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(self._threads, thread_name_prefix="ownstate-sqlite")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self._call, fn)
+        return await self._threads_for_calls().run(self._call, fn)
 
     async def _run_write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """:meth:`_run` for ``fn`` that writes (its transaction opened by :func:`write`)."""
-        if self._inline:
+        if self._inline or self._closed:
             return self._call_write(fn)
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(self._threads, thread_name_prefix="ownstate-sqlite")
-        return await asyncio.get_running_loop().run_in_executor(
-            self._executor, self._call_write, fn)
+        return await self._threads_for_calls().run(self._call_write, fn)
+
+    def _threads_for_calls(self) -> Workers:
+        workers = self._workers
+        if workers is None:
+            workers = self._workers = Workers(self._threads, "ownstate-sqlite")
+        return workers
 
     async def close(self) -> None:
         self._closed = True
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
+        if self._workers is not None:
+            self._workers.close()
+            self._workers = None
         with self._opened_lock:
             for conn in self._opened:
                 conn.close()
