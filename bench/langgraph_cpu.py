@@ -17,6 +17,9 @@ Run by hand::
 
     PYTHONPATH=src /work/venv/bin/python bench/langgraph_cpu.py --saver ownstate-sqlite
 
+``--warmup N`` runs N turns before the profiled ones (450, with ``--turns 50``, profiles
+the turns of a long thread).
+
 ``--saver`` is ``ownstate-sqlite``, ``sqlite`` (``SqliteSaver``), ``ownstate-postgres`` or
 ``postgres`` (``PostgresSaver``, at ``OWNSTATE_BENCH_POSTGRES_URL``).
 """
@@ -149,8 +152,10 @@ def main() -> None:
     parser.add_argument("--saver", default="ownstate-sqlite",
                         choices=["ownstate-sqlite", "sqlite", "ownstate-postgres", "postgres"])
     parser.add_argument("--turns", type=int, default=60)
+    parser.add_argument("--warmup", type=int, default=WARMUP,
+                        help="turns run before the profiled ones (a late turn: 450)")
     args = parser.parse_args()
-    pairs = conversation(args.turns + WARMUP)
+    pairs = conversation(args.turns + args.warmup)
     questions = [p[0]["content"] for p in pairs]
     answers = [p[1]["content"][0]["text"] for p in pairs]
     closers: list[Any] = []
@@ -158,7 +163,7 @@ def main() -> None:
         saver, loop_client = make_saver(args.saver, Path(tempfile.mkdtemp()), closers)
         graph = build_graph(saver, answers)
         config = {"configurable": {"thread_id": "bench-thread"}}
-        for turn in range(WARMUP):
+        for turn in range(args.warmup):
             graph.invoke({"messages": [HumanMessage(questions[turn])]}, config)
         profiles: list[cProfile.Profile] = []
 
@@ -180,7 +185,7 @@ def main() -> None:
         start()
         gc.disable()
         began = time.process_time()
-        for turn in range(WARMUP, WARMUP + args.turns):
+        for turn in range(args.warmup, args.warmup + args.turns):
             graph.invoke({"messages": [HumanMessage(questions[turn])]}, config)
         spent = time.process_time() - began
         gc.enable()
