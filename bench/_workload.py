@@ -16,6 +16,7 @@ shadow the ``redis`` package.
 
 from __future__ import annotations
 
+import os
 import random
 import statistics
 import time
@@ -82,6 +83,35 @@ def conversation(turns: int, *, seed: int = 1234, size: int = 400) -> list[Pair]
 
 def flat_items(count: int, *, seed: int = 99) -> list[dict[str, Any]]:
     return [item for pair in conversation((count + 1) // 2, seed=seed) for item in pair][:count]
+
+
+# --------------------------------------------------------------------------------------
+# CPU of other processes
+
+
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """User and system CPU seconds the processes have used so far, from ``/proc`` (gone
+    ones count 0)."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu_seconds(url: str, application: str) -> float:
+    """:func:`cpu_seconds` of the PostgreSQL server processes (at ``url``, on this
+    machine) whose connections name ``application`` as their ``application_name``."""
+    import psycopg  # only the PostgreSQL benchmarks need it
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        pids = [r[0] for r in conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (application,))]
+    return cpu_seconds(pids)
 
 
 # --------------------------------------------------------------------------------------

@@ -54,6 +54,7 @@ from _workload import (
     OwnstateAsyncTurns,
     OwnstateSyncTurns,
     conversation,
+    cpu_seconds,
     print_table,
     print_turns_header,
     print_turns_table,
@@ -233,12 +234,12 @@ def bench_requests(args: argparse.Namespace) -> None:
                 for _ in range(50):
                     call()
                 walls = []
-                server0, client0 = _cpu_seconds([pid]), time.process_time()
+                server0, client0 = cpu_seconds([pid]), time.process_time()
                 for _ in range(args.calls):
                     t0 = time.perf_counter()
                     call()
                     walls.append(time.perf_counter() - t0)
-                server_cpu = (_cpu_seconds([pid]) - server0) / args.calls
+                server_cpu = (cpu_seconds([pid]) - server0) / args.calls
                 client_cpu = (time.process_time() - client0) / args.calls
                 rows.append([name, f"{statistics.median(walls) * 1000:.3f}",
                              f"{server_cpu * 1000:.3f}", f"{client_cpu * 1000:.3f}"])
@@ -312,19 +313,6 @@ def _load_worker(bases: list[str], token: str, store: str, first: int, clients: 
     return asyncio.run(_load(bases, token, store, first, clients, seconds, ready, start))
 
 
-def _cpu_seconds(pids: list[int]) -> float:
-    """User and system CPU seconds the processes have used so far (gone ones count 0)."""
-    total = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
-
-
 def _machine_busy() -> tuple[float, float]:
     """(busy, total) CPU seconds of the whole machine so far, from /proc/stat."""
     with open("/proc/stat") as f:
@@ -379,10 +367,10 @@ def bench_load(args: argparse.Namespace) -> None:
             time.sleep(max(0.0, start_at - time.time()))
             server_pids = [p.pid for p in processes]
             db_pids = _database_pids(args.db)
-            s0, d0, (b0, t0) = _cpu_seconds(server_pids), _cpu_seconds(db_pids), _machine_busy()
+            s0, d0, (b0, t0) = cpu_seconds(server_pids), cpu_seconds(db_pids), _machine_busy()
             load0 = os.getloadavg()[0]
             time.sleep(args.seconds)
-            s1, d1, (b1, t1) = _cpu_seconds(server_pids), _cpu_seconds(db_pids), _machine_busy()
+            s1, d1, (b1, t1) = cpu_seconds(server_pids), cpu_seconds(db_pids), _machine_busy()
             load1 = os.getloadavg()[0]
             results = [f.result() for f in futures]
     latencies = [x for r in results for x in r["latencies"]]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 import statistics
 import sys
 import time
@@ -28,25 +27,10 @@ import psycopg
 import ownstate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _workload import server_cpu_seconds
 from search_locomo import POSTGRES, load
 
-_TICK = os.sysconf("SC_CLK_TCK")
 perf = time.perf_counter
-
-
-def _server_cpu(name: str) -> float:
-    """The CPU seconds of the server backends whose application_name is ``name``."""
-    with psycopg.connect(POSTGRES, autocommit=True) as conn:
-        pids = [r[0] for r in conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (name,))]
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except FileNotFoundError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / _TICK
 
 
 def _costs(texts: list[str], indexed: bool) -> list[float]:
@@ -59,12 +43,12 @@ def _costs(texts: list[str], indexed: bool) -> list[float]:
             session = client.session_stores.create("writes", index_items=indexed).add(
                 actor_id="writes")
             items = [{"role": "user", "content": t} for t in texts]
-            marks = [(perf(), time.process_time(), _server_cpu(schema))]
+            marks = [(perf(), time.process_time(), server_cpu_seconds(POSTGRES, schema))]
             for start in range(0, len(items), 20):
                 session.append_items(items[start:start + 20])
-            marks.append((perf(), time.process_time(), _server_cpu(schema)))
+            marks.append((perf(), time.process_time(), server_cpu_seconds(POSTGRES, schema)))
             client.session_stores.search_items("what")
-            marks.append((perf(), time.process_time(), _server_cpu(schema)))
+            marks.append((perf(), time.process_time(), server_cpu_seconds(POSTGRES, schema)))
     finally:
         with psycopg.connect(POSTGRES, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")

@@ -34,26 +34,8 @@ from psycopg.rows import dict_row
 from ownstate.adapters.langgraph import OwnstateSaver
 
 sys.path.append(str(Path(__file__).resolve().parent))
-from _workload import conversation, print_table
+from _workload import conversation, print_table, server_cpu_seconds
 from langgraph_savers import POSTGRES_URL, build_graph
-
-_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def server_seconds(application: str) -> float:
-    """CPU seconds so far of the server processes whose connections name ``application``."""
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-        pids = [r[0] for r in conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE application_name = %s",
-            (application,)).fetchall()]
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except FileNotFoundError:  # the connection closed meanwhile
-            continue
-        total += int(fields[11]) + int(fields[12])
-    return total / _TICKS
 
 
 def one_thread(name: str, turns: int, window: int) -> tuple[float, float, float]:
@@ -81,10 +63,10 @@ def one_thread(name: str, turns: int, window: int) -> tuple[float, float, float]
         config = {"configurable": {"thread_id": "bench-thread"}}
         for turn in range(turns):
             if turn == turns - window:
-                server, client, wall = (server_seconds(application), time.process_time(),
-                                        time.perf_counter())
+                server = server_cpu_seconds(POSTGRES_URL, application)
+                client, wall = time.process_time(), time.perf_counter()
             graph.invoke({"messages": [HumanMessage(pairs[turn][0]["content"])]}, config)
-        server = server_seconds(application) - server
+        server = server_cpu_seconds(POSTGRES_URL, application) - server
         client, wall = time.process_time() - client, time.perf_counter() - wall
         return server * 1e3 / window, client * 1e3 / window, wall * 1e3 / window
     finally:

@@ -85,9 +85,6 @@ class _JoinedHead:
         self._flush()
         self._transport.close()
 
-    def is_closing(self) -> bool:
-        return self._transport.is_closing()
-
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)
 

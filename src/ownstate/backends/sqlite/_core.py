@@ -334,17 +334,19 @@ class SqliteCore:
                 self._idle.append(conn)
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        if self._inline or self._closed:  # a closed backend refuses without a thread
+        if self._inline:
             return self._call(fn)
         return await self._threads_for_calls().run(self._call, fn)
 
     async def _run_write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """:meth:`_run` for ``fn`` that writes (its transaction opened by :func:`write`)."""
-        if self._inline or self._closed:
+        if self._inline:
             return self._call_write(fn)
         return await self._threads_for_calls().run(self._call_write, fn)
 
     def _threads_for_calls(self) -> Workers:
+        if self._closed:  # refused here, without starting threads again
+            raise BackendUnavailable("this SQLite backend is closed")
         workers = self._workers
         if workers is None:
             workers = self._workers = Workers(self._threads, "ownstate-sqlite")
